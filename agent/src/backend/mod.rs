@@ -1,0 +1,1 @@
+//! Discovery backends. Each turns what it can see into [`crate::facts::NodeFacts`].

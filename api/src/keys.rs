@@ -1,0 +1,83 @@
+//! Label and annotation keys of the contract (DESIGN.md).
+
+/// API group and version of [`crate::GpuTopology`].
+pub const GROUP: &str = "gputopo.dev";
+pub const VERSION: &str = "v1alpha1";
+/// The prefix of every annotation a pod may carry, and of the labels the agent owns.
+pub const PREFIX: &str = "gputopo.dev/";
+
+/// The extended resource a pod's GPU count is read from.
+pub const RESOURCE_GPU: &str = "nvidia.com/gpu";
+
+/// Node labels the agent writes.
+pub mod node {
+    /// Same meaning as NVIDIA GPU Feature Discovery.
+    pub const GPU_COUNT: &str = "nvidia.com/gpu.count";
+    pub const GPU_PRODUCT: &str = "nvidia.com/gpu.product";
+    /// Per-GPU memory in MiB, as GFD writes it.
+    pub const GPU_MEMORY: &str = "nvidia.com/gpu.memory";
+    /// `NV<k>`: every GPU pair joined by at least k NVLinks; absent otherwise.
+    pub const NVLINK_P2P_LEVEL: &str = "nvidia.com/nvlink.p2p.level";
+    pub const NVLINK_LARGEST_ISLAND: &str = "gputopo.dev/nvlink.largest-island";
+    pub const NVLINK_ALL_TO_ALL: &str = "gputopo.dev/nvlink.all-to-all";
+    pub const NUMA_NODES: &str = "gputopo.dev/numa-nodes";
+    /// `nvswitch` | `nvlink-mesh` | `nvlink-bridge` | `pcie`.
+    pub const INTERCONNECT: &str = "gputopo.dev/interconnect";
+
+    /// The labels that carry GFD's meaning; an operator running GFD turns these off.
+    pub const GFD_COMPATIBLE: [&str; 3] = [GPU_COUNT, GPU_PRODUCT, GPU_MEMORY];
+    /// Every label the agent may write, and so the only ones it ever removes.
+    pub const OWNED: [&str; 8] = [
+        GPU_COUNT,
+        GPU_PRODUCT,
+        GPU_MEMORY,
+        NVLINK_P2P_LEVEL,
+        NVLINK_LARGEST_ISLAND,
+        NVLINK_ALL_TO_ALL,
+        NUMA_NODES,
+        INTERCONNECT,
+    ];
+
+    /// The kubelet Topology Manager policy, where an operator labels nodes with it.
+    pub const TOPOLOGY_MANAGER_POLICY: &str = "gputopo.dev/topology-manager-policy";
+    /// Default network tiers, outermost first.
+    pub const SPINE: &str = "gputopo.dev/spine";
+    pub const LEAF: &str = "gputopo.dev/leaf";
+    /// Optional cost signal for scoring.
+    pub const COST_PER_HOUR: &str = "gputopo.dev/cost-per-hour";
+}
+
+/// Pod annotations (all under `gputopo.dev/`) and the seed design's aliases.
+pub mod pod {
+    pub const MIN_NVLINK_LEVEL: &str = "gputopo.dev/min-nvlink-level";
+    pub const COLLECTIVE: &str = "gputopo.dev/collective";
+    pub const WORKLOAD: &str = "gputopo.dev/workload";
+    pub const PLACEMENT_STRATEGY: &str = "gputopo.dev/placement-strategy";
+    pub const PREFERRED_DOMAIN: &str = "gputopo.dev/preferred-domain";
+    pub const GPU_MEMORY: &str = "gputopo.dev/gpu-memory";
+    pub const LATENCY_SENSITIVE: &str = "gputopo.dev/latency-sensitive";
+    pub const GPU_SHARE: &str = "gputopo.dev/gpu-share";
+    pub const CHECKPOINT_TIME: &str = "gputopo.dev/checkpoint-time";
+    pub const EXPECTED_COMPLETION: &str = "gputopo.dev/expected-completion";
+    pub const NETWORK_BANDWIDTH: &str = "gputopo.dev/network-bandwidth";
+    pub const GPU_COUNT: &str = "gputopo.dev/gpu-count";
+    /// Gangs for users without the PodGroup CRD.
+    pub const GANG: &str = "gputopo.dev/gang";
+    pub const GANG_SIZE: &str = "gputopo.dev/gang-size";
+
+    /// Written by the scheduler on a pod it binds.
+    pub const ASSIGNED_GPUS: &str = "gputopo.dev/assigned-gpus";
+    pub const ASSIGNED_GPU_UUIDS: &str = "gputopo.dev/assigned-gpu-uuids";
+
+    /// The scheduler-plugins PodGroup label (Kubeflow, JobSet, LeaderWorkerSet).
+    pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
+    /// The seed design's keys, accepted as aliases: (alias, canonical key).
+    pub const ALIASES: [(&str, &str); 5] = [
+        ("topology.scheduler/gpu-count", GPU_COUNT),
+        ("topology.scheduler/preferred-domain", PREFERRED_DOMAIN),
+        ("topology.scheduler/placement-strategy", PLACEMENT_STRATEGY),
+        ("topology.scheduler/latency-sensitive", LATENCY_SENSITIVE),
+        ("topology.scheduler/network-bandwidth", NETWORK_BANDWIDTH),
+    ];
+}

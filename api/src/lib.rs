@@ -1,0 +1,20 @@
+//! The gputopo contract (`../shared/DESIGN.md`) as Rust types.
+//!
+//! Everything here is plain data and pure functions: no I/O, no clock.
+//! The agent writes these types, the scheduler and `scheduler-core` read them.
+
+pub mod keys;
+pub mod link;
+pub mod quantity;
+pub mod request;
+pub mod topology;
+
+pub use link::{LinkClass, LinkType};
+pub use request::{
+    Collective, GangRef, GpuRequest, GpuShare, PlacementStrategy, RequestError, WorkloadKind,
+};
+
+pub use topology::{
+    CONDITION_DEGRADED, GpuAllocation, GpuFabric, GpuInfo, GpuLink, GpuTopology, GpuTopologySpec,
+    GpuTopologyStatus, Interconnect, Nic, NicGpuLink, TopologySource, TopologySummary, crd_yaml,
+};

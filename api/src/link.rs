@@ -1,0 +1,208 @@
+//! Link types between two GPUs (or a GPU and a NIC) and their order of quality.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// How two devices are connected, in `nvidia-smi topo -m` vocabulary.
+///
+/// An old driver's `SOC` reads as [`LinkType::Sys`].
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum LinkType {
+    /// Traverses PCIe and the SMP interconnect between NUMA nodes (QPI/UPI/xGMI).
+    #[serde(rename = "SYS")]
+    Sys,
+    /// Traverses PCIe and the interconnect between host bridges within one NUMA node.
+    #[serde(rename = "NODE")]
+    Node,
+    /// Traverses PCIe and a PCIe host bridge (typically the CPU).
+    #[serde(rename = "PHB")]
+    Phb,
+    /// Traverses several PCIe switches, not the host bridge.
+    #[serde(rename = "PXB")]
+    Pxb,
+    /// Traverses at most one PCIe switch.
+    #[serde(rename = "PIX")]
+    Pix,
+    /// A bonded set of NVLinks (directly or through NVSwitch).
+    #[serde(rename = "NV")]
+    Nv,
+}
+
+impl LinkType {
+    pub const ALL: [LinkType; 6] = [
+        LinkType::Nv,
+        LinkType::Pix,
+        LinkType::Pxb,
+        LinkType::Phb,
+        LinkType::Node,
+        LinkType::Sys,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkType::Nv => "NV",
+            LinkType::Pix => "PIX",
+            LinkType::Pxb => "PXB",
+            LinkType::Phb => "PHB",
+            LinkType::Node => "NODE",
+            LinkType::Sys => "SYS",
+        }
+    }
+}
+
+impl fmt::Display for LinkType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The quality of one GPU-to-GPU connection: a link type and, for `NV`, how many
+/// NVLinks are bonded. Ordered from worst to best, so `max`/`min` pick the
+/// strongest/weakest link: `SYS < NODE < PHB < PXB < PIX < NV1 < NV2 < … < NV18`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LinkClass {
+    Sys,
+    Node,
+    Phb,
+    Pxb,
+    Pix,
+    /// `NV<k>`, k ≥ 1.
+    Nv(u32),
+}
+
+impl LinkClass {
+    pub fn new(link_type: LinkType, nvlinks: u32) -> LinkClass {
+        match link_type {
+            LinkType::Nv => LinkClass::Nv(nvlinks.max(1)),
+            LinkType::Pix => LinkClass::Pix,
+            LinkType::Pxb => LinkClass::Pxb,
+            LinkType::Phb => LinkClass::Phb,
+            LinkType::Node => LinkClass::Node,
+            LinkType::Sys => LinkClass::Sys,
+        }
+    }
+
+    pub fn link_type(self) -> LinkType {
+        match self {
+            LinkClass::Nv(_) => LinkType::Nv,
+            LinkClass::Pix => LinkType::Pix,
+            LinkClass::Pxb => LinkType::Pxb,
+            LinkClass::Phb => LinkType::Phb,
+            LinkClass::Node => LinkType::Node,
+            LinkClass::Sys => LinkType::Sys,
+        }
+    }
+
+    /// Bonded NVLinks; 0 for every PCIe class.
+    pub fn nvlinks(self) -> u32 {
+        match self {
+            LinkClass::Nv(k) => k,
+            _ => 0,
+        }
+    }
+
+    /// A dense rank for arithmetic (scores, tables): SYS=1 … PIX=5, NV<k>=5+k.
+    pub fn rank(self) -> u32 {
+        match self {
+            LinkClass::Sys => 1,
+            LinkClass::Node => 2,
+            LinkClass::Phb => 3,
+            LinkClass::Pxb => 4,
+            LinkClass::Pix => 5,
+            LinkClass::Nv(k) => 5 + k,
+        }
+    }
+}
+
+impl fmt::Display for LinkClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkClass::Nv(k) => write!(f, "NV{k}"),
+            other => f.write_str(other.link_type().as_str()),
+        }
+    }
+}
+
+/// A cell of `nvidia-smi topo -m` could not be read as a link class.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a link class; accepted: NV<k> (k ≥ 1), PIX, PXB, PHB, NODE, SYS, SOC")]
+pub struct LinkClassParseError {
+    pub value: String,
+}
+
+impl FromStr for LinkClass {
+    type Err = LinkClassParseError;
+
+    /// Reads `NV12`, `PIX`, …; `SOC` (drivers before ~384) is `SYS`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || LinkClassParseError {
+            value: s.to_string(),
+        };
+        match s {
+            "SYS" | "SOC" => Ok(LinkClass::Sys),
+            "NODE" => Ok(LinkClass::Node),
+            "PHB" => Ok(LinkClass::Phb),
+            "PXB" => Ok(LinkClass::Pxb),
+            "PIX" => Ok(LinkClass::Pix),
+            _ => {
+                let k = s.strip_prefix("NV").ok_or_else(err)?;
+                if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) || k.len() > 3 {
+                    return Err(err());
+                }
+                match k.parse::<u32>() {
+                    Ok(k) if k >= 1 => Ok(LinkClass::Nv(k)),
+                    _ => Err(err()),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_worst_to_best() {
+        let mut v: Vec<LinkClass> = ["NV2", "SYS", "PIX", "NV18", "NODE", "PHB", "PXB", "NV1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        v.sort();
+        let names: Vec<String> = v.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            names,
+            ["SYS", "NODE", "PHB", "PXB", "PIX", "NV1", "NV2", "NV18"]
+        );
+    }
+
+    #[test]
+    fn soc_is_sys_and_garbage_is_an_error() {
+        assert_eq!("SOC".parse::<LinkClass>().unwrap(), LinkClass::Sys);
+        for bad in ["NV", "NV0", "NVX", "PIXNODE", "NODENODE", "", " X ", "nv2", "NV-1"] {
+            let e = bad.parse::<LinkClass>().unwrap_err();
+            assert!(e.to_string().contains("accepted"), "{e}");
+        }
+    }
+
+    #[test]
+    fn rank_is_monotone_with_order() {
+        let all = [
+            LinkClass::Sys,
+            LinkClass::Node,
+            LinkClass::Phb,
+            LinkClass::Pxb,
+            LinkClass::Pix,
+            LinkClass::Nv(1),
+            LinkClass::Nv(4),
+            LinkClass::Nv(18),
+        ];
+        for w in all.windows(2) {
+            assert!(w[0] < w[1] && w[0].rank() < w[1].rank());
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The `GpuTopology` custom resource (`gputopo.dev/v1alpha1`): one per node.
+
+use crate::link::{LinkClass, LinkType};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use kube::core::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What the agent observed about one node's GPUs and how they are wired.
+///
+/// The agent is this object's only writer. A field the source cannot know
+/// (the UUID in a bare `nvidia-smi topo -m` text, say) is null, never invented.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "gputopo.dev",
+    version = "v1alpha1",
+    kind = "GpuTopology",
+    plural = "gputopologies",
+    singular = "gputopology",
+    shortname = "gtopo",
+    category = "gputopo",
+    status = "GpuTopologyStatus",
+    doc = "How the GPUs of one node are wired, as its gputopo-agent discovered them. Cluster-scoped; the name is the node's.",
+    printcolumn(name = "GPUs", type_ = "integer", json_path = ".spec.summary.gpuCount"),
+    printcolumn(name = "Product", type_ = "string", json_path = ".spec.summary.product"),
+    printcolumn(name = "P2P", type_ = "string", json_path = ".spec.summary.p2pLevel"),
+    printcolumn(name = "Island", type_ = "integer", json_path = ".spec.summary.largestIsland"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuTopologySpec {
+    pub node_name: String,
+    pub source: TopologySource,
+    pub driver_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_version: Option<String>,
+    pub gpus: Vec<GpuInfo>,
+    /// One entry per unordered GPU pair, `a < b`, sorted by `(a, b)`.
+    pub links: Vec<GpuLink>,
+    pub nics: Vec<Nic>,
+    /// Connected components of the NVLink graph, each sorted; a GPU without NVLink is an island of one.
+    pub islands: Vec<Vec<u32>>,
+    pub summary: TopologySummary,
+}
+
+/// Which discovery backend produced the object.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologySource {
+    Nvml,
+    NvidiaSmi,
+    Fixture,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuInfo {
+    /// The GPU's index as the node enumerates it (NVML / nvidia-smi order).
+    pub index: u32,
+    pub uuid: Option<String>,
+    pub product: Option<String>,
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+    pub pci_bus_id: Option<String>,
+    pub numa_node: Option<i32>,
+    /// A cpulist such as `0-31,64-95`.
+    pub cpu_affinity: Option<String>,
+    pub mig_enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<GpuFabric>,
+}
+
+/// Membership in a multi-node NVLink domain (GB200/GB300 NVL72).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuFabric {
+    pub cluster_uuid: Option<String>,
+    pub clique_id: Option<u32>,
+}
+
+/// The connection between GPUs `a < b`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuLink {
+    pub a: u32,
+    pub b: u32,
+    #[serde(rename = "type")]
+    pub link_type: LinkType,
+    /// Bonded NVLinks; 0 unless `type` is `NV`.
+    pub nvlinks: u32,
+}
+
+impl GpuLink {
+    pub fn class(&self) -> LinkClass {
+        LinkClass::new(self.link_type, self.nvlinks)
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Nic {
+    /// The RDMA device name, e.g. `mlx5_0`.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<i32>,
+    pub gpu_links: Vec<NicGpuLink>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NicGpuLink {
+    pub gpu: u32,
+    #[serde(rename = "type")]
+    pub link_type: LinkType,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologySummary {
+    pub gpu_count: u32,
+    /// The product when every GPU is the same model; null on mixed or unknown nodes.
+    pub product: Option<String>,
+    /// `NV<k>`: the largest k such that every GPU pair is joined directly by at
+    /// least k NVLinks; null when some pair has no NVLink or there are fewer than two GPUs.
+    pub p2p_level: Option<String>,
+    pub all_to_all_nvlink: bool,
+    pub largest_island: u32,
+    /// Distinct NUMA nodes the GPUs sit on; null when no GPU's NUMA node is known.
+    pub numa_nodes: Option<u32>,
+    /// How the GPUs are joined (gputopo addition: the `gputopo.dev/interconnect` label's value).
+    pub interconnect: Interconnect,
+}
+
+/// The shape of a node's GPU interconnect.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interconnect {
+    /// Every GPU reaches every other at full bandwidth through NVSwitch.
+    Nvswitch,
+    /// Direct NVLinks between GPUs, not all pairs equal (DGX-1 cube-mesh, 4-GPU HGX boards).
+    NvlinkMesh,
+    /// NVLink bridges joining pairs (or small groups) of PCIe cards.
+    NvlinkBridge,
+    /// No NVLink at all.
+    Pcie,
+}
+
+impl Interconnect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Interconnect::Nvswitch => "nvswitch",
+            Interconnect::NvlinkMesh => "nvlink-mesh",
+            Interconnect::NvlinkBridge => "nvlink-bridge",
+            Interconnect::Pcie => "pcie",
+        }
+    }
+}
+
+/// Conditions and the current per-GPU allocation (read from the kubelet).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuTopologyStatus {
+    /// `Degraded`: a GPU has fewer active NVLinks than its peers or its product should.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<GpuAllocation>,
+}
+
+/// Which pods hold one GPU, as the kubelet's pod-resources API reports.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuAllocation {
+    pub gpu: u32,
+    /// `namespace/name` of each pod holding this GPU.
+    pub pods: Vec<String>,
+}
+
+/// The condition type the agent sets when NVLinks are missing or down.
+pub const CONDITION_DEGRADED: &str = "Degraded";
+
+impl GpuTopologySpec {
+    /// The link between two distinct GPUs, in either order.
+    pub fn link(&self, x: u32, y: u32) -> Option<&GpuLink> {
+        let (a, b) = if x < y { (x, y) } else { (y, x) };
+        self.links
+            .binary_search_by(|l| (l.a, l.b).cmp(&(a, b)))
+            .ok()
+            .map(|i| &self.links[i])
+    }
+}
+
+/// The CustomResourceDefinition YAML generated from these types, as `gputopo crd` prints it.
+pub fn crd_yaml() -> String {
+    let crd = GpuTopology::crd();
+    let body = serde_yaml::to_string(&crd).expect("a CRD always serializes to YAML");
+    format!(
+        "# Generated by `gputopo crd` from api/src/topology.rs. Do not edit by hand.\n---\n{body}"
+    )
+}
