@@ -52,10 +52,16 @@ pub struct NvLinkFact {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
 pub enum RemoteEnd {
-    Gpu { pci_bus_id: String },
-    Nvswitch { pci_bus_id: Option<String> },
+    Gpu {
+        pci_bus_id: String,
+    },
+    Nvswitch {
+        pci_bus_id: Option<String>,
+    },
     /// An IBM NPU or other CPU-side endpoint (POWER9 NVLink to the CPU).
-    Cpu { pci_bus_id: Option<String> },
+    Cpu {
+        pci_bus_id: Option<String>,
+    },
 }
 
 /// The path between GPUs `a` and `b` (`a != b`; order as the source gave it).

@@ -183,7 +183,9 @@ mod tests {
     #[test]
     fn soc_is_sys_and_garbage_is_an_error() {
         assert_eq!("SOC".parse::<LinkClass>().unwrap(), LinkClass::Sys);
-        for bad in ["NV", "NV0", "NVX", "PIXNODE", "NODENODE", "", " X ", "nv2", "NV-1"] {
+        for bad in [
+            "NV", "NV0", "NVX", "PIXNODE", "NODENODE", "", " X ", "nv2", "NV-1",
+        ] {
             let e = bad.parse::<LinkClass>().unwrap_err();
             assert!(e.to_string().contains("accepted"), "{e}");
         }

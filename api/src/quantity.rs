@@ -111,7 +111,9 @@ mod tests {
 
     #[test]
     fn bad_quantities_name_the_value_and_the_accepted_forms() {
-        for bad in ["", "Gi", "40 Gi", "40GB", "-1Gi", "500m", "1.2.3G", "4e99", "abc", "."] {
+        for bad in [
+            "", "Gi", "40 Gi", "40GB", "-1Gi", "500m", "1.2.3G", "4e99", "abc", ".",
+        ] {
             let e = parse_bytes(bad).unwrap_err();
             let msg = e.to_string();
             assert!(msg.contains("accepted"), "{msg}");

@@ -105,7 +105,9 @@ pub enum RequestError {
         known = KNOWN_KEYS.join(", ")
     )]
     UnknownKey { key: String },
-    #[error("{alias} and {canonical} are both set, to {alias_value:?} and {canonical_value:?}; set one")]
+    #[error(
+        "{alias} and {canonical} are both set, to {alias_value:?} and {canonical_value:?}; set one"
+    )]
     ConflictingAlias {
         alias: String,
         canonical: String,
@@ -153,9 +155,11 @@ const ACCEPT_BOOL: &str = "true | false";
 const ACCEPT_SHARE: &str =
     "a fraction of one GPU from 0.05 to 1 (e.g. 0.25), or a memory quantity (e.g. 15Gi)";
 const ACCEPT_TIME: &str = "an RFC 3339 time such as 2026-11-21T08:00:00Z";
-const ACCEPT_BANDWIDTH: &str = "a bit rate such as 100Gbps, 400G, 800Mbps (a bare number is Gbit/s)";
+const ACCEPT_BANDWIDTH: &str =
+    "a bit rate such as 100Gbps, 400G, 800Mbps (a bare number is Gbit/s)";
 const ACCEPT_COUNT: &str = "a whole number of GPUs, 0..=1024";
-const ACCEPT_DOMAIN: &str = "a label value: 1-63 characters of [A-Za-z0-9._-], alphanumeric at both ends";
+const ACCEPT_DOMAIN: &str =
+    "a label value: 1-63 characters of [A-Za-z0-9._-], alphanumeric at both ends";
 const ACCEPT_GANG: &str = "a gang name: 1-253 characters of [a-z0-9.-]";
 
 impl GpuRequest {
@@ -209,9 +213,10 @@ impl GpuRequest {
         }
         if let Some((k, v)) = a.get(key::MIN_NVLINK_LEVEL) {
             let digits = v.strip_prefix("NV").unwrap_or(v);
-            req.min_nvlink_level = Some(parse_u32(k, digits, ACCEPT_NVLINK, 1..=64).map_err(
-                |_| bad(k, v, ACCEPT_NVLINK),
-            )?);
+            req.min_nvlink_level = Some(
+                parse_u32(k, digits, ACCEPT_NVLINK, 1..=64)
+                    .map_err(|_| bad(k, v, ACCEPT_NVLINK))?,
+            );
         }
         if let Some((k, v)) = a.get(key::COLLECTIVE) {
             req.collective = match v {
@@ -348,7 +353,8 @@ impl<'a> Annotations<'a> {
             } else {
                 continue;
             };
-            if let Some((other_key, other_value)) = values.insert(canonical, (k.as_str(), v.as_str()))
+            if let Some((other_key, other_value)) =
+                values.insert(canonical, (k.as_str(), v.as_str()))
             {
                 if other_value != v {
                     let (alias, alias_value, canonical_value) = if other_key == canonical {
@@ -435,7 +441,9 @@ fn parse_bandwidth(key: &str, value: &str) -> Result<u64, RequestError> {
         "T" | "Tbps" | "Tb/s" => 1_000_000.0,
         _ => return Err(bad(key, value, ACCEPT_BANDWIDTH)),
     };
-    let n: f64 = number.parse().map_err(|_| bad(key, value, ACCEPT_BANDWIDTH))?;
+    let n: f64 = number
+        .parse()
+        .map_err(|_| bad(key, value, ACCEPT_BANDWIDTH))?;
     let mbps = n * per_unit_mbps;
     if !mbps.is_finite() || mbps <= 0.0 || mbps > 1e9 {
         return Err(bad(key, value, ACCEPT_BANDWIDTH));
@@ -494,13 +502,15 @@ fn is_label_value(v: &str) -> bool {
         && b.len() <= 63
         && b.first().is_some_and(u8::is_ascii_alphanumeric)
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c))
 }
 
 fn is_gang_name(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 253
-        && v.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
+        && v.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
 }
 
 impl fmt::Display for Collective {
@@ -517,7 +527,10 @@ mod tests {
     use super::*;
 
     fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn parse(limit: Option<u32>, pairs: &[(&str, &str)]) -> Result<GpuRequest, RequestError> {
@@ -571,7 +584,12 @@ mod tests {
                 size: 8
             })
         );
-        assert_eq!(parse(Some(2), &[(key::MIN_NVLINK_LEVEL, "8")]).unwrap().min_nvlink_level, Some(8));
+        assert_eq!(
+            parse(Some(2), &[(key::MIN_NVLINK_LEVEL, "8")])
+                .unwrap()
+                .min_nvlink_level,
+            Some(8)
+        );
     }
 
     #[test]
@@ -580,9 +598,19 @@ mod tests {
         assert_eq!((r.gpus, r.gpu_share), (0, Some(GpuShare::Milli(250))));
         let r = parse(None, &[(key::GPU_SHARE, "15Gi")]).unwrap();
         assert_eq!(r.gpu_share, Some(GpuShare::MemoryMiB(15 * 1024)));
-        assert_eq!(parse(None, &[(key::GPU_SHARE, "1")]).unwrap().gpu_share, Some(GpuShare::Milli(1000)));
-        assert_eq!(parse(None, &[(key::GPU_SHARE, ".05")]).unwrap().gpu_share, Some(GpuShare::Milli(50)));
-        assert!(parse(None, &[(key::GPU_SHARE, "0.25")]).unwrap().wants_gpus());
+        assert_eq!(
+            parse(None, &[(key::GPU_SHARE, "1")]).unwrap().gpu_share,
+            Some(GpuShare::Milli(1000))
+        );
+        assert_eq!(
+            parse(None, &[(key::GPU_SHARE, ".05")]).unwrap().gpu_share,
+            Some(GpuShare::Milli(50))
+        );
+        assert!(
+            parse(None, &[(key::GPU_SHARE, "0.25")])
+                .unwrap()
+                .wants_gpus()
+        );
     }
 
     #[test]
@@ -605,7 +633,10 @@ mod tests {
         // The same value under both keys is fine.
         parse(
             Some(4),
-            &[(key::PREFERRED_DOMAIN, "a"), ("topology.scheduler/preferred-domain", "a")],
+            &[
+                (key::PREFERRED_DOMAIN, "a"),
+                ("topology.scheduler/preferred-domain", "a"),
+            ],
         )
         .unwrap();
     }
@@ -634,7 +665,11 @@ mod tests {
             (key::EXPECTED_COMPLETION, "2026-13-01T00:00:00Z", "RFC 3339"),
             (key::NETWORK_BANDWIDTH, "fast", "bit rate"),
             (key::NETWORK_BANDWIDTH, "-5G", "bit rate"),
-            ("topology.scheduler/placement-strategy", "packed", "consolidated"),
+            (
+                "topology.scheduler/placement-strategy",
+                "packed",
+                "consolidated",
+            ),
         ];
         for (k, v, accepted) in cases {
             let e = parse(Some(1), &[(k, v)]).unwrap_err();
@@ -648,7 +683,9 @@ mod tests {
     #[test]
     fn inconsistent_requests_are_refused() {
         let e = parse(Some(2), &[("topology.scheduler/gpu-count", "4")]).unwrap_err();
-        assert!(matches!(e, RequestError::Inconsistent { .. }) && e.to_string().contains("limit is 2"));
+        assert!(
+            matches!(e, RequestError::Inconsistent { .. }) && e.to_string().contains("limit is 2")
+        );
         let e = parse(None, &[(key::GPU_COUNT, "4")]).unwrap_err();
         assert!(e.to_string().contains("no nvidia.com/gpu limit"), "{e}");
         let e = parse(Some(2), &[(key::GPU_SHARE, "0.5")]).unwrap_err();
@@ -666,11 +703,19 @@ mod tests {
     #[test]
     fn unknown_and_conflicting_keys_are_refused() {
         let e = parse(Some(1), &[("gputopo.dev/colective", "ring")]).unwrap_err();
-        assert_eq!(e, RequestError::UnknownKey { key: "gputopo.dev/colective".into() });
+        assert_eq!(
+            e,
+            RequestError::UnknownKey {
+                key: "gputopo.dev/colective".into()
+            }
+        );
         assert!(e.to_string().contains(key::COLLECTIVE));
         let e = parse(
             Some(1),
-            &[(key::PREFERRED_DOMAIN, "a"), ("topology.scheduler/preferred-domain", "b")],
+            &[
+                (key::PREFERRED_DOMAIN, "a"),
+                ("topology.scheduler/preferred-domain", "b"),
+            ],
         )
         .unwrap_err();
         assert!(matches!(e, RequestError::ConflictingAlias { .. }), "{e:?}");
@@ -683,9 +728,18 @@ mod tests {
         let labels: BTreeMap<String, String> =
             [(key::POD_GROUP_LABEL.to_string(), "pg-1".to_string())].into();
         let r = GpuRequest::parse(Some(8), &BTreeMap::new(), &labels).unwrap();
-        assert_eq!(r.gang, Some(GangRef::PodGroup { name: "pg-1".into() }));
-        let e = GpuRequest::parse(Some(8), &ann(&[(key::GANG, "x"), (key::GANG_SIZE, "2")]), &labels)
-            .unwrap_err();
+        assert_eq!(
+            r.gang,
+            Some(GangRef::PodGroup {
+                name: "pg-1".into()
+            })
+        );
+        let e = GpuRequest::parse(
+            Some(8),
+            &ann(&[(key::GANG, "x"), (key::GANG_SIZE, "2")]),
+            &labels,
+        )
+        .unwrap_err();
         assert!(matches!(e, RequestError::Inconsistent { .. }));
     }
 

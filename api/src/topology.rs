@@ -23,10 +23,22 @@ use serde::{Deserialize, Serialize};
     status = "GpuTopologyStatus",
     doc = "How the GPUs of one node are wired, as its gputopo-agent discovered them. Cluster-scoped; the name is the node's.",
     printcolumn(name = "GPUs", type_ = "integer", json_path = ".spec.summary.gpuCount"),
-    printcolumn(name = "Product", type_ = "string", json_path = ".spec.summary.product"),
+    printcolumn(
+        name = "Product",
+        type_ = "string",
+        json_path = ".spec.summary.product"
+    ),
     printcolumn(name = "P2P", type_ = "string", json_path = ".spec.summary.p2pLevel"),
-    printcolumn(name = "Island", type_ = "integer", json_path = ".spec.summary.largestIsland"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Island",
+        type_ = "integer",
+        json_path = ".spec.summary.largestIsland"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GpuTopologySpec {

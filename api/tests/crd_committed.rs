@@ -1,0 +1,86 @@
+//! The CRD copies committed for operators must be exactly what the Rust types
+//! generate (kube-rs controller-rs style): a changed field fails CI here until
+//! the YAML is regenerated.
+
+use std::path::Path;
+
+const COPIES: [&str; 2] = [
+    "daemonset/crd-gputopologies.yaml",
+    "helm/gputopo/crds/gputopologies.gputopo.dev.yaml",
+];
+
+#[test]
+fn committed_crd_copies_match_the_types() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let generated = gputopo_api::crd_yaml();
+    for copy in COPIES {
+        let committed = std::fs::read_to_string(root.join(copy))
+            .unwrap_or_else(|e| panic!("{copy}: cannot read the committed CRD: {e}"));
+        assert!(
+            committed == generated,
+            "{copy} has drifted from the GpuTopology Rust types; regenerate it with\n  cargo run -p gputopo -- crd > {copy}"
+        );
+    }
+}
+
+#[test]
+fn crd_has_the_contract_shape() {
+    let crd: serde_json::Value = serde_yaml::from_str(
+        gputopo_api::crd_yaml()
+            .split_once("---\n")
+            .map(|(_, body)| body)
+            .expect("a document separator"),
+    )
+    .expect("the CRD is YAML");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["group"], "gputopo.dev");
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1alpha1");
+    assert!(version["subresources"]["status"].is_object());
+    let columns: Vec<&str> = version["additionalPrinterColumns"]
+        .as_array()
+        .expect("printer columns")
+        .iter()
+        .map(|c| c["name"].as_str().expect("a column name"))
+        .collect();
+    assert_eq!(columns, ["GPUs", "Product", "P2P", "Island", "Age"]);
+    let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    for field in [
+        "nodeName",
+        "source",
+        "driverVersion",
+        "gpus",
+        "links",
+        "nics",
+        "islands",
+        "summary",
+    ] {
+        assert!(
+            spec[field].is_object(),
+            "spec.{field} missing from the schema"
+        );
+    }
+    let gpu = &spec["gpus"]["items"]["properties"];
+    for field in [
+        "index",
+        "uuid",
+        "product",
+        "memoryMiB",
+        "pciBusId",
+        "numaNode",
+        "cpuAffinity",
+        "migEnabled",
+    ] {
+        assert!(
+            gpu[field].is_object(),
+            "gpus[].{field} missing from the schema"
+        );
+    }
+    // Fields a source cannot know are null, so the schema must allow null.
+    assert_eq!(gpu["uuid"]["nullable"], true);
+    assert_eq!(spec["summary"]["properties"]["p2pLevel"]["nullable"], true);
+    assert_eq!(
+        spec["links"]["items"]["properties"]["type"]["enum"],
+        serde_json::json!(["SYS", "NODE", "PHB", "PXB", "PIX", "NV"])
+    );
+}
