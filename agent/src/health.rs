@@ -115,14 +115,14 @@ fn link_state_findings(facts: &NodeFacts, out: &mut Vec<HealthFinding>) {
                 ),
             });
         }
-        if let Some((ports, _)) = expectation {
-            if (active.len() as u32) < ports {
-                out.push(HealthFinding {
-                    gpu: g.index,
-                    kind: FindingKind::FewerLinksThanProduct,
-                    detail: format!("{} active NVLinks, a {product} has {ports}", active.len()),
-                });
-            }
+        if let Some((ports, _)) = expectation
+            && (active.len() as u32) < ports
+        {
+            out.push(HealthFinding {
+                gpu: g.index,
+                kind: FindingKind::FewerLinksThanProduct,
+                detail: format!("{} active NVLinks, a {product} has {ports}", active.len()),
+            });
         }
         let peers = peers_best.get(product).copied().unwrap_or(0);
         if expectation.is_none() && (active.len() as u32) < peers && !active.is_empty() {

@@ -6,6 +6,7 @@
 //! and [`object`] shape what is published.
 
 pub mod backend;
+pub mod discover;
 pub mod facts;
 pub mod health;
 pub mod labels;

@@ -1,1 +1,217 @@
-fn main() {}
+//! `gputopo-agent`: discovers how this node's GPUs are wired and prints or
+//! publishes it (DESIGN.md, "Command-line contract").
+
+use anyhow::{Context, Result, bail};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use gputopo_agent::backend::nvml::RealNvml;
+use gputopo_agent::backend::recording::{RecordMeta, record, run_command_stdout};
+use gputopo_agent::backend::sysfs::{RealSysfs, host_facts};
+use gputopo_agent::discover::{Source, build, gather};
+use gputopo_agent::labels::{LabelOptions, node_labels, to_lines};
+use gputopo_agent::object::gpu_topology;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "gputopo-agent",
+    version,
+    about = "Discovers how a node's GPUs are wired and publishes it as labels and a GpuTopology"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the GpuTopology object (or the labels) the agent would publish.
+    Discover(DiscoverArgs),
+    /// Record what NVML, nvidia-smi and sysfs say on this node into one fixture file.
+    Record(RecordArgs),
+}
+
+#[derive(Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["nvml", "nvidia_smi_topo", "fixture"])))]
+struct DiscoverArgs {
+    /// Ask the NVIDIA driver through NVML (on a GPU node).
+    #[arg(long)]
+    nvml: bool,
+    /// A saved `nvidia-smi topo -m` output.
+    #[arg(long, value_name = "FILE")]
+    nvidia_smi_topo: Option<PathBuf>,
+    /// With --nvidia-smi-topo: a saved `nvidia-smi nvlink -s` of the same node (link state, speed).
+    #[arg(long, value_name = "FILE", requires = "nvidia_smi_topo")]
+    nvlink_status: Option<PathBuf>,
+    /// With --nvidia-smi-topo: a saved `nvidia-smi -q` (or `-q -x`) of the same node (UUID, memory, PCI).
+    #[arg(long, value_name = "FILE", requires = "nvidia_smi_topo")]
+    smi_query: Option<PathBuf>,
+    /// A recording made by `gputopo-agent record`.
+    #[arg(long, value_name = "FILE")]
+    fixture: Option<PathBuf>,
+    #[command(flatten)]
+    host: HostArgs,
+    /// The node's name [default: the fixture's node, else the hostname].
+    #[arg(long, env = "NODE_NAME")]
+    node: Option<String>,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
+    output: Output,
+    /// Write nvidia.com/gpu.count, .product and .memory; turn off where GPU Feature Discovery runs.
+    #[arg(long, env = "GPUTOPO_GFD_COMPATIBLE_LABELS", default_value_t = true, action = clap::ArgAction::Set)]
+    gfd_compatible_labels: bool,
+}
+
+/// Where the host's driver library and sysfs are (they move inside containers).
+#[derive(Args)]
+struct HostArgs {
+    /// Path of libnvidia-ml.so.1 when it is not on the loader path.
+    #[arg(long, env = "GPUTOPO_NVML_LIBRARY", value_name = "FILE")]
+    nvml_library: Option<PathBuf>,
+    /// Where sysfs is mounted.
+    #[arg(long, env = "GPUTOPO_SYSFS_ROOT", default_value = "/sys")]
+    sysfs_root: PathBuf,
+}
+
+#[derive(Args)]
+struct RecordArgs {
+    /// The file to write (YAML).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: PathBuf,
+    #[command(flatten)]
+    host: HostArgs,
+    /// The node's name [default: the hostname].
+    #[arg(long, env = "NODE_NAME")]
+    node: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Json,
+    Yaml,
+    Labels,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Discover(args) => discover(args),
+        Command::Record(args) => record_node(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn hostname() -> Option<String> {
+    sysinfo::System::host_name().ok()
+}
+
+fn now() -> Timestamp {
+    Timestamp::now()
+}
+
+fn discover(args: DiscoverArgs) -> Result<()> {
+    let source = if args.nvml {
+        Source::Nvml {
+            library: args.host.nvml_library,
+            sysfs_root: args.host.sysfs_root,
+        }
+    } else if let Some(topo) = args.nvidia_smi_topo {
+        Source::NvidiaSmi {
+            topo,
+            nvlink_status: args.nvlink_status,
+            query: args.smi_query,
+        }
+    } else if let Some(path) = args.fixture {
+        Source::Fixture(path)
+    } else {
+        bail!("one of --nvml, --nvidia-smi-topo or --fixture is required");
+    };
+    let (facts, recorded_node) = gather(&source)?;
+    let node = args
+        .node
+        .or(recorded_node)
+        .or_else(hostname)
+        .context("no node name: pass --node or set NODE_NAME")?;
+    let found = build(&node, facts)?;
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        Output::Labels => {
+            let opts = LabelOptions {
+                gfd_compatible: args.gfd_compatible_labels,
+            };
+            out.write_all(to_lines(&node_labels(&found.spec, opts)).as_bytes())?;
+        }
+        Output::Json => {
+            let object = gpu_topology(found.spec, &found.findings, Time(now()));
+            serde_json::to_writer_pretty(&mut out, &object)?;
+            writeln!(out)?;
+        }
+        Output::Yaml => {
+            let object = gpu_topology(found.spec, &found.findings, Time(now()));
+            out.write_all(serde_yaml::to_string(&object)?.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+fn record_node(args: RecordArgs) -> Result<()> {
+    let node = args
+        .node
+        .or_else(hostname)
+        .context("no node name: pass --node or set NODE_NAME")?;
+    let nvml = match &args.host.nvml_library {
+        Some(path) => RealNvml::init_with_library(path),
+        None => RealNvml::init(),
+    };
+    let (nvml, nvml_unavailable) = match nvml {
+        Ok(n) => (Some(n), None),
+        Err(e) => {
+            eprintln!("warning: {e}; recording nvidia-smi and sysfs only");
+            (None, Some(e.to_string()))
+        }
+    };
+    let recording = record(
+        nvml.as_ref().map(|n| n as &dyn gputopo_agent::backend::nvml::NvmlSource),
+        &run_command_stdout,
+        &RealSysfs::new(&args.host.sysfs_root),
+        RecordMeta {
+            node_name: node,
+            recorded_at: now().to_string(),
+            host: Some(host_facts()),
+            nvml_unavailable,
+        },
+    );
+    if recording.nvml.is_none() && recording.commands.is_empty() {
+        bail!(
+            "nothing to record: {}, and no nvidia-smi command answered",
+            recording
+                .nvml_error
+                .as_deref()
+                .unwrap_or("NVML not available")
+        );
+    }
+    recording.save(&args.output)?;
+    eprintln!(
+        "recorded {} (NVML: {}, commands: {}) to {}",
+        recording.node_name,
+        if recording.nvml.is_some() { "yes" } else { "no" },
+        recording.commands.keys().cloned().collect::<Vec<_>>().join(", "),
+        args.output.display()
+    );
+    Ok(())
+}

@@ -85,15 +85,15 @@ pub fn normalize(node_name: &str, facts: &NodeFacts) -> Result<GpuTopologySpec, 
         known(&|| format!("the link {}-{}", p.a, p.b), p.b)?;
         let key = (p.a.min(p.b), p.a.max(p.b));
         let class = p.class();
-        if let Some(first) = pairs.insert(key, class) {
-            if first != class {
-                return Err(NormalizeError::ConflictingPair {
-                    a: key.0,
-                    b: key.1,
-                    first,
-                    second: class,
-                });
-            }
+        if let Some(first) = pairs.insert(key, class)
+            && first != class
+        {
+            return Err(NormalizeError::ConflictingPair {
+                a: key.0,
+                b: key.1,
+                first,
+                second: class,
+            });
         }
     }
     let mut links = Vec::with_capacity(gpus.len() * gpus.len().saturating_sub(1) / 2);

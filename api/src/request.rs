@@ -355,20 +355,19 @@ impl<'a> Annotations<'a> {
             };
             if let Some((other_key, other_value)) =
                 values.insert(canonical, (k.as_str(), v.as_str()))
+                && other_value != v
             {
-                if other_value != v {
-                    let (alias, alias_value, canonical_value) = if other_key == canonical {
-                        (k.clone(), v.clone(), other_value.to_string())
-                    } else {
-                        (other_key.to_string(), other_value.to_string(), v.clone())
-                    };
-                    return Err(RequestError::ConflictingAlias {
-                        alias,
-                        canonical: canonical.to_string(),
-                        alias_value,
-                        canonical_value,
-                    });
-                }
+                let (alias, alias_value, canonical_value) = if other_key == canonical {
+                    (k.clone(), v.clone(), other_value.to_string())
+                } else {
+                    (other_key.to_string(), other_value.to_string(), v.clone())
+                };
+                return Err(RequestError::ConflictingAlias {
+                    alias,
+                    canonical: canonical.to_string(),
+                    alias_value,
+                    canonical_value,
+                });
             }
         }
         Ok(Annotations { values })

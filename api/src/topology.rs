@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 ///
 /// The agent is this object's only writer. A field the source cannot know
 /// (the UUID in a bare `nvidia-smi topo -m` text, say) is null, never invented.
+// Each printcolumn repeats `type_`; clippy reads the repeats as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "gputopo.dev",

@@ -1,0 +1,336 @@
+//! The choice pipeline: canonical query, hard constraints in reason order,
+//! the exact or heuristic search, the score, and the cached entry points.
+
+use super::exact;
+use super::explain::explain;
+use super::heuristic;
+use super::request::{
+    DecidedBy, GpuSetChoice, Leftover, LeftoverSlot, Method, NoFitReason, SetPick, SetRequest,
+};
+use super::shape::NodeShape;
+use super::tables::{LEFTOVER_SIZES, LeftoverKey, NO_HOP, NONE, unpack_slot};
+use gputopo_api::{Collective, LinkClass};
+
+/// A request reduced to what changes its answer on this shape: a constraint
+/// that removes nothing on this shape is dropped, so more queries share the
+/// cache (and the dense layer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Query {
+    /// Free listed GPUs.
+    pub(crate) free: u32,
+    pub(crate) k: u32,
+    pub(crate) collective: Collective,
+    pub(crate) min_nvlink_level: Option<u32>,
+    pub(crate) min_memory_mib: Option<u64>,
+    pub(crate) allow_mig: bool,
+    pub(crate) single_numa_node: bool,
+}
+
+impl Query {
+    pub(crate) fn is_unconstrained(&self) -> bool {
+        self.min_nvlink_level.is_none()
+            && self.min_memory_mib.is_none()
+            && !self.allow_mig
+            && !self.single_numa_node
+    }
+}
+
+/// A choice before expansion: small and `Copy`, what the cache stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawPick {
+    gpus: u32,
+    quality: u8,
+    numa_nodes: u8,
+    leftover: LeftoverKey,
+    score: u8,
+    decided_by: DecidedBy,
+    runner_up: u32,
+    candidates: u32,
+    method: Method,
+}
+
+pub(crate) type Outcome = Result<RawPick, NoFitReason>;
+
+/// What a search returns: the best set on the full order and how it won.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Winner {
+    pub(crate) gpus: u32,
+    pub(crate) quality: u8,
+    pub(crate) numa_nodes: u8,
+    pub(crate) leftover: LeftoverKey,
+    pub(crate) decided_by: DecidedBy,
+    pub(crate) runner_up: u32,
+    pub(crate) candidates: u32,
+}
+
+impl NodeShape {
+    /// Chooses the GPU set for `request` among the `free` GPUs (bit i = GPU i;
+    /// bits of unlisted GPUs are ignored), with the explanation. Allocates; the
+    /// filter/score hot path should use [`NodeShape::pick`].
+    pub fn choose(&self, free: u32, request: &SetRequest) -> Result<GpuSetChoice, NoFitReason> {
+        let pick = self.pick(free, request)?;
+        Ok(self.describe(request, &pick))
+    }
+
+    /// The choice without its explanation, from the cache when this shape has
+    /// answered the same canonical query before. No allocation on a hit.
+    pub fn pick(&self, free: u32, request: &SetRequest) -> Result<SetPick, NoFitReason> {
+        let query = self.canonical(free, request);
+        let method = if self.is_exact() {
+            Method::Exact
+        } else {
+            Method::Heuristic
+        };
+        let raw = self
+            .cache
+            .get_or_compute(&query, || self.compute(&query, method))?;
+        Ok(self.expand(&query, raw))
+    }
+
+    /// Like [`NodeShape::pick`], uncached, with the method forced. `Exact` on a
+    /// node of more than 16 GPUs falls back to the heuristic (see `method` in
+    /// the answer). Forcing `Heuristic` on a small node measures its gap.
+    pub fn pick_with(
+        &self,
+        free: u32,
+        request: &SetRequest,
+        method: Method,
+    ) -> Result<SetPick, NoFitReason> {
+        let query = self.canonical(free, request);
+        let method = if self.is_exact() {
+            method
+        } else {
+            Method::Heuristic
+        };
+        let raw = self.compute(&query, method)?;
+        Ok(self.expand(&query, raw))
+    }
+
+    /// The explained form of a pick made for `request`.
+    pub fn describe(&self, request: &SetRequest, pick: &SetPick) -> GpuSetChoice {
+        GpuSetChoice {
+            gpus: pick.gpu_indices(),
+            bottleneck: pick.bottleneck,
+            numa_nodes: pick.numa_nodes,
+            leftover: pick.leftover,
+            score: pick.score,
+            explanation: explain(self, request, pick),
+            decided_by: pick.decided_by,
+            method: pick.method,
+        }
+    }
+
+    /// What the free GPUs offer as they are (no placement): the leftover measure
+    /// of `free`'s whole GPUs. Exact for nodes of up to 16 GPUs.
+    pub fn leftover(&self, free: u32) -> Leftover {
+        let base = free & self.whole_gpus;
+        let method = if self.is_exact() {
+            Method::Exact
+        } else {
+            Method::Heuristic
+        };
+        self.leftover_of(base, self.leftover_key(base, method))
+    }
+
+    /// Answers held in this shape's hash cache (not counting the dense layer).
+    pub fn cached_answers(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub(crate) fn canonical(&self, free: u32, request: &SetRequest) -> Query {
+        let min_nvlink_level = request.min_nvlink_level.filter(|&level| {
+            level > 0
+                && self
+                    .tables
+                    .class(self.worst_level)
+                    .is_some_and(|worst| worst < LinkClass::Nv(level))
+        });
+        let min_memory_mib = request
+            .min_memory_mib
+            .filter(|&min| self.min_memory_all.is_none_or(|all| all < min));
+        let whole_node_is_one_numa_node =
+            self.numa_groups.len() == 1 && self.numa_groups[0].gpus == self.present;
+        Query {
+            free: free & self.present,
+            k: request.gpus,
+            collective: request.collective,
+            min_nvlink_level,
+            min_memory_mib,
+            allow_mig: request.allow_mig && self.mig != 0,
+            single_numa_node: request.single_numa_node && !whole_node_is_one_numa_node,
+        }
+    }
+
+    pub(crate) fn leftover_key(&self, base: u32, method: Method) -> LeftoverKey {
+        match (method, self.tables.leftover_table(base)) {
+            (Method::Exact, Some(key)) => key,
+            _ => heuristic::leftover_key(self, base),
+        }
+    }
+
+    fn compute(&self, query: &Query, method: Method) -> Outcome {
+        let k = query.k;
+        let base = query.free & self.whole_gpus;
+        let free_count = query.free.count_ones();
+        if k == 0 {
+            let leftover = self.leftover_key(base, method);
+            return Ok(RawPick {
+                gpus: 0,
+                quality: NO_HOP,
+                numa_nodes: 0,
+                leftover,
+                score: 100,
+                decided_by: DecidedBy::OnlyCandidate,
+                runner_up: 0,
+                candidates: 1,
+                method,
+            });
+        }
+        if free_count < k {
+            return Err(NoFitReason::TooFewFreeGpus {
+                requested: k,
+                free: free_count,
+            });
+        }
+        let mut pool = query.free;
+        if !query.allow_mig {
+            pool &= !self.mig;
+            if pool.count_ones() < k {
+                return Err(NoFitReason::MigEnabled {
+                    requested: k,
+                    usable: pool.count_ones(),
+                });
+            }
+        }
+        if let Some(min) = query.min_memory_mib {
+            pool &= self.memory_at_least(min);
+            if pool.count_ones() < k {
+                return Err(NoFitReason::InsufficientMemory {
+                    requested: k,
+                    min_memory_mib: min,
+                    eligible: pool.count_ones(),
+                });
+            }
+        }
+        let groups: Vec<u32> = if query.single_numa_node {
+            let in_pool = self.numa_groups.iter().map(|g| g.gpus & pool);
+            let largest = in_pool.clone().map(u32::count_ones).max().unwrap_or(0);
+            if largest < k {
+                return Err(NoFitReason::SingleNumaNode {
+                    requested: k,
+                    largest_group: largest,
+                });
+            }
+            in_pool.filter(|g| g.count_ones() >= k).collect()
+        } else {
+            vec![pool]
+        };
+        // The level every pair must reach; one past the best when no link does.
+        let nvlink_floor = match query.min_nvlink_level {
+            None => NONE,
+            Some(level) => self
+                .tables
+                .level_at_least(LinkClass::Nv(level))
+                .unwrap_or(self.tables.top_level().saturating_add(1)),
+        };
+        let winner = match method {
+            Method::Exact => exact::search(self, &groups, k, query.collective, nvlink_floor, base),
+            Method::Heuristic => {
+                heuristic::search(self, &groups, k, query.collective, nvlink_floor, base)
+            }
+        };
+        let Some(winner) = winner else {
+            return Err(NoFitReason::NoNvlinkSet {
+                requested: k,
+                level: query.min_nvlink_level.unwrap_or(0),
+                single_numa_node: query.single_numa_node,
+            });
+        };
+        let before = self.leftover_key(base, method);
+        let score = self.score(query, &winner, before, base & !winner.gpus);
+        Ok(RawPick {
+            gpus: winner.gpus,
+            quality: winner.quality,
+            numa_nodes: winner.numa_nodes,
+            leftover: winner.leftover,
+            score,
+            decided_by: winner.decided_by,
+            runner_up: winner.runner_up,
+            candidates: winner.candidates,
+            method,
+        })
+    }
+
+    /// `round(70·q + 20·l + 10·u)`; see the module docs.
+    fn score(&self, query: &Query, winner: &Winner, before: LeftoverKey, left: u32) -> u8 {
+        let k = query.k;
+        let quality_ratio = if k <= 1 {
+            1.0
+        } else {
+            let best = self.best_empty_level(k, query.collective);
+            ratio(self.tables.rank(winner.quality), self.tables.rank(best))
+        };
+        let left_count = left.count_ones();
+        let mut leftover_sum = 0.0;
+        let mut applicable = 0u32;
+        for (i, &size) in LEFTOVER_SIZES.iter().enumerate() {
+            let (before_level, _) = unpack_slot(before, i);
+            if before_level == NONE || left_count < size {
+                continue;
+            }
+            let (after_level, _) = unpack_slot(winner.leftover, i);
+            leftover_sum += ratio(
+                self.tables.rank(after_level),
+                self.tables.rank(before_level),
+            );
+            applicable += 1;
+        }
+        let leftover_ratio = if applicable == 0 {
+            1.0
+        } else {
+            leftover_sum / f64::from(applicable)
+        };
+        let numa_ratio = ratio(self.min_numa_span(k), u32::from(winner.numa_nodes).max(1));
+        let score = 70.0 * quality_ratio + 20.0 * leftover_ratio + 10.0 * numa_ratio;
+        score.round().clamp(0.0, 100.0) as u8
+    }
+
+    fn expand(&self, query: &Query, raw: RawPick) -> SetPick {
+        let left = query.free & self.whole_gpus & !raw.gpus;
+        SetPick {
+            gpus: raw.gpus,
+            bottleneck: self.tables.class(raw.quality),
+            numa_nodes: u32::from(raw.numa_nodes),
+            leftover: self.leftover_of(left, raw.leftover),
+            score: raw.score,
+            decided_by: raw.decided_by,
+            runner_up: (raw.runner_up != 0).then_some(raw.runner_up),
+            candidates: raw.candidates,
+            method: raw.method,
+        }
+    }
+
+    fn leftover_of(&self, gpus: u32, key: LeftoverKey) -> Leftover {
+        let slot = |i: usize| {
+            let (level, sets) = unpack_slot(key, i);
+            LeftoverSlot {
+                size: LEFTOVER_SIZES[i],
+                best_ring: self.tables.class(level),
+                sets,
+            }
+        };
+        Leftover {
+            gpus,
+            slots: [slot(0), slot(1), slot(2)],
+        }
+    }
+}
+
+/// `part / whole` clamped to `0..=1`; 1 when `whole` is 0.
+fn ratio(part: u32, whole: u32) -> f64 {
+    if whole == 0 {
+        1.0
+    } else {
+        (f64::from(part) / f64::from(whole)).min(1.0)
+    }
+}
