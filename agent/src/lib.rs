@@ -13,3 +13,4 @@ pub mod labels;
 pub mod normalize;
 pub mod object;
 pub mod parse;
+pub mod pci;

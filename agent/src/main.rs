@@ -186,7 +186,8 @@ fn record_node(args: RecordArgs) -> Result<()> {
         }
     };
     let recording = record(
-        nvml.as_ref().map(|n| n as &dyn gputopo_agent::backend::nvml::NvmlSource),
+        nvml.as_ref()
+            .map(|n| n as &dyn gputopo_agent::backend::nvml::NvmlSource),
         &run_command_stdout,
         &RealSysfs::new(&args.host.sysfs_root),
         RecordMeta {
@@ -209,8 +210,17 @@ fn record_node(args: RecordArgs) -> Result<()> {
     eprintln!(
         "recorded {} (NVML: {}, commands: {}) to {}",
         recording.node_name,
-        if recording.nvml.is_some() { "yes" } else { "no" },
-        recording.commands.keys().cloned().collect::<Vec<_>>().join(", "),
+        if recording.nvml.is_some() {
+            "yes"
+        } else {
+            "no"
+        },
+        recording
+            .commands
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
         args.output.display()
     );
     Ok(())

@@ -178,12 +178,18 @@ fn every_matrix_fixture_is_classified() {
         } else {
             assert!(!listed.contains(name.as_str()), "{name} holds no matrix");
             // Whatever else it is, it is not a topo matrix.
-            assert!(topo_matrix::parse(&text).is_err(), "{name} parsed as a matrix");
+            assert!(
+                topo_matrix::parse(&text).is_err(),
+                "{name} parsed as a matrix"
+            );
         }
         seen.insert(name);
     }
     for name in &listed {
-        assert!(seen.contains(*name), "{name} is listed but not in fixtures/nvidia");
+        assert!(
+            seen.contains(*name),
+            "{name} is listed but not in fixtures/nvidia"
+        );
     }
 }
 
@@ -229,7 +235,10 @@ fn errors_name_line_column_and_token() {
     .unwrap_err();
     // A leading tab, then 16 names of 4 characters, each with its tab: NIC8NIC9 is at 1 + 16 × 5 + 1.
     assert_eq!((e.line, e.column), (1, 82), "{e}");
-    assert!(e.to_string().starts_with("line 1, column 82: expected a column name"));
+    assert!(
+        e.to_string()
+            .starts_with("line 1, column 82: expected a column name")
+    );
     assert!(e.message.contains("\"NIC8NIC9\""), "{e}");
 
     let e = topo_matrix::parse(&read(
@@ -241,13 +250,12 @@ fn errors_name_line_column_and_token() {
         e.message,
         "expected a link class (NV<k>, PIX, PXB, PHB, NODE, SYS) but found \"PIXNODE\""
     );
-    let line7 = read(
-        "h100-h200-class-8gpu-numa-off-12nic-aihub0008-MALFORMED-missing-tabs-topo-m.txt",
-    )
-    .lines()
-    .nth(6)
-    .unwrap()
-    .to_string();
+    let line7 =
+        read("h100-h200-class-8gpu-numa-off-12nic-aihub0008-MALFORMED-missing-tabs-topo-m.txt")
+            .lines()
+            .nth(6)
+            .unwrap()
+            .to_string();
     let at = line7.find("PIXNODE").unwrap();
     assert_eq!(e.column, line7[..at].chars().count() + 1);
 
@@ -261,7 +269,10 @@ fn errors_name_line_column_and_token() {
         "b200-8gpu-4numa-narrow-cpu-affinity-unsloth-issue3872-TRUNCATED.txt",
     ))
     .unwrap_err();
-    assert!(e.message.contains("row GPU5 ends after 5 of 17 cells"), "{e}");
+    assert!(
+        e.message.contains("row GPU5 ends after 5 of 17 cells"),
+        "{e}"
+    );
 
     let e = topo_matrix::parse(&read("l4-2gpu-ml-engineering-topo-p2p-r-CNS-no-legend.txt"))
         .unwrap_err();
@@ -290,11 +301,20 @@ fn dgx1_hybrid_cube_mesh() {
     // NIC rows (with a trailing tab) were read and checked.
     assert_eq!(
         m.nics[0].nic_links.as_deref(),
-        Some(&[None, Some(LinkClass::Sys), Some(LinkClass::Phb), Some(LinkClass::Sys)][..])
+        Some(
+            &[
+                None,
+                Some(LinkClass::Sys),
+                Some(LinkClass::Phb),
+                Some(LinkClass::Sys)
+            ][..]
+        )
     );
 
-    let facts = facts_from_topo(&read("dgx1-v100-mlx5-no-numa-column-msccl-tools-topo-m.txt"))
-        .unwrap();
+    let facts = facts_from_topo(&read(
+        "dgx1-v100-mlx5-no-numa-column-msccl-tools-topo-m.txt",
+    ))
+    .unwrap();
     assert!(facts.gpus.iter().all(|g| g.numa_node.is_none()));
     let pair = facts
         .gpu_pairs
@@ -336,11 +356,11 @@ fn dgx_a100_nv12_all_to_all_eight_numa_nodes() {
 
     let facts = facts_from_topo(&read(name)).unwrap();
     let nodes: Vec<Option<i32>> = facts.gpus.iter().map(|g| g.numa_node).collect();
+    assert_eq!(nodes, [3, 3, 1, 1, 7, 7, 5, 5].map(Some).to_vec());
     assert_eq!(
-        nodes,
-        [3, 3, 1, 1, 7, 7, 5, 5].map(Some).to_vec()
+        facts.gpus[4].cpu_affinity.as_deref(),
+        Some("112-127,240-255")
     );
-    assert_eq!(facts.gpus[4].cpu_affinity.as_deref(), Some("112-127,240-255"));
     assert!(facts.gpu_pairs.iter().all(|p| p.nvlinks == 12));
 }
 
@@ -413,7 +433,9 @@ fn numa_ranges_are_kept_as_text_but_give_no_node() {
 
 #[test]
 fn space_expanded_files_keep_their_empty_fields() {
-    let m = matrix("gb200-4gpu-tray-k8s-test-infra-issue371-space-expanded-topo-m-LEGEND-TRUNCATED.txt");
+    let m = matrix(
+        "gb200-4gpu-tray-k8s-test-infra-issue371-space-expanded-topo-m-LEGEND-TRUNCATED.txt",
+    );
     assert_eq!(m.gpus.len(), 4);
     assert_eq!(m.gpus[2].cpu_affinity.as_deref(), Some("72-143"));
     assert_eq!(m.gpus[2].numa_affinity.as_deref(), Some("1"));
@@ -421,7 +443,10 @@ fn space_expanded_files_keep_their_empty_fields() {
     assert_eq!(m.gpu_link(1, 3), Some(nv(18)));
 
     let m = matrix("h20-3e-8gpu-2nic-driver580-space-expanded-topo-m.txt");
-    assert_eq!(m.nics.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["mlx5_0", "mlx5_1"]);
+    assert_eq!(
+        m.nics.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        ["mlx5_0", "mlx5_1"]
+    );
     assert_eq!(m.nic_link("mlx5_1", 0), Some(LinkClass::Pix));
     assert_eq!(m.nic_link("mlx5_1", 5), Some(LinkClass::Sys));
     assert_eq!(m.gpus[4].numa_affinity.as_deref(), Some("1"));
@@ -448,12 +473,17 @@ fn odd_nic_names_and_hidden_gpus() {
     assert_eq!(m.gpu_link(1, 2), Some(LinkClass::Sys));
     assert_eq!(m.gpus[3].numa_affinity.as_deref(), Some("8"));
 
-    let m = matrix("a100-pcie-4gpu-adroit-no-nvlink-interleaved-cpu-affinity-leading-spaces-topo-m.txt");
+    let m = matrix(
+        "a100-pcie-4gpu-adroit-no-nvlink-interleaved-cpu-affinity-leading-spaces-topo-m.txt",
+    );
     assert_eq!(m.gpus[2].cpu_affinity.as_deref(), Some("1,3,5,7,9,11"));
 
     let m = matrix("testfixture-gb200-grace-4gpu-all-sys-nic-topo-m.txt");
     assert_eq!(m.nics.len(), 6);
-    assert!(m.nics.iter().all(|n| n.nic_links.is_none()), "no NIC rows printed");
+    assert!(
+        m.nics.iter().all(|n| n.nic_links.is_none()),
+        "no NIC rows printed"
+    );
     assert_eq!(m.nic_link("mlx5_5", 3), Some(LinkClass::Sys));
 
     let m = matrix("dgx1-v100-topo-mp-pcie-only-view.txt");
@@ -474,8 +504,15 @@ fn synthetic_edge_cases() {
 
     // Asymmetric cells.
     let e = topo_matrix::parse("\tGPU0\tGPU1\nGPU0\t X \tNV2\nGPU1\tNV1\t X \n").unwrap_err();
-    assert_eq!((e.line, e.column, e.kind), (3, 6, TopoErrorKind::Asymmetric), "{e}");
-    assert!(e.message.contains("GPU1→GPU0 is NV1 but GPU0→GPU1 is NV2"), "{e}");
+    assert_eq!(
+        (e.line, e.column, e.kind),
+        (3, 6, TopoErrorKind::Asymmetric),
+        "{e}"
+    );
+    assert!(
+        e.message.contains("GPU1→GPU0 is NV1 but GPU0→GPU1 is NV2"),
+        "{e}"
+    );
 
     // A GPU↔NIC cell that disagrees with the NIC's row.
     let e = topo_matrix::parse(
@@ -485,7 +522,8 @@ fn synthetic_edge_cases() {
     assert_eq!(e.kind, TopoErrorKind::Asymmetric);
 
     // Ends mid-row, on an empty text, a misplaced X, a cell that is not a link.
-    let e = topo_matrix::parse("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-3\nGPU1\tNV4").unwrap_err();
+    let e = topo_matrix::parse("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-3\nGPU1\tNV4")
+        .unwrap_err();
     assert_eq!((e.line, e.kind), (3, TopoErrorKind::ShortRow));
     assert_eq!(e.column, 9);
     let e = topo_matrix::parse("\n \n").unwrap_err();
@@ -500,6 +538,19 @@ fn synthetic_edge_cases() {
     // A value where an affinity column is.
     let e = topo_matrix::parse("\tGPU0\tCPU Affinity\nGPU0\t X \tPIX\n").unwrap_err();
     assert_eq!(e.kind, TopoErrorKind::BadAttribute);
+    // The extra tab before an N/A NUMA Affinity (older drivers), and before a numeric GPU NUMA ID.
+    let m = topo_matrix::parse(
+        "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tPHB\t0-11\t\tN/A\nGPU1\tPHB\t X \t0-11\t\tN/A\n",
+    )
+    .unwrap();
+    assert_eq!(m.gpus[1].cpu_affinity.as_deref(), Some("0-11"));
+    assert_eq!(m.gpus[1].numa_affinity, None);
+    let m = topo_matrix::parse(
+        "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-71\t0\t\t4\n",
+    )
+    .unwrap();
+    assert_eq!(m.gpus[0].gpu_numa_id.as_deref(), Some("4"));
+    assert_eq!(m.gpus[0].numa_affinity.as_deref(), Some("0"));
     // Prose is not a header.
     let e = topo_matrix::parse("nvidia-smi topo -m\n\tGPU0\nGPU0\t X \n").unwrap_err();
     assert_eq!((e.line, e.kind), (1, TopoErrorKind::MissingHeader));
@@ -520,31 +571,62 @@ fn nvlink_status_fixtures() {
     assert_eq!(g7.links[5].link, 5);
     assert_eq!(g7.links[5].state, LinkState::Active { speed_gbps: 25.781 });
 
-    let s = nvlink_status::parse(&read("h100-80gb-hbm3-gpu0-nvlink-status-i0-18-links.txt")).unwrap();
+    let s =
+        nvlink_status::parse(&read("h100-80gb-hbm3-gpu0-nvlink-status-i0-18-links.txt")).unwrap();
     assert_eq!(s.gpus.len(), 1);
     assert_eq!(s.gpus[0].links.len(), 18);
-    assert_eq!(s.gpus[0].links[17].state, LinkState::Active { speed_gbps: 26.562 });
+    assert_eq!(
+        s.gpus[0].links[17].state,
+        LinkState::Active { speed_gbps: 26.562 }
+    );
 
-    let s = nvlink_status::parse(&read("hgx-a100-4gpu-sxm4-80gb-driver580-nvlink-s-12-links.txt")).unwrap();
+    let s = nvlink_status::parse(&read(
+        "hgx-a100-4gpu-sxm4-80gb-driver580-nvlink-s-12-links.txt",
+    ))
+    .unwrap();
     assert!(s.gpus.iter().all(|g| g.links.len() == 12));
-    assert_eq!(s.gpus[3].links[0].state, LinkState::Active { speed_gbps: 25.0 });
+    assert_eq!(
+        s.gpus[3].links[0].state,
+        LinkState::Active { speed_gbps: 25.0 }
+    );
 
-    let s = nvlink_status::parse(&read("rtx-a6000-3gpu-one-nvlink-pair-links-inactive-nvlink-s.txt")).unwrap();
+    let s = nvlink_status::parse(&read(
+        "rtx-a6000-3gpu-one-nvlink-pair-links-inactive-nvlink-s.txt",
+    ))
+    .unwrap();
     assert_eq!(s.gpus.len(), 3);
     assert!(s.gpus[2].all_inactive && s.gpus[2].links.is_empty());
     assert!(!s.gpus[0].all_inactive && s.gpus[0].links.len() == 4);
 
-    let s = nvlink_status::parse(&read("rtx3090-2gpu-nvlink-bridge-5900x-redacted-uuid-nvlink-s.txt")).unwrap();
+    let s = nvlink_status::parse(&read(
+        "rtx3090-2gpu-nvlink-bridge-5900x-redacted-uuid-nvlink-s.txt",
+    ))
+    .unwrap();
     assert_eq!(s.gpus[0].uuid.as_deref(), Some("GPU-略-332e-08e4-72fe-略"));
-    assert_eq!(s.gpus[1].links[3].state, LinkState::Active { speed_gbps: 14.062 });
+    assert_eq!(
+        s.gpus[1].links[3].state,
+        LinkState::Active { speed_gbps: 14.062 }
+    );
 
-    let s = nvlink_status::parse(&read("rtx3090-2gpu-nvlink-club3090-driver610-space-expanded-nvlink-s.txt")).unwrap();
+    let s = nvlink_status::parse(&read(
+        "rtx3090-2gpu-nvlink-club3090-driver610-space-expanded-nvlink-s.txt",
+    ))
+    .unwrap();
     assert_eq!(s.gpus.len(), 2);
     assert!(s.gpus.iter().all(|g| g.links.len() == 4));
 
-    let s = nvlink_status::parse(&read("testfixture-h200-2gpu-nvlink-status-DEGRADED-links-hand-edited.txt")).unwrap();
-    assert_eq!(s.gpus[0].links[2].state, LinkState::Active { speed_gbps: 1.0 });
-    assert_eq!(s.gpus[0].links[10].state, LinkState::Active { speed_gbps: 1.562 });
+    let s = nvlink_status::parse(&read(
+        "testfixture-h200-2gpu-nvlink-status-DEGRADED-links-hand-edited.txt",
+    ))
+    .unwrap();
+    assert_eq!(
+        s.gpus[0].links[2].state,
+        LinkState::Active { speed_gbps: 1.0 }
+    );
+    assert_eq!(
+        s.gpus[0].links[10].state,
+        LinkState::Active { speed_gbps: 1.562 }
+    );
 
     let s = nvlink_status::parse(&read("dgx1-v100-microway-nvlink-status-SNIPPED.txt")).unwrap();
     assert!(s.snipped);
@@ -554,15 +636,22 @@ fn nvlink_status_fixtures() {
     assert_eq!(s.gpus[0].product.as_deref(), Some("Tesla V100-SXM2-32GB"));
     assert!(s.gpus[0].maybe_incomplete && !s.gpus[1].maybe_incomplete);
 
-    let s = nvlink_status::parse(&read("gb200-4gpu-tray-k8s-test-infra-issue371-nvlink-s-53.125GBps-SNIPPED-BY-AUTHOR.txt")).unwrap();
+    let s = nvlink_status::parse(&read(
+        "gb200-4gpu-tray-k8s-test-infra-issue371-nvlink-s-53.125GBps-SNIPPED-BY-AUTHOR.txt",
+    ))
+    .unwrap();
     assert!(s.snipped);
     assert_eq!(s.gpus[0].links.len(), 18);
     assert_eq!(s.gpus[1].links.len(), 2);
     assert!(s.gpus[1].maybe_incomplete && !s.gpus[0].maybe_incomplete);
-    assert_eq!(s.gpus[0].links[0].state, LinkState::Active { speed_gbps: 53.125 });
+    assert_eq!(
+        s.gpus[0].links[0].state,
+        LinkState::Active { speed_gbps: 53.125 }
+    );
 
     // Other nvlink subcommands are not `-s`.
-    let e = nvlink_status::parse(&read("h100-80gb-hbm3-gpu0-nvlink-capabilities-i0.txt")).unwrap_err();
+    let e =
+        nvlink_status::parse(&read("h100-80gb-hbm3-gpu0-nvlink-capabilities-i0.txt")).unwrap_err();
     assert_eq!(e.line, 2, "{e}");
 }
 
@@ -575,26 +664,38 @@ fn smi_query_text_fixtures() {
     assert_eq!(q.gpus.len(), 1);
     let g = &q.gpus[0];
     assert_eq!(g.product.as_deref(), Some("Tesla V100-PCIE-32GB"));
-    assert_eq!(g.uuid.as_deref(), Some("GPU-4965xxxx-79e3-7941-12cb-1dfe9c53xxxx"));
+    assert_eq!(
+        g.uuid.as_deref(),
+        Some("GPU-4965xxxx-79e3-7941-12cb-1dfe9c53xxxx")
+    );
     assert_eq!(g.memory_mib, Some(32480));
     assert_eq!(g.pci_bus_id.as_deref(), Some("00000000:18:00.0"));
     assert_eq!(g.mig_enabled, None);
     assert_eq!(g.numa_node, None);
     assert_eq!(g.fabric, None);
 
-    let q = smi_query::parse(&read("h100-80gb-hbm3-single-gpu-della-driver545-nvidia-smi-a.txt")).unwrap();
+    let q = smi_query::parse(&read(
+        "h100-80gb-hbm3-single-gpu-della-driver545-nvidia-smi-a.txt",
+    ))
+    .unwrap();
     assert_eq!(q.driver_version.as_deref(), Some("545.23.08"));
     assert_eq!(q.cuda_version.as_deref(), Some("12.3"));
     let g = &q.gpus[0];
     assert_eq!(g.product.as_deref(), Some("NVIDIA H100 80GB HBM3"));
-    assert_eq!(g.uuid.as_deref(), Some("GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1"));
+    assert_eq!(
+        g.uuid.as_deref(),
+        Some("GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1")
+    );
     assert_eq!(g.memory_mib, Some(81559));
     assert_eq!(g.pci_bus_id.as_deref(), Some("00000000:19:00.0"));
     assert_eq!(g.mig_enabled, Some(false));
     // `Fabric` has State/Status only on this driver: no clique, no cluster.
     assert_eq!(g.fabric, None);
 
-    let q = smi_query::parse(&read("tesla-m2090-driver270-OLD-nvidia-smi-q-bus-id-0-2-0.txt")).unwrap();
+    let q = smi_query::parse(&read(
+        "tesla-m2090-driver270-OLD-nvidia-smi-q-bus-id-0-2-0.txt",
+    ))
+    .unwrap();
     assert_eq!(q.driver_version.as_deref(), Some("270.41.19"));
     assert_eq!(q.attached_gpus, Some(2));
     let g = &q.gpus[0];
@@ -609,7 +710,12 @@ fn smi_query_text_fixtures() {
     assert_eq!(q.gpus[0].product, None);
 
     // The default table is not `-q`.
-    assert!(smi_query::parse(&read("rtx3090-2gpu-club3090-driver610-nvidia-smi-KMD-version-header.txt")).is_err());
+    assert!(
+        smi_query::parse(&read(
+            "rtx3090-2gpu-club3090-driver610-nvidia-smi-KMD-version-header.txt"
+        ))
+        .is_err()
+    );
 }
 
 const XML: &str = r#"<?xml version="1.0" ?>
@@ -671,7 +777,10 @@ fn smi_query_xml() {
     assert_eq!(g.numa_node, Some(0));
     let f = g.fabric.as_ref().unwrap();
     assert_eq!(f.clique_id, Some(32766));
-    assert_eq!(f.cluster_uuid.as_deref(), Some("4a5e1c8b-0f3e-4f4e-9d3b-2a1b3c4d5e6f"));
+    assert_eq!(
+        f.cluster_uuid.as_deref(),
+        Some("4a5e1c8b-0f3e-4f4e-9d3b-2a1b3c4d5e6f")
+    );
     let g = &q.gpus[1];
     assert_eq!(g.pci_bus_id.as_deref(), Some("00000000:ab:00.0"));
     assert_eq!(g.mig_enabled, None);
@@ -680,18 +789,23 @@ fn smi_query_xml() {
 
     assert!(smi_query::parse("<nvidia_smi_log><gpu><fb_memory_usage><total>lots</total></fb_memory_usage></gpu></nvidia_smi_log>").is_err());
     assert!(smi_query::parse("<nvidia_smi_log><gpu>").is_err());
+    assert!(smi_query::parse("<html><body>not it</body></html>").is_err());
 }
 
 #[test]
 fn facts_from_all_three_texts() {
     let topo = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n\
                 GPU0\t X \tNV18\t0-71\t0\nGPU1\tNV18\t X \t72-143\t1\n";
-    let nvlink = read("gb200-4gpu-tray-k8s-test-infra-issue371-nvlink-s-53.125GBps-SNIPPED-BY-AUTHOR.txt");
+    let nvlink =
+        read("gb200-4gpu-tray-k8s-test-infra-issue371-nvlink-s-53.125GBps-SNIPPED-BY-AUTHOR.txt");
     let facts = facts_from_texts(topo, Some(&nvlink), Some(XML)).unwrap();
     assert_eq!(facts.driver_version.as_deref(), Some("570.124.06"));
     assert_eq!(facts.cuda_version.as_deref(), Some("12.8"));
     let g0 = &facts.gpus[0];
-    assert_eq!(g0.uuid.as_deref(), Some("GPU-d1b93026-6d5b-03bd-3a71-f85b47a61bde"));
+    assert_eq!(
+        g0.uuid.as_deref(),
+        Some("GPU-d1b93026-6d5b-03bd-3a71-f85b47a61bde")
+    );
     assert_eq!(g0.memory_mib, Some(189471));
     assert_eq!(g0.pci_bus_id.as_deref(), Some("00000000:17:00.0"));
     assert_eq!(g0.mig_enabled, Some(true));
@@ -700,7 +814,11 @@ fn facts_from_all_three_texts() {
     assert_eq!(g0.fabric.as_ref().unwrap().clique_id, Some(32766));
     let links = g0.nvlinks.as_ref().unwrap();
     assert_eq!(links.len(), 18);
-    assert!(links.iter().all(|l| l.active && l.speed_gbps == Some(53.125)));
+    assert!(
+        links
+            .iter()
+            .all(|l| l.active && l.speed_gbps == Some(53.125))
+    );
     // GPU1's list was cut by `...`: unknown, not two links.
     assert_eq!(facts.gpus[1].nvlinks, None);
     assert_eq!(facts.gpus[1].numa_node, Some(1));
@@ -709,18 +827,42 @@ fn facts_from_all_three_texts() {
     let other = nvlink.replace("GPU-d1b93026", "GPU-00000000");
     let e = facts_from_texts(topo, Some(&other), Some(XML)).unwrap_err();
     let text = e.to_string();
-    assert!(text.contains("GPU-00000000-6d5b") && text.contains("GPU-d1b93026-6d5b"), "{text}");
-    assert!(matches!(e, NvidiaSmiError::Disagree { index: 0, field: "UUID", .. }));
+    assert!(
+        text.contains("GPU-00000000-6d5b") && text.contains("GPU-d1b93026-6d5b"),
+        "{text}"
+    );
+    assert!(matches!(
+        e,
+        NvidiaSmiError::Disagree {
+            index: 0,
+            field: "UUID",
+            ..
+        }
+    ));
 
     // -q of another node.
-    let e = facts_from_texts(topo, None, Some(&read("v100-pcie-32gb-driver410-nvidia-smi-q.txt")))
-        .unwrap_err();
-    assert!(matches!(e, NvidiaSmiError::GpuCount { topo: 2, query: 1 }), "{e}");
+    let e = facts_from_texts(
+        topo,
+        None,
+        Some(&read("v100-pcie-32gb-driver410-nvidia-smi-q.txt")),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, NvidiaSmiError::GpuCount { topo: 2, query: 1 }),
+        "{e}"
+    );
 
     // nvlink -s naming a GPU the matrix lacks.
-    let e = facts_from_texts(topo, Some(&read("v100-sxm2-32gb-8gpu-vast-driver580-nvlink-s.txt")), None)
-        .unwrap_err();
-    assert!(matches!(e, NvidiaSmiError::UnknownNvlinkGpu { index: 2 }), "{e}");
+    let e = facts_from_texts(
+        topo,
+        Some(&read("v100-sxm2-32gb-8gpu-vast-driver580-nvlink-s.txt")),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, NvidiaSmiError::UnknownNvlinkGpu { index: 2 }),
+        "{e}"
+    );
 }
 
 #[test]
@@ -729,7 +871,10 @@ fn facts_from_topo_and_nvlink_only() {
     let nvlink = read("rtx3090-2gpu-nvlink-bridge-5900x-redacted-uuid-nvlink-s.txt");
     let facts = facts_from_texts(&topo, Some(&nvlink), None).unwrap();
     // The product is known from nvlink -s; the redacted UUID is not taken for one.
-    assert_eq!(facts.gpus[0].product.as_deref(), Some("NVIDIA GeForce RTX 3090"));
+    assert_eq!(
+        facts.gpus[0].product.as_deref(),
+        Some("NVIDIA GeForce RTX 3090")
+    );
     assert_eq!(facts.gpus[0].uuid, None);
     assert_eq!(facts.gpus[0].nvlinks.as_ref().map(Vec::len), Some(4));
     assert_eq!(facts.gpu_pairs[0].nvlinks, 4);
@@ -743,4 +888,35 @@ fn facts_from_topo_and_nvlink_only() {
         facts.gpus[2].uuid.as_deref(),
         Some("GPU-02c05ee3-bdb5-aac7-f9e8-a4c8f3f725b3")
     );
+}
+
+#[test]
+fn facts_from_topo_and_text_query() {
+    let topo = "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-27\t0\t\tN/A\n";
+    let query = read("h100-80gb-hbm3-single-gpu-della-driver545-nvidia-smi-a.txt");
+    let facts = facts_from_texts(topo, None, Some(&query)).unwrap();
+    assert_eq!(facts.driver_version.as_deref(), Some("545.23.08"));
+    assert_eq!(facts.cuda_version.as_deref(), Some("12.3"));
+    let g = &facts.gpus[0];
+    assert_eq!(g.product.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+    assert_eq!(
+        g.uuid.as_deref(),
+        Some("GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1")
+    );
+    assert_eq!(g.memory_mib, Some(81559));
+    assert_eq!(g.pci_bus_id.as_deref(), Some("00000000:19:00.0"));
+    assert_eq!(g.mig_enabled, Some(false));
+    assert_eq!(g.numa_node, Some(0));
+    assert_eq!(g.cpu_affinity.as_deref(), Some("0-27"));
+    assert_eq!(g.nvlinks, None);
+    assert!(facts.gpu_pairs.is_empty());
+
+    // A redacted -q UUID is kept: -q is the source of record for it.
+    let query = read("v100-pcie-32gb-driver410-nvidia-smi-q.txt");
+    let facts = facts_from_texts(topo, None, Some(&query)).unwrap();
+    assert_eq!(
+        facts.gpus[0].uuid.as_deref(),
+        Some("GPU-4965xxxx-79e3-7941-12cb-1dfe9c53xxxx")
+    );
+    assert_eq!(facts.cuda_version, None);
 }

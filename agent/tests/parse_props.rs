@@ -27,8 +27,8 @@ static FIXTURES: LazyLock<Vec<String>> = LazyLock::new(|| {
 /// Characters that matter to the parsers, plus multi-byte ones.
 const ALPHABET: &[char] = &[
     '\t', ' ', '\n', '\r', ':', '.', ',', '-', '(', ')', '<', '>', '/', 'X', 'G', 'P', 'U', 'N',
-    'V', 'I', 'C', 'S', 'Y', 'H', 'B', 'O', 'D', 'E', 'L', 'K', '0', '1', '2', '8', '略', 'é',
-    '…', '\u{feff}', '\u{2028}',
+    'V', 'I', 'C', 'S', 'Y', 'H', 'B', 'O', 'D', 'E', 'L', 'K', '0', '1', '2', '8', '略', 'é', '…',
+    '\u{feff}', '\u{2028}',
 ];
 
 #[derive(Debug, Clone)]
@@ -105,7 +105,7 @@ fn feed(text: &str) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(20000))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn random_text_never_panics(text in any::<String>()) {
@@ -148,7 +148,10 @@ fn every_prefix_of_a_matrix_is_handled() {
     // Line 9 is the GPU7 row; its CPU Affinity is the first field a cut could leave plausible.
     let before: usize = text.lines().take(8).map(|l| l.chars().count() + 1).sum();
     let line9 = text.lines().nth(8).expect("GPU7 row");
-    let cpu_at = before + line9[..line9.find("56-111").expect("cpu list")].chars().count();
+    let cpu_at = before
+        + line9[..line9.find("56-111").expect("cpu list")]
+            .chars()
+            .count();
     for end in 0..chars.len() {
         let prefix: String = chars[..end].iter().collect();
         let parsed = topo_matrix::parse(&prefix);

@@ -73,6 +73,8 @@ fn cpulist() -> impl Strategy<Value = String> {
         }),
         Just("0,2,4,6,8,10".to_string()),
         Just("0".to_string()),
+        // A cgroup-restricted cpuset shows as an empty field.
+        Just(String::new()),
     ]
 }
 
@@ -140,7 +142,7 @@ impl Machine {
             gpus: (0..self.n)
                 .map(|i| GpuFacts {
                     index: i as u32,
-                    cpu_affinity: Some(self.cpu[i].clone()),
+                    cpu_affinity: (!self.cpu[i].is_empty()).then(|| self.cpu[i].clone()),
                     numa_node: match (&self.numa[i], f.numa_columns) {
                         (NumaCell::Node(n), 1 | 2) => Some(*n),
                         _ => None,
@@ -328,6 +330,9 @@ proptest! {
 
     #[test]
     fn parses_unseen_outputs_in_every_format(m in machine(), f in format()) {
+        // Space-expanded text whose last column is an empty CPU affinity cannot be
+        // told from a line cut short; the parser rightly refuses to guess there.
+        prop_assume!(!(f.expand_tabs && f.numa_columns == 0 && m.cpu.iter().any(String::is_empty)));
         let (text, _) = m.render(&f);
         let facts = facts_from_topo(&text)
             .map_err(|e| TestCaseError::fail(format!("{e}\n--- input ---\n{text}")))?;

@@ -171,43 +171,11 @@ fn normalize_cpulist(text: &str) -> Option<String> {
 // ---------------------------------------------------------------------------
 // PCI bus ids
 
-/// The canonical PCI bus id gputopo stores: `00000000:17:00.0` (8-digit domain,
-/// lower-case hex), as NVML's `busId` field but lower-case.
-///
-/// Accepts `00000000:17:00.0`, `0000:17:00.0` (sysfs, NVML's legacy id) and
-/// `17:00.0` (`lspci` without domain), in either case. `None` when the text is
-/// not a bus id.
-pub fn canonical_pci_bus_id(text: &str) -> Option<String> {
-    let (domain, bus, device, function) = split_pci_bus_id(text)?;
-    Some(format!("{domain:08x}:{bus:02x}:{device:02x}.{function:x}"))
-}
+pub use crate::pci::canonical_pci_bus_id;
 
 /// The directory name sysfs uses for a bus id: `0000:17:00.0`.
 pub fn sysfs_pci_name(text: &str) -> Option<String> {
-    let (domain, bus, device, function) = split_pci_bus_id(text)?;
-    Some(format!("{domain:04x}:{bus:02x}:{device:02x}.{function:x}"))
-}
-
-fn split_pci_bus_id(text: &str) -> Option<(u32, u32, u32, u32)> {
-    let text = text.trim();
-    let (rest, function) = text.rsplit_once('.')?;
-    let parts: Vec<&str> = rest.split(':').collect();
-    let (domain, bus, device) = match parts.as_slice() {
-        [d, b, v] => (*d, *b, *v),
-        [b, v] => ("0", *b, *v),
-        _ => return None,
-    };
-    let hex = |s: &str, max_digits: usize| -> Option<u32> {
-        if s.is_empty() || s.len() > max_digits || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return None;
-        }
-        u32::from_str_radix(s, 16).ok()
-    };
-    let domain = hex(domain, 8)?;
-    let bus = hex(bus, 2)?;
-    let device = hex(device, 2).filter(|d| *d <= 0x1f)?;
-    let function = hex(function, 1).filter(|f| *f <= 7)?;
-    Some((domain, bus, device, function))
+    crate::pci::PciAddress::parse(text).map(|a| a.sysfs_name())
 }
 
 // ---------------------------------------------------------------------------
@@ -409,36 +377,6 @@ mod tests {
         assert_eq!(format_cpulist(bits_from_mask(&words)), "0-55,112-167");
         // 32-bit words (32-bit Linux c_ulong): bit 0 of word 1 is CPU 32.
         assert_eq!(bits_from_mask(&[1u32, 1u32]), vec![0, 32]);
-    }
-
-    #[test]
-    fn bus_ids_are_canonical_lower_case_with_8_digit_domain() {
-        for (given, want) in [
-            ("00000000:17:00.0", "00000000:17:00.0"),
-            ("0000:1B:00.0", "00000000:1b:00.0"),
-            ("1b:00.0", "00000000:1b:00.0"),
-            ("00010000:01:00.1", "00010000:01:00.1"),
-        ] {
-            assert_eq!(
-                canonical_pci_bus_id(given).as_deref(),
-                Some(want),
-                "{given}"
-            );
-        }
-        for bad in [
-            "",
-            "17:00",
-            "0000:17:00.8",
-            "0000:17:20.0",
-            "zz:00.0",
-            "0:0:0:0.0",
-        ] {
-            assert_eq!(canonical_pci_bus_id(bad), None, "{bad}");
-        }
-        assert_eq!(
-            sysfs_pci_name("00000000:1B:00.0").as_deref(),
-            Some("0000:1b:00.0")
-        );
     }
 
     fn write(dir: &Path, rel: &str, text: &str) {

@@ -61,7 +61,9 @@ pub struct NvlinkLink {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LinkState {
     /// Up, at this per-direction rate in GB/s.
-    Active { speed_gbps: f64 },
+    Active {
+        speed_gbps: f64,
+    },
     Inactive,
 }
 
@@ -113,7 +115,10 @@ pub fn parse(text: &str) -> Result<NvlinkStatus, NvlinkParseError> {
             let index: u32 = index.trim().parse().map_err(|_| {
                 fail(
                     column + 4,
-                    format!("expected a GPU index after `GPU` but found {:?}", index.trim()),
+                    format!(
+                        "expected a GPU index after `GPU` but found {:?}",
+                        index.trim()
+                    ),
                 )
             })?;
             if !indices.insert(index) {
@@ -154,7 +159,10 @@ pub fn parse(text: &str) -> Result<NvlinkStatus, NvlinkParseError> {
             ));
         };
         let (link_text, value) = rest.split_once(':').ok_or_else(|| {
-            fail(column, format!("expected `Link <k>: …` but found {trimmed:?}"))
+            fail(
+                column,
+                format!("expected `Link <k>: …` but found {trimmed:?}"),
+            )
         })?;
         let link: u32 = link_text.trim().parse().map_err(|_| {
             fail(

@@ -83,27 +83,7 @@ fn known(value: &str) -> Option<&str> {
     (!unknown).then_some(v)
 }
 
-/// Canonical `dddddddd:bb:dd.f` (lower-case hex) from nvidia-smi's, sysfs's or lspci's forms:
-/// `00000000:17:00.0`, `0000:17:00.0`, `17:00.0`, and the old `domain:bus:device` `0:2:0`.
-pub fn canonical_pci_bus_id(s: &str) -> Option<String> {
-    let parts: Vec<&str> = s.trim().split(':').collect();
-    let (domain, bus, devfn) = match parts.as_slice() {
-        [domain, bus, devfn] => (*domain, *bus, *devfn),
-        [bus, devfn] if devfn.contains('.') => ("0", *bus, *devfn),
-        _ => return None,
-    };
-    let (device, function) = devfn.split_once('.').unwrap_or((devfn, "0"));
-    let hex = |v: &str, max_len: usize| {
-        (!v.is_empty() && v.len() <= max_len && v.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| u32::from_str_radix(v, 16).ok())
-            .flatten()
-    };
-    let domain = hex(domain, 8)?;
-    let bus = hex(bus, 2)?;
-    let device = hex(device, 2).filter(|d| *d < 32)?;
-    let function = hex(function, 1).filter(|f| *f < 8)?;
-    Some(format!("{domain:08x}:{bus:02x}:{device:02x}.{function:x}"))
-}
+pub use crate::pci::canonical_pci_bus_id;
 
 /// `81559 MiB` → 81559. Old drivers print `Mb`/`MB` for the same mebibytes.
 fn mebibytes(value: &str) -> Option<u64> {
@@ -325,9 +305,8 @@ fn text_gpu<'a>(nodes: &[&Node<'a>], header_id: Option<&str>) -> Result<QueryGpu
     if let Some(node) = bus_node
         && let Some(v) = node.value.and_then(known)
     {
-        gpu.pci_bus_id = Some(
-            canonical_pci_bus_id(v).ok_or_else(|| text_error(node, "a PCI bus id"))?,
-        );
+        gpu.pci_bus_id =
+            Some(canonical_pci_bus_id(v).ok_or_else(|| text_error(node, "a PCI bus id"))?);
     } else if let Some(id) = header_id.and_then(known) {
         gpu.pci_bus_id = canonical_pci_bus_id(id);
     }
@@ -438,12 +417,16 @@ pub fn parse_xml(text: &str) -> Result<SmiQuery, SmiQueryError> {
         };
         let bus = g.pci.as_ref().and_then(|p| opt(&p.pci_bus_id));
         let pci_bus_id = match bus {
-            Some(v) => Some(canonical_pci_bus_id(&v).ok_or_else(|| bad("pci_bus_id", "a PCI bus id", &v))?),
+            Some(v) => Some(
+                canonical_pci_bus_id(&v).ok_or_else(|| bad("pci_bus_id", "a PCI bus id", &v))?,
+            ),
             None => opt(&g.id).as_deref().and_then(canonical_pci_bus_id),
         };
         let mig = g.mig_mode.as_ref().and_then(|m| m.current_mig.clone());
         let mig_enabled = match mig {
-            Some(v) => mig_mode(&v).ok_or_else(|| bad("current_mig", "Enabled, Disabled or N/A", &v))?,
+            Some(v) => {
+                mig_mode(&v).ok_or_else(|| bad("current_mig", "Enabled, Disabled or N/A", &v))?
+            }
             None => None,
         };
         let numa = g
@@ -451,7 +434,9 @@ pub fn parse_xml(text: &str) -> Result<SmiQuery, SmiQueryError> {
             .clone()
             .or_else(|| g.pci.as_ref().and_then(|p| p.numa_node.clone()));
         let numa_node = match numa {
-            Some(v) => self::numa_node(&v).ok_or_else(|| bad("numa_node", "a NUMA node number", &v))?,
+            Some(v) => {
+                self::numa_node(&v).ok_or_else(|| bad("numa_node", "a NUMA node number", &v))?
+            }
             None => None,
         };
         let fabric = match &g.fabric {
@@ -474,8 +459,17 @@ pub fn parse_xml(text: &str) -> Result<SmiQuery, SmiQueryError> {
             fabric,
         });
     }
+    let driver_version = opt(&log.driver_version);
+    if gpus.is_empty() && driver_version.is_none() && attached_gpus.is_none() {
+        return Err(SmiQueryError::XmlValue {
+            gpu: "-".into(),
+            message: "expected an <nvidia_smi_log> with <driver_version>, <attached_gpus> or \
+                      <gpu> elements but found none"
+                .into(),
+        });
+    }
     Ok(SmiQuery {
-        driver_version: opt(&log.driver_version),
+        driver_version,
         cuda_version: opt(&log.cuda_version),
         attached_gpus,
         gpus,
@@ -485,23 +479,6 @@ pub fn parse_xml(text: &str) -> Result<SmiQuery, SmiQueryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bus_ids_are_canonical() {
-        assert_eq!(
-            canonical_pci_bus_id("00000000:17:00.0").as_deref(),
-            Some("00000000:17:00.0")
-        );
-        assert_eq!(
-            canonical_pci_bus_id("0000:AB:1f.7").as_deref(),
-            Some("00000000:ab:1f.7")
-        );
-        assert_eq!(canonical_pci_bus_id("0:2:0").as_deref(), Some("00000000:02:00.0"));
-        assert_eq!(canonical_pci_bus_id("17:00.0").as_deref(), Some("00000000:17:00.0"));
-        for bad in ["", "GPU", "0:2", "1:2:3:4", "0:100:0", "0:2:40", "0:2:0.9", "ä:2:0"] {
-            assert_eq!(canonical_pci_bus_id(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn key_value_split_keeps_colons_in_values() {

@@ -17,9 +17,13 @@
 //!   [`MatrixNic::nic_links`] `None`; a matrix with only some NIC rows is an error.
 //! - Every part of the matrix that is printed twice (GPU↔GPU, GPU↔NIC, NIC↔NIC) must agree in
 //!   both directions.
-//! - nvidia-smi writes an extra tab before an `N/A` affinity value (`0\t\tN/A`); that empty field
-//!   is dropped when the row has one field more than the header has affinity columns.
+//! - nvidia-smi writes an extra tab before `GPU NUMA ID` and before an `N/A` affinity value
+//!   (`0\t\tN/A`); such an empty field is dropped when the row has more fields than the header
+//!   has affinity columns. An empty field anywhere else is an empty value (cgroup-restricted CPU
+//!   Affinity), read as unknown.
 //! - `N/A` and empty affinity values read as unknown (`None`); other values are kept as given.
+//! - Limit: a text cut inside the affinity fields of the last GPU row, in a matrix printed
+//!   without NIC rows, cannot be told from a complete one (`0-55,112-16` is a valid CPU list).
 
 use gputopo_api::LinkClass;
 use std::collections::{HashMap, HashSet};
@@ -157,28 +161,28 @@ impl TopoMatrix {
 pub fn parse(text: &str) -> Result<TopoMatrix, TopoParseError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-    let mut last_line = 0;
 
     let (header_line, header_text) = loop {
         match lines.next() {
             None => {
                 return Err(err(
-                    last_line.max(1),
+                    1,
                     1,
                     TopoErrorKind::Empty,
                     "expected a `nvidia-smi topo -m` matrix but the text is empty".into(),
                 ));
             }
-            Some((n, l)) if l.trim().is_empty() => last_line = n,
+            Some((_, l)) if l.trim().is_empty() => {}
             Some(found) => break found,
         }
     };
-    last_line = header_line;
+    // The last line read, to place an error at the end of the text.
+    let mut last_line = header_line;
     let header = Header::parse(header_line, header_text)?;
     let n_dev = header.devices.len();
     let n_gpu = header.gpu_count();
 
-    // Rows in header order; `None` once the text turns out to have no NIC rows.
+    // Rows in header order; the NIC rows may be missing altogether (see the module doc).
     let mut rows: Vec<Row> = Vec::with_capacity(n_dev);
     for (d, device) in header.devices.iter().enumerate() {
         let next = lines.next();
@@ -358,7 +362,7 @@ fn split_spaced(line: &str) -> Vec<Field<'_>> {
         if let Some(cur) = current.as_mut() {
             let joined = line.get(cur.byte_start..w.byte_end).unwrap_or_default();
             if w.col_start == cur.col_end + 1
-                && (w.col_start % TAB_STOP != 0 || is_attr_name_prefix(joined))
+                && (!w.col_start.is_multiple_of(TAB_STOP) || is_attr_name_prefix(joined))
             {
                 cur.byte_end = w.byte_end;
                 cur.col_end = w.col_end;
@@ -374,7 +378,7 @@ fn split_spaced(line: &str) -> Vec<Field<'_>> {
         } else {
             w.col_start
         };
-        if start >= first_stop && (start - first_stop) % TAB_STOP == 0 {
+        if start >= first_stop && (start - first_stop).is_multiple_of(TAB_STOP) {
             for k in 0..(start - first_stop) / TAB_STOP {
                 fields.push(Field {
                     text: "",
@@ -395,7 +399,10 @@ fn split_spaced(line: &str) -> Vec<Field<'_>> {
 fn is_attr_name_prefix(s: &str) -> bool {
     ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
         .iter()
-        .any(|name| name.strip_prefix(s).is_some_and(|rest| rest.is_empty() || rest.starts_with(' ')))
+        .any(|name| {
+            name.strip_prefix(s)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+        })
 }
 
 fn spaced_field(line: &str, w: Word) -> Field<'_> {
@@ -547,10 +554,15 @@ impl Header {
         for f in fields {
             let bad = |what: String| err(line_no, f.column, TopoErrorKind::BadHeader, what);
             if f.text.is_empty() {
-                return Err(bad(format!("expected {COLUMN_NAMES} but found an empty field")));
+                return Err(bad(format!(
+                    "expected {COLUMN_NAMES} but found an empty field"
+                )));
             }
             if !seen.insert(f.text) {
-                return Err(bad(format!("column {:?} appears twice in the header", f.text)));
+                return Err(bad(format!(
+                    "column {:?} appears twice in the header",
+                    f.text
+                )));
             }
             if let Some(attr) = Attr::from_name(f.text) {
                 if attrs.last().is_some_and(|a| *a >= attr) {
@@ -689,10 +701,11 @@ impl Header {
         if is_gpu {
             let mut surplus = rest.len().saturating_sub(self.attrs.len());
             for attr in &self.attrs {
-                // The extra tab nvidia-smi writes before an `N/A` value.
+                // The extra tab nvidia-smi writes before `GPU NUMA ID` and before an `N/A` value.
                 if surplus > 0
                     && rest.get(used).is_some_and(|f| f.text.is_empty())
-                    && rest.get(used + 1).is_some_and(|f| f.text == "N/A")
+                    && (*attr == Attr::GpuNumaId
+                        || rest.get(used + 1).is_some_and(|f| f.text == "N/A"))
                 {
                     used += 1;
                     surplus -= 1;
@@ -709,7 +722,10 @@ impl Header {
                 attrs[*attr as usize] = attribute(line_no, *f, *attr)?;
             }
         }
-        if let Some(f) = rest.get(used..).and_then(|r| r.iter().find(|f| !f.text.is_empty())) {
+        if let Some(f) = rest
+            .get(used..)
+            .and_then(|r| r.iter().find(|f| !f.text.is_empty()))
+        {
             return Err(err(
                 line_no,
                 f.column,
@@ -724,7 +740,12 @@ impl Header {
         Ok(Row { cells, at, attrs })
     }
 
-    fn into_matrix(self, rows: Vec<Row>, nic_rows: bool, legend: &HashMap<String, String>) -> TopoMatrix {
+    fn into_matrix(
+        self,
+        rows: Vec<Row>,
+        nic_rows: bool,
+        legend: &HashMap<String, String>,
+    ) -> TopoMatrix {
         let n_gpu = self.gpu_count();
         let mut rows = rows.into_iter();
         let mut gpus = Vec::with_capacity(n_gpu);
@@ -753,7 +774,8 @@ impl Header {
                     .cloned()
                     .unwrap_or_else(|| device.label.clone()),
                 nic_links: if nic_rows {
-                    rows.next().map(|r| r.cells.into_iter().skip(n_gpu).collect())
+                    rows.next()
+                        .map(|r| r.cells.into_iter().skip(n_gpu).collect())
                 } else {
                     None
                 },
@@ -845,7 +867,14 @@ mod tests {
         let header = "        GPU0    mlx5_10 mlx5_11 CPU Affinity    NUMA Affinity";
         assert_eq!(
             texts(&split_fields(header)),
-            ["", "GPU0", "mlx5_10", "mlx5_11", "CPU Affinity", "NUMA Affinity"]
+            [
+                "",
+                "GPU0",
+                "mlx5_10",
+                "mlx5_11",
+                "CPU Affinity",
+                "NUMA Affinity"
+            ]
         );
     }
 

@@ -4,8 +4,9 @@
 //!
 //! * nodes of up to 8 GPUs asking without constraints (after canonicalisation,
 //!   see `Query`) read a dense table indexed by (collective, k, free mask):
-//!   `2 · (n + 1) · 2^n` lazily filled cells, 4,608 at n = 8, about 48 bytes
-//!   each (≈ 220 KiB per shape). A filled cell is one atomic load: no lock.
+//!   `2 · (n + 1) · 2^n` lazily filled cells, 4,608 at n = 8, each holding a
+//!   whole answer (96 bytes: ≈ 440 KiB per 8-GPU shape), so a hit is an
+//!   atomic load and a copy: no lock, no decoding.
 //! * everything else goes through a `Mutex<HashMap>` of at most
 //!   [`MAX_CACHED`] answers; when full it is cleared (answers are cheap to
 //!   recompute, and a clear bounds memory without tracking recency).
@@ -79,5 +80,16 @@ impl ChoiceCache {
     /// Answers held in the hash layer (the dense layer is not counted).
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dense layer's memory is cells × this; keep it near the documented 96 bytes.
+    #[test]
+    fn cells_stay_small() {
+        assert!(size_of::<OnceLock<super::Outcome>>() <= 96);
     }
 }

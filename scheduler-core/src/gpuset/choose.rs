@@ -8,7 +8,7 @@ use super::request::{
     DecidedBy, GpuSetChoice, Leftover, LeftoverSlot, Method, NoFitReason, SetPick, SetRequest,
 };
 use super::shape::NodeShape;
-use super::tables::{LEFTOVER_SIZES, LeftoverKey, NO_HOP, NONE, unpack_slot};
+use super::tables::{LEFTOVER_SIZES, LeftoverKey, NONE, unpack_slot};
 use gputopo_api::{Collective, LinkClass};
 
 /// A request reduced to what changes its answer on this shape: a constraint
@@ -35,21 +35,8 @@ impl Query {
     }
 }
 
-/// A choice before expansion: small and `Copy`, what the cache stores.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RawPick {
-    gpus: u32,
-    quality: u8,
-    numa_nodes: u8,
-    leftover: LeftoverKey,
-    score: u8,
-    decided_by: DecidedBy,
-    runner_up: u32,
-    candidates: u32,
-    method: Method,
-}
-
-pub(crate) type Outcome = Result<RawPick, NoFitReason>;
+/// What the cache stores: the whole answer, so a hit is a copy.
+pub(crate) type Outcome = Result<SetPick, NoFitReason>;
 
 /// What a search returns: the best set on the full order and how it won.
 #[derive(Clone, Copy, Debug)]
@@ -81,10 +68,8 @@ impl NodeShape {
         } else {
             Method::Heuristic
         };
-        let raw = self
-            .cache
-            .get_or_compute(&query, || self.compute(&query, method))?;
-        Ok(self.expand(&query, raw))
+        self.cache
+            .get_or_compute(&query, || self.compute(&query, method))
     }
 
     /// Like [`NodeShape::pick`], uncached, with the method forced. `Exact` on a
@@ -102,8 +87,7 @@ impl NodeShape {
         } else {
             Method::Heuristic
         };
-        let raw = self.compute(&query, method)?;
-        Ok(self.expand(&query, raw))
+        self.compute(&query, method)
     }
 
     /// The explained form of a pick made for `request`.
@@ -138,18 +122,12 @@ impl NodeShape {
     }
 
     pub(crate) fn canonical(&self, free: u32, request: &SetRequest) -> Query {
-        let min_nvlink_level = request.min_nvlink_level.filter(|&level| {
-            level > 0
-                && self
-                    .tables
-                    .class(self.worst_level)
-                    .is_some_and(|worst| worst < LinkClass::Nv(level))
-        });
+        let min_nvlink_level = request
+            .min_nvlink_level
+            .filter(|&level| level > self.nvlink_level_everywhere);
         let min_memory_mib = request
             .min_memory_mib
             .filter(|&min| self.min_memory_all.is_none_or(|all| all < min));
-        let whole_node_is_one_numa_node =
-            self.numa_groups.len() == 1 && self.numa_groups[0].gpus == self.present;
         Query {
             free: free & self.present,
             k: request.gpus,
@@ -157,7 +135,7 @@ impl NodeShape {
             min_nvlink_level,
             min_memory_mib,
             allow_mig: request.allow_mig && self.mig != 0,
-            single_numa_node: request.single_numa_node && !whole_node_is_one_numa_node,
+            single_numa_node: request.single_numa_node && !self.one_numa_node,
         }
     }
 
@@ -173,15 +151,14 @@ impl NodeShape {
         let base = query.free & self.whole_gpus;
         let free_count = query.free.count_ones();
         if k == 0 {
-            let leftover = self.leftover_key(base, method);
-            return Ok(RawPick {
+            return Ok(SetPick {
                 gpus: 0,
-                quality: NO_HOP,
+                bottleneck: None,
                 numa_nodes: 0,
-                leftover,
+                leftover: self.leftover_of(base, self.leftover_key(base, method)),
                 score: 100,
                 decided_by: DecidedBy::OnlyCandidate,
-                runner_up: 0,
+                runner_up: None,
                 candidates: 1,
                 method,
             });
@@ -248,14 +225,14 @@ impl NodeShape {
         };
         let before = self.leftover_key(base, method);
         let score = self.score(query, &winner, before, base & !winner.gpus);
-        Ok(RawPick {
+        Ok(SetPick {
             gpus: winner.gpus,
-            quality: winner.quality,
-            numa_nodes: winner.numa_nodes,
-            leftover: winner.leftover,
+            bottleneck: self.tables.class(winner.quality),
+            numa_nodes: u32::from(winner.numa_nodes),
+            leftover: self.leftover_of(base & !winner.gpus, winner.leftover),
             score,
             decided_by: winner.decided_by,
-            runner_up: winner.runner_up,
+            runner_up: (winner.runner_up != 0).then_some(winner.runner_up),
             candidates: winner.candidates,
             method,
         })
@@ -293,21 +270,6 @@ impl NodeShape {
         let numa_ratio = ratio(self.min_numa_span(k), u32::from(winner.numa_nodes).max(1));
         let score = 70.0 * quality_ratio + 20.0 * leftover_ratio + 10.0 * numa_ratio;
         score.round().clamp(0.0, 100.0) as u8
-    }
-
-    fn expand(&self, query: &Query, raw: RawPick) -> SetPick {
-        let left = query.free & self.whole_gpus & !raw.gpus;
-        SetPick {
-            gpus: raw.gpus,
-            bottleneck: self.tables.class(raw.quality),
-            numa_nodes: u32::from(raw.numa_nodes),
-            leftover: self.leftover_of(left, raw.leftover),
-            score: raw.score,
-            decided_by: raw.decided_by,
-            runner_up: (raw.runner_up != 0).then_some(raw.runner_up),
-            candidates: raw.candidates,
-            method: raw.method,
-        }
     }
 
     fn leftover_of(&self, gpus: u32, key: LeftoverKey) -> Leftover {

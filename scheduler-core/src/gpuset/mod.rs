@@ -45,8 +45,8 @@
 //! count: about 0.7 MiB at n = 16, a few KiB at n = 8. A query then ranks each of
 //! the `C(m, k)` candidate sets with a few table lookups. Answers are cached per
 //! shape by canonical (free mask, request): lock-free dense cells for nodes of up
-//! to 8 GPUs without constraints (every free mask × size × collective), a bounded
-//! hash map otherwise. Nodes above 16 GPUs use the documented heuristic
+//! to 8 GPUs without constraints (every free mask × size × collective, ≈ 440 KiB
+//! per 8-GPU shape), a bounded hash map otherwise; a hit is a copy of the answer. Nodes above 16 GPUs use the documented heuristic
 //! ([`heuristic`]) whose gap to the optimum [`heuristic::heuristic_gap`] measures.
 //!
 //! # Score

@@ -132,8 +132,11 @@ pub struct NodeShape {
     numa_group_sizes: Vec<u32>,
     /// NUMA nodes spanned by each subset, for `n ≤ 16`.
     pub(crate) numa_count: Option<Box<[u8]>>,
-    /// The smallest class joining two listed GPUs, as a level.
-    pub(crate) worst_level: u8,
+    /// The NVLink count every pair of listed GPUs has at least (`u32::MAX` with
+    /// fewer than two GPUs): a `min_nvlink_level` up to it removes nothing.
+    pub(crate) nvlink_level_everywhere: u32,
+    /// Every listed GPU sits on one known NUMA node: `single_numa_node` removes nothing.
+    pub(crate) one_numa_node: bool,
     /// Memory every listed GPU has at least (`None` if any is unknown).
     pub(crate) min_memory_all: Option<u64>,
     /// Best quality on the empty node, per collective and size (lazily).
@@ -227,6 +230,11 @@ impl NodeShape {
             .try_fold(u64::MAX, |acc, m| m.map(|m| acc.min(m)));
 
         let empty_row = || (0..=n).map(|_| OnceLock::new()).collect::<Box<[_]>>();
+        let nvlink_level_everywhere = match tables.class(worst_level) {
+            None => u32::MAX,
+            Some(worst) => worst.nvlinks(),
+        };
+        let one_numa_node = numa_groups.len() == 1 && numa_groups[0].gpus == present;
         NodeShape {
             cache: ChoiceCache::new(n),
             tables,
@@ -239,7 +247,8 @@ impl NodeShape {
             numa_groups,
             numa_group_sizes,
             numa_count,
-            worst_level,
+            nvlink_level_everywhere,
+            one_numa_node,
             min_memory_all,
             best_empty: [empty_row(), empty_row()],
         }
