@@ -6,6 +6,7 @@
 //! and [`object`] shape what is published.
 
 pub mod backend;
+pub mod daemon;
 pub mod discover;
 pub mod facts;
 pub mod health;
@@ -14,3 +15,5 @@ pub mod normalize;
 pub mod object;
 pub mod parse;
 pub mod pci;
+pub mod publish;
+pub mod serve;

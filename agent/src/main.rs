@@ -6,14 +6,19 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use gputopo_agent::backend::nvml::RealNvml;
 use gputopo_agent::backend::recording::{RecordMeta, record, run_command_stdout};
 use gputopo_agent::backend::sysfs::{RealSysfs, host_facts};
+use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{Source, build, gather};
 use gputopo_agent::labels::{LabelOptions, node_labels, to_lines};
 use gputopo_agent::object::gpu_topology;
+use gputopo_agent::serve::{Metrics, Readiness, router};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -32,28 +37,68 @@ enum Command {
     Discover(DiscoverArgs),
     /// Record what NVML, nvidia-smi and sysfs say on this node into one fixture file.
     Record(RecordArgs),
+    /// Run as the node daemon: publish labels and the GpuTopology, keep them current.
+    Run(RunArgs),
 }
 
+/// Where the agent looks: exactly one of NVML, saved nvidia-smi texts, or a recording.
 #[derive(Args)]
 #[command(group(ArgGroup::new("source").required(true).args(["nvml", "nvidia_smi_topo", "fixture"])))]
-struct DiscoverArgs {
+struct SourceArgs {
     /// Ask the NVIDIA driver through NVML (on a GPU node).
-    #[arg(long)]
+    #[arg(long, env = "GPUTOPO_NVML")]
     nvml: bool,
     /// A saved `nvidia-smi topo -m` output.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "GPUTOPO_NVIDIA_SMI_TOPO")]
     nvidia_smi_topo: Option<PathBuf>,
     /// With --nvidia-smi-topo: a saved `nvidia-smi nvlink -s` of the same node (link state, speed).
-    #[arg(long, value_name = "FILE", requires = "nvidia_smi_topo")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "nvidia_smi_topo",
+        env = "GPUTOPO_NVLINK_STATUS"
+    )]
     nvlink_status: Option<PathBuf>,
     /// With --nvidia-smi-topo: a saved `nvidia-smi -q` (or `-q -x`) of the same node (UUID, memory, PCI).
-    #[arg(long, value_name = "FILE", requires = "nvidia_smi_topo")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "nvidia_smi_topo",
+        env = "GPUTOPO_SMI_QUERY"
+    )]
     smi_query: Option<PathBuf>,
     /// A recording made by `gputopo-agent record`.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "GPUTOPO_FIXTURE")]
     fixture: Option<PathBuf>,
     #[command(flatten)]
     host: HostArgs,
+}
+
+impl SourceArgs {
+    fn into_source(self) -> Result<Source> {
+        Ok(if self.nvml {
+            Source::Nvml {
+                library: self.host.nvml_library,
+                sysfs_root: self.host.sysfs_root,
+            }
+        } else if let Some(topo) = self.nvidia_smi_topo {
+            Source::NvidiaSmi {
+                topo,
+                nvlink_status: self.nvlink_status,
+                query: self.smi_query,
+            }
+        } else if let Some(path) = self.fixture {
+            Source::Fixture(path)
+        } else {
+            bail!("one of --nvml, --nvidia-smi-topo or --fixture is required");
+        })
+    }
+}
+
+#[derive(Args)]
+struct DiscoverArgs {
+    #[command(flatten)]
+    source: SourceArgs,
     /// The node's name [default: the fixture's node, else the hostname].
     #[arg(long, env = "NODE_NAME")]
     node: Option<String>,
@@ -62,6 +107,27 @@ struct DiscoverArgs {
     /// Write nvidia.com/gpu.count, .product and .memory; turn off where GPU Feature Discovery runs.
     #[arg(long, env = "GPUTOPO_GFD_COMPATIBLE_LABELS", default_value_t = true, action = clap::ArgAction::Set)]
     gfd_compatible_labels: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// This node's name, from the downward API (`spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    node: String,
+    /// Write nvidia.com/gpu.count, .product and .memory; turn off where GPU Feature Discovery runs.
+    #[arg(long, env = "GPUTOPO_GFD_COMPATIBLE_LABELS", default_value_t = true, action = clap::ArgAction::Set)]
+    gfd_compatible_labels: bool,
+    /// How often to rescan and reconcile (SIGHUP rescans at once).
+    #[arg(long, env = "GPUTOPO_RESCAN_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration)]
+    rescan_interval: Duration,
+    /// The longest wait between retries while the API server is unreachable.
+    #[arg(long, env = "GPUTOPO_MAX_BACKOFF", default_value = "30s", value_parser = humantime::parse_duration)]
+    max_backoff: Duration,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "GPUTOPO_LISTEN", default_value = "0.0.0.0:8081")]
+    listen: SocketAddr,
 }
 
 /// Where the host's driver library and sysfs are (they move inside containers).
@@ -106,6 +172,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Discover(args) => discover(args),
         Command::Record(args) => record_node(args),
+        Command::Run(args) => run_daemon(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -125,22 +192,7 @@ fn now() -> Timestamp {
 }
 
 fn discover(args: DiscoverArgs) -> Result<()> {
-    let source = if args.nvml {
-        Source::Nvml {
-            library: args.host.nvml_library,
-            sysfs_root: args.host.sysfs_root,
-        }
-    } else if let Some(topo) = args.nvidia_smi_topo {
-        Source::NvidiaSmi {
-            topo,
-            nvlink_status: args.nvlink_status,
-            query: args.smi_query,
-        }
-    } else if let Some(path) = args.fixture {
-        Source::Fixture(path)
-    } else {
-        bail!("one of --nvml, --nvidia-smi-topo or --fixture is required");
-    };
+    let source = args.source.into_source()?;
     let (facts, recorded_node) = gather(&source)?;
     let node = args
         .node
@@ -224,4 +276,36 @@ fn record_node(args: RecordArgs) -> Result<()> {
         args.output.display()
     );
     Ok(())
+}
+
+fn run_daemon(args: RunArgs) -> Result<()> {
+    let config = DaemonConfig {
+        node: args.node,
+        source: args.source.into_source()?,
+        labels: LabelOptions {
+            gfd_compatible: args.gfd_compatible_labels,
+        },
+        rescan_interval: args.rescan_interval,
+        max_backoff: args.max_backoff,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let client = kube::Client::try_default().await.context(
+            "no Kubernetes client configuration (in-cluster service account or KUBECONFIG)",
+        )?;
+        let metrics = Arc::new(Metrics::new());
+        let readiness = Arc::new(Readiness::default());
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let app = router(metrics.clone(), readiness.clone());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let result = run(config, client, metrics, readiness).await;
+        server.abort();
+        result
+    })
 }

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
     shortname = "gtopo",
     category = "gputopo",
     status = "GpuTopologyStatus",
+    derive = "PartialEq",
     doc = "How the GPUs of one node are wired, as its gputopo-agent discovered them. Cluster-scoped; the name is the node's.",
     printcolumn(name = "GPUs", type_ = "integer", json_path = ".spec.summary.gpuCount"),
     printcolumn(

@@ -839,8 +839,9 @@ proptest! {
         let mut oracle = Oracle::new(&topo);
         for (free, req) in &queries {
             check_case(&topo, &shape, &mut oracle, *free, req)?;
-            // The cache answers a repeated query identically.
+            // The cache, and a picker prepared once, answer a repeated query identically.
             prop_assert_eq!(shape.pick(*free, req), shape.pick(*free, req));
+            prop_assert_eq!(shape.picker(req).pick(*free), shape.pick(*free, req));
             check_heuristic(&topo, &shape, &mut oracle, *free, req)?;
         }
     }
@@ -1242,6 +1243,14 @@ fn catalog_shares_shapes_and_tables() {
     let c = catalog.shape(&other.spec()).expect("valid");
     assert!(!std::sync::Arc::ptr_eq(&a, &c));
     assert_eq!((catalog.len(), catalog.link_matrices()), (2, 1));
+
+    // Shared between scheduler threads.
+    fn shareable<T: Send + Sync>(_: &T) {}
+    shareable(&*a);
+    // The documented table sizes: a few KiB at 8 GPUs, about 0.7 MiB at 16.
+    assert!(a.table_bytes() < 8 * 1024, "{}", a.table_bytes());
+    let sixteen = twin_dgx1().shape().table_bytes();
+    assert!((600 * 1024..800 * 1024).contains(&sixteen), "{sixteen}");
 }
 
 #[test]
@@ -1409,4 +1418,71 @@ fn large_domains_use_the_heuristic() {
         .expect("a socket is an NV clique");
     assert_eq!(quad.numa_nodes, 1);
     assert_eq!(quad.bottleneck, Some(LinkClass::Nv(1)));
+}
+
+#[test]
+fn explanations_name_the_bottleneck_and_the_deciding_rule() {
+    let cases = [
+        (dgx1(), all(8), SetRequest::new(4, Collective::Ring)),
+        (dgx1(), all(8), SetRequest::new(2, Collective::Ring)),
+        (
+            dgx1(),
+            mask(&[0, 4, 5]),
+            SetRequest::new(2, Collective::Ring),
+        ),
+        (
+            pcie_pix_pairs(),
+            all(8) & !mask(&[0, 4]),
+            SetRequest::new(4, Collective::Ring),
+        ),
+        (
+            bridged_pairs(),
+            all(4) & !1,
+            SetRequest::new(1, Collective::Ring),
+        ),
+        (
+            a100_nv12(),
+            all(8) & !1,
+            SetRequest::new(4, Collective::AllToAll),
+        ),
+        (
+            a100_nv12(),
+            mask(&[3, 4]),
+            SetRequest::new(2, Collective::AllToAll),
+        ),
+    ];
+    for (topo, free, request) in cases {
+        let choice = topo.shape().choose(free, &request).expect("fits");
+        eprintln!("{}  [score {}]", choice.explanation, choice.score);
+        let class = choice.bottleneck.map(|c| c.to_string());
+        match class {
+            Some(class) => assert!(
+                choice.explanation.contains(&class),
+                "{}",
+                choice.explanation
+            ),
+            None => assert!(
+                choice.explanation.contains("no link"),
+                "{}",
+                choice.explanation
+            ),
+        }
+        let rule = match choice.decided_by {
+            DecidedBy::OnlyCandidate => "only feasible set",
+            DecidedBy::Bottleneck => "the strongest",
+            DecidedBy::NumaNodes => "fewer NUMA nodes",
+            DecidedBy::Leftover => "better connected",
+            DecidedBy::LowestIndices => "lower indices",
+        };
+        assert!(choice.explanation.contains(rule), "{}", choice.explanation);
+        assert_eq!(
+            choice.assigned_gpus(),
+            choice
+                .gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
 }

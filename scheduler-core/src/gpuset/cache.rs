@@ -40,12 +40,19 @@ impl ChoiceCache {
         }
     }
 
-    fn dense_index(&self, query: &Query) -> Option<usize> {
-        if !query.is_unconstrained() || query.k > self.n {
+    /// Where the dense cells of `query`'s (collective, k) start, if it has them;
+    /// the cell of a free mask is this plus the mask.
+    pub(crate) fn dense_row(&self, query: &Query) -> Option<usize> {
+        if self.dense.is_none() || !query.is_unconstrained() || query.k > self.n {
             return None;
         }
         let row = collective_index(query.collective) * (self.n as usize + 1) + query.k as usize;
-        Some((row << self.n) | query.free as usize)
+        Some(row << self.n)
+    }
+
+    /// The dense cell at `index` (a row start plus a free mask of listed GPUs).
+    pub(crate) fn dense_cell(&self, index: usize) -> Option<&OnceLock<Outcome>> {
+        self.dense.as_ref().and_then(|cells| cells.get(index))
     }
 
     /// The cached answer to `query`, computing and storing it on a miss.
@@ -54,8 +61,8 @@ impl ChoiceCache {
         query: &Query,
         compute: impl FnOnce() -> Outcome,
     ) -> Outcome {
-        if let (Some(dense), Some(index)) = (&self.dense, self.dense_index(query))
-            && let Some(cell) = dense.get(index)
+        if let Some(row) = self.dense_row(query)
+            && let Some(cell) = self.dense_cell(row | query.free as usize)
         {
             return *cell.get_or_init(compute);
         }

@@ -50,10 +50,38 @@ pub(crate) struct Winner {
     pub(crate) candidates: u32,
 }
 
+/// A request canonicalised for one [`NodeShape`]; see [`NodeShape::picker`].
+#[derive(Clone, Copy, Debug)]
+pub struct Picker<'a> {
+    shape: &'a NodeShape,
+    query: Query,
+    /// Start of the dense cells for this request, when it has them.
+    dense_row: Option<usize>,
+}
+
+impl Picker<'_> {
+    /// The choice among `free` (as [`NodeShape::pick`]).
+    pub fn pick(&self, free: u32) -> Result<SetPick, NoFitReason> {
+        let shape = self.shape;
+        let query = Query {
+            free: free & shape.present,
+            ..self.query
+        };
+        if let Some(row) = self.dense_row
+            && let Some(cell) = shape.cache.dense_cell(row | query.free as usize)
+        {
+            return *cell.get_or_init(|| shape.compute(&query, shape.default_method()));
+        }
+        shape
+            .cache
+            .get_or_compute(&query, || shape.compute(&query, shape.default_method()))
+    }
+}
+
 impl NodeShape {
     /// Chooses the GPU set for `request` among the `free` GPUs (bit i = GPU i;
     /// bits of unlisted GPUs are ignored), with the explanation. Allocates; the
-    /// filter/score hot path should use [`NodeShape::pick`].
+    /// filter/score hot path should use [`NodeShape::pick`] or [`NodeShape::picker`].
     pub fn choose(&self, free: u32, request: &SetRequest) -> Result<GpuSetChoice, NoFitReason> {
         let pick = self.pick(free, request)?;
         Ok(self.describe(request, &pick))
@@ -63,13 +91,28 @@ impl NodeShape {
     /// answered the same canonical query before. No allocation on a hit.
     pub fn pick(&self, free: u32, request: &SetRequest) -> Result<SetPick, NoFitReason> {
         let query = self.canonical(free, request);
-        let method = if self.is_exact() {
+        self.cache
+            .get_or_compute(&query, || self.compute(&query, self.default_method()))
+    }
+
+    /// `request` prepared once for many free masks of this shape: one pod
+    /// filtered against thousands of identical nodes. Same answers as
+    /// [`NodeShape::pick`], without re-reading the request per node.
+    pub fn picker(&self, request: &SetRequest) -> Picker<'_> {
+        let query = self.canonical(0, request);
+        Picker {
+            shape: self,
+            dense_row: self.cache.dense_row(&query),
+            query,
+        }
+    }
+
+    fn default_method(&self) -> Method {
+        if self.is_exact() {
             Method::Exact
         } else {
             Method::Heuristic
-        };
-        self.cache
-            .get_or_compute(&query, || self.compute(&query, method))
+        }
     }
 
     /// Like [`NodeShape::pick`], uncached, with the method forced. `Exact` on a
@@ -82,10 +125,9 @@ impl NodeShape {
         method: Method,
     ) -> Result<SetPick, NoFitReason> {
         let query = self.canonical(free, request);
-        let method = if self.is_exact() {
-            method
-        } else {
-            Method::Heuristic
+        let method = match self.default_method() {
+            Method::Exact => method,
+            Method::Heuristic => Method::Heuristic,
         };
         self.compute(&query, method)
     }
@@ -108,12 +150,7 @@ impl NodeShape {
     /// of `free`'s whole GPUs. Exact for nodes of up to 16 GPUs.
     pub fn leftover(&self, free: u32) -> Leftover {
         let base = free & self.whole_gpus;
-        let method = if self.is_exact() {
-            Method::Exact
-        } else {
-            Method::Heuristic
-        };
-        self.leftover_of(base, self.leftover_key(base, method))
+        self.leftover_of(base, self.leftover_key(base, self.default_method()))
     }
 
     /// Answers held in this shape's hash cache (not counting the dense layer).

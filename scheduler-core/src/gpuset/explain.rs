@@ -59,7 +59,7 @@ pub(crate) fn explain(shape: &NodeShape, request: &SetRequest, pick: &SetPick) -
                 .class(shape.quality_level(other, collective))
                 .map_or_else(|| "no link".to_string(), |c| c.to_string());
             format!(
-                "best {what}{among}; next best {} ({theirs})",
+                "the strongest {what}{among} (next best: {} at {theirs})",
                 name_set(other)
             )
         }
@@ -87,7 +87,7 @@ pub(crate) fn explain(shape: &NodeShape, request: &SetRequest, pick: &SetPick) -
         if detail.is_empty() {
             format!("leaves {} free", name_set(left))
         } else {
-            format!("leaves {} free ({detail})", name_set(left))
+            format!("leaves {} free: {detail}", name_set(left))
         }
     });
     parts.join("; ")

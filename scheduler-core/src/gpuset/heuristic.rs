@@ -1,18 +1,19 @@
 //! The heuristic for nodes of more than 16 GPUs (a 32-GPU NVLink domain
 //! modelled as one node), where tabulating every subset is out of reach.
 //!
-//! For each threshold level `t`, best first: grow a set from every eligible
-//! seed GPU, adding one GPU at a time, keeping every hop (ring: the GPU is
-//! inserted between two ring neighbours it reaches at ≥ `t`) or every pair
-//! (all-to-all) at ≥ `t`, and preferring GPUs on the seed's NUMA node, then
-//! those with more links at ≥ `t` into the set, then lower indices. Where greed
-//! gets stuck (a cube-mesh whose 5-GPU rings must leave a socket), a
+//! For each threshold level `t`, best first, grow a set from every eligible
+//! seed GPU, one GPU at a time, keeping every hop (ring: the new GPU goes
+//! between two ring neighbours it reaches at ≥ `t`) or every pair (all-to-all)
+//! at ≥ `t`; prefer GPUs on the seed's NUMA node, then those with more links at
+//! ≥ `t` into the set, then lower indices. Where greed gets stuck (on a DGX-1
+//! cube-mesh, 5-GPU rings must leave the socket a greedy quad filled), a
 //! depth-first search for a cycle (or clique) through the seed, bounded to
-//! 4,096 expansions per seed, takes over. The first
-//! threshold at which some seed succeeds gives the candidates; the best of them
-//! on (NUMA nodes, leftover, indices) is then improved by first-improvement
-//! swaps (replace one member by one outsider while every hop or pair stays at
-//! ≥ `t`), at most `2k` moves.
+//! 4,096 expansions per seed, takes over. The first threshold at which some
+//! seed succeeds gives the candidates. They are ranked on the design's order,
+//! by their exact bottleneck where that is cheap (all-to-all, rings of up to 10
+//! GPUs) and by `t` otherwise; the best is then improved by first-improvement
+//! swaps (one member for one outsider, every hop or pair still at ≥ `t`, the
+//! bottleneck not lower), at most `2k` moves.
 //!
 //! Cost: `O(L · m · k² · m)` for growth (`L` levels, `m` eligible GPUs) plus
 //! `O(k · m)` swap trials per move, each pricing a leftover. The leftover
@@ -457,19 +458,34 @@ pub(crate) fn search(
                 }
             }
         }
-        let key_of =
-            |set: u32| candidate_key(t, numa_of(set), leftover_key(shape, base & !set), set);
-        let mut best: Option<(u128, Grown)> = None;
+        // A candidate's quality is at least `t`; where its exact quality is
+        // cheap (tables, all-to-all, or a small ring) the key uses that.
+        let refined = |set: u32| {
+            if collective == Collective::AllToAll
+                || tables.is_exact()
+                || set.count_ones() <= SMALL_EXACT_RING
+            {
+                t.max(shape.quality_level(set, collective))
+            } else {
+                t
+            }
+        };
+        let rest_of_key = |quality: u8, set: u32| {
+            candidate_key(quality, numa_of(set), leftover_key(shape, base & !set), set)
+        };
+        let mut best: Option<(u128, u8, Grown)> = None;
         for g in found {
-            let key = key_of(g.set);
+            let quality = refined(g.set);
+            let key = rest_of_key(quality, g.set);
             podium.offer(key);
-            if best.as_ref().is_none_or(|(b, _)| key > *b) {
-                best = Some((key, g));
+            if best.as_ref().is_none_or(|(b, _, _)| key > *b) {
+                best = Some((key, quality, g));
             }
         }
-        let Some((mut current_key, mut current)) = best else {
+        let Some((mut current_key, current_quality, mut current)) = best else {
             continue;
         };
+        // First-improvement swaps that keep the quality and better the rest of the order.
         for _ in 0..2 * k {
             let mut improved = None;
             'trials: for position in 0..current.order.len() {
@@ -478,9 +494,12 @@ pub(crate) fn search(
                         continue;
                     }
                     let set = current.set & !bit(current.order[position]) | bit(outsider);
-                    let key = key_of(set);
-                    if key > current_key {
-                        improved = Some((key, position, outsider, set));
+                    if rest_of_key(current_quality, set) <= current_key {
+                        continue;
+                    }
+                    let quality = refined(set);
+                    if quality >= current_quality {
+                        improved = Some((rest_of_key(quality, set), position, outsider, set));
                         break 'trials;
                     }
                 }

@@ -79,6 +79,7 @@ mod shape;
 mod tables;
 
 pub use cache::{MAX_CACHED, MAX_DENSE_GPUS};
+pub use choose::Picker;
 pub use fragmentation::{full_nvlink_slots, stranded_free_gpus};
 pub use heuristic::{GapReport, heuristic_gap};
 pub use request::{

@@ -77,7 +77,7 @@ impl fmt::Display for ShapeError {
 
 impl std::error::Error for ShapeError {}
 
-/// Identifies a link matrix: equal keys share [`LinkTables`].
+/// Identifies a link matrix: shapes with equal keys share one set of tables.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LinkMatrixKey {
     gpu_count: u32,

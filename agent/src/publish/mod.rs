@@ -1,0 +1,164 @@
+//! Publishing to the API server: read the Node and the `GpuTopology`, plan
+//! (pure, [`plan`]), write only what changed. Every write is server-side apply
+//! under the agent's own field manager, inside a short `tracing` span.
+
+pub mod plan;
+
+use crate::discover::Discovered;
+use crate::labels::{LabelOptions, node_labels};
+use gputopo_api::GpuTopology;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use plan::{FIELD_MANAGER, labels_managed_by, plan_labels, plan_topology};
+use serde_json::json;
+use tracing::{Instrument, info, info_span};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("reading Node {node}: {source}")]
+    ReadNode { node: String, source: kube::Error },
+    #[error("Node {node} has no uid; cannot own its GpuTopology")]
+    NoUid { node: String },
+    #[error("applying labels to Node {node}: {source}")]
+    ApplyLabels { node: String, source: kube::Error },
+    #[error("reading GpuTopology {node}: {source}")]
+    ReadTopology { node: String, source: kube::Error },
+    #[error("applying GpuTopology {node}: {source}")]
+    ApplyTopology { node: String, source: kube::Error },
+    #[error("applying GpuTopology {node} status: {source}")]
+    ApplyStatus { node: String, source: kube::Error },
+    #[error("serializing GpuTopology {node}: {source}")]
+    Serialize {
+        node: String,
+        source: serde_json::Error,
+    },
+}
+
+/// What one publish wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Writes {
+    pub labels: bool,
+    pub topology: bool,
+    pub status: bool,
+}
+
+impl Writes {
+    pub fn count(&self) -> u32 {
+        u32::from(self.labels) + u32::from(self.topology) + u32::from(self.status)
+    }
+}
+
+pub struct Publisher {
+    client: kube::Client,
+    node: String,
+    labels: LabelOptions,
+}
+
+impl Publisher {
+    pub fn new(client: kube::Client, node: String, labels: LabelOptions) -> Publisher {
+        Publisher {
+            client,
+            node,
+            labels,
+        }
+    }
+
+    /// Brings the Node's labels and its `GpuTopology` in line with `found`.
+    pub async fn publish(&self, found: &Discovered, now: Time) -> Result<Writes, PublishError> {
+        let node_name = &self.node;
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let topologies: Api<GpuTopology> = Api::all(self.client.clone());
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        let mut writes = Writes::default();
+
+        let node = nodes
+            .get(node_name)
+            .await
+            .map_err(|source| PublishError::ReadNode {
+                node: node_name.clone(),
+                source,
+            })?;
+        let uid = node
+            .metadata
+            .uid
+            .clone()
+            .ok_or_else(|| PublishError::NoUid {
+                node: node_name.clone(),
+            })?;
+        let managed = labels_managed_by(
+            node.metadata.managed_fields.as_deref().unwrap_or_default(),
+            FIELD_MANAGER,
+        );
+        let current = node.metadata.labels.unwrap_or_default();
+        let desired = node_labels(&found.spec, self.labels);
+        if let Some(labels) = plan_labels(&current, &managed, &desired) {
+            let patch = json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": node_name, "labels": labels},
+            });
+            nodes
+                .patch(node_name, &apply, &Patch::Apply(&patch))
+                .instrument(
+                    info_span!("apply_node_labels", node = %node_name, labels = labels.len()),
+                )
+                .await
+                .map_err(|source| PublishError::ApplyLabels {
+                    node: node_name.clone(),
+                    source,
+                })?;
+            writes.labels = true;
+        }
+
+        let current =
+            topologies
+                .get_opt(node_name)
+                .await
+                .map_err(|source| PublishError::ReadTopology {
+                    node: node_name.clone(),
+                    source,
+                })?;
+        let plan = plan_topology(current.as_ref(), &found.spec, &found.findings, &uid, now);
+        if let Some(object) = plan.object {
+            let mut value =
+                serde_json::to_value(&object).map_err(|source| PublishError::Serialize {
+                    node: node_name.clone(),
+                    source,
+                })?;
+            // Status goes through its own subresource; apply only metadata and spec here.
+            if let Some(map) = value.as_object_mut() {
+                map.remove("status");
+            }
+            topologies
+                .patch(node_name, &apply, &Patch::Apply(&value))
+                .instrument(info_span!("apply_gpu_topology", node = %node_name, gpus = found.spec.gpus.len()))
+                .await
+                .map_err(|source| PublishError::ApplyTopology {
+                    node: node_name.clone(),
+                    source,
+                })?;
+            writes.topology = true;
+        }
+        if let Some(status) = plan.status {
+            let patch = json!({
+                "apiVersion": "gputopo.dev/v1alpha1",
+                "kind": "GpuTopology",
+                "status": status,
+            });
+            topologies
+                .patch_status(node_name, &apply, &Patch::Apply(&patch))
+                .instrument(info_span!("apply_gpu_topology_status", node = %node_name))
+                .await
+                .map_err(|source| PublishError::ApplyStatus {
+                    node: node_name.clone(),
+                    source,
+                })?;
+            writes.status = true;
+        }
+        if writes.count() > 0 {
+            info!(node = %node_name, ?writes, "published");
+        }
+        Ok(writes)
+    }
+}

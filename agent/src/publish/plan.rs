@@ -1,0 +1,312 @@
+//! The pure stage of publishing: given what the API server holds and what the
+//! agent found, which writes are needed. No I/O, no clock: `now` is passed in.
+//! Writing only what changed keeps a quiet node at zero writes per scan.
+
+use crate::health::{HealthFinding, degraded_condition};
+use gputopo_api::keys::node::OWNED;
+use gputopo_api::{CONDITION_DEGRADED, GpuTopology, GpuTopologySpec, GpuTopologyStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, ManagedFieldsEntry, OwnerReference, Time,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The field manager of every write the agent makes, so server-side apply
+/// knows which labels are the agent's and removes them when it stops applying them.
+pub const FIELD_MANAGER: &str = "gputopo-agent";
+
+/// Label keys `manager` holds on an object, read from its `managedFields`.
+pub fn labels_managed_by(entries: &[ManagedFieldsEntry], manager: &str) -> BTreeSet<String> {
+    entries
+        .iter()
+        .filter(|e| {
+            e.manager.as_deref() == Some(manager) && e.operation.as_deref() == Some("Apply")
+        })
+        .filter_map(|e| e.fields_v1.as_ref())
+        .filter_map(|f| f.0.get("f:metadata")?.get("f:labels")?.as_object())
+        .flat_map(|labels| labels.keys())
+        .filter_map(|k| k.strip_prefix("f:").map(str::to_string))
+        .collect()
+}
+
+/// The labels to apply, or `None` when the node already carries exactly the
+/// desired labels and the agent holds no stale one. Only keys the agent owns
+/// (`keys::node::OWNED`) are ever in the result.
+pub fn plan_labels(
+    current: &BTreeMap<String, String>,
+    managed_by_agent: &BTreeSet<String>,
+    desired: &BTreeMap<String, String>,
+) -> Option<BTreeMap<String, String>> {
+    let desired: BTreeMap<String, String> = desired
+        .iter()
+        .filter(|(k, _)| OWNED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let values_differ = desired.iter().any(|(k, v)| current.get(k) != Some(v));
+    // A label the agent applied before but no longer wants: applying the new set drops it.
+    let stale = managed_by_agent
+        .iter()
+        .any(|k| OWNED.contains(&k.as_str()) && !desired.contains_key(k));
+    // A desired label someone else set to the same value: take ownership, so that
+    // the agent removes it when the GPUs go.
+    let unowned = desired.keys().any(|k| !managed_by_agent.contains(k));
+    (values_differ || stale || unowned).then_some(desired)
+}
+
+/// The writes a `GpuTopology` needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopologyPlan {
+    /// The object (metadata with owner reference, and spec) to apply, when it differs.
+    pub object: Option<GpuTopology>,
+    /// The status to apply, when a condition's status, reason or message differs.
+    pub status: Option<GpuTopologyStatus>,
+}
+
+/// Plans the `GpuTopology` writes for node `node_uid`.
+pub fn plan_topology(
+    current: Option<&GpuTopology>,
+    spec: &GpuTopologySpec,
+    findings: &[HealthFinding],
+    node_uid: &str,
+    now: Time,
+) -> TopologyPlan {
+    let owner = OwnerReference {
+        api_version: "v1".to_string(),
+        kind: "Node".to_string(),
+        name: spec.node_name.clone(),
+        uid: node_uid.to_string(),
+        controller: None,
+        block_owner_deletion: None,
+    };
+    let owner_ok = current.is_some_and(|c| {
+        c.metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|refs| refs.contains(&owner))
+    });
+    let object = if current.is_some_and(|c| &c.spec == spec) && owner_ok {
+        None
+    } else {
+        let mut desired = GpuTopology::new(&spec.node_name, spec.clone());
+        desired.metadata.owner_references = Some(vec![owner]);
+        Some(desired)
+    };
+
+    let mut condition = degraded_condition(findings, now);
+    let previous = current
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_DEGRADED));
+    let status = match previous {
+        Some(p) if same_condition(p, &condition) => None,
+        Some(p) => {
+            // The transition time moves only when the status itself flips.
+            if p.status == condition.status {
+                condition.last_transition_time = p.last_transition_time.clone();
+            }
+            Some(condition)
+        }
+        None => Some(condition),
+    }
+    .map(|c| GpuTopologyStatus {
+        conditions: vec![c],
+        allocations: vec![],
+    });
+    TopologyPlan { object, status }
+}
+
+fn same_condition(a: &Condition, b: &Condition) -> bool {
+    a.type_ == b.type_ && a.status == b.status && a.reason == b.reason && a.message == b.message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::FindingKind;
+    use gputopo_api::{Interconnect, TopologySource, TopologySummary};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn keys(k: &[&str]) -> BTreeSet<String> {
+        k.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn managed_labels_are_read_from_managed_fields() {
+        let entries: Vec<ManagedFieldsEntry> = serde_json::from_value(serde_json::json!([
+            {"manager": "gputopo-agent", "operation": "Apply", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:nvidia.com/gpu.count": {}, "f:gputopo.dev/interconnect": {}}}}},
+            {"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/hostname": {}}}}},
+            {"manager": "gputopo-agent", "operation": "Update",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:stale-update": {}}}}}
+        ]))
+        .unwrap();
+        assert_eq!(
+            labels_managed_by(&entries, FIELD_MANAGER),
+            keys(&["gputopo.dev/interconnect", "nvidia.com/gpu.count"])
+        );
+        let _ = FieldsV1::default();
+    }
+
+    #[test]
+    fn nothing_to_write_when_labels_match() {
+        let current = labels(&[
+            ("nvidia.com/gpu.count", "8"),
+            ("kubernetes.io/hostname", "n"),
+        ]);
+        let desired = labels(&[("nvidia.com/gpu.count", "8")]);
+        assert_eq!(
+            plan_labels(&current, &keys(&["nvidia.com/gpu.count"]), &desired),
+            None
+        );
+    }
+
+    #[test]
+    fn changed_new_and_stale_labels_are_written() {
+        let current = labels(&[
+            ("nvidia.com/gpu.count", "8"),
+            ("gputopo.dev/numa-nodes", "2"),
+        ]);
+        let owned = keys(&["nvidia.com/gpu.count", "gputopo.dev/numa-nodes"]);
+        // A changed value.
+        let desired = labels(&[
+            ("nvidia.com/gpu.count", "4"),
+            ("gputopo.dev/numa-nodes", "2"),
+        ]);
+        assert_eq!(
+            plan_labels(&current, &owned, &desired),
+            Some(desired.clone())
+        );
+        // A label the agent owned and no longer wants: the apply drops it.
+        let desired = labels(&[("nvidia.com/gpu.count", "8")]);
+        assert_eq!(
+            plan_labels(&current, &owned, &desired),
+            Some(desired.clone())
+        );
+        // The node lost its GPUs: apply the empty set so every owned label goes.
+        assert_eq!(
+            plan_labels(&current, &owned, &BTreeMap::new()),
+            Some(BTreeMap::new())
+        );
+        // Same value set by someone else: take ownership once.
+        let desired = labels(&[
+            ("nvidia.com/gpu.count", "8"),
+            ("gputopo.dev/numa-nodes", "2"),
+        ]);
+        assert!(plan_labels(&current, &keys(&["nvidia.com/gpu.count"]), &desired).is_some());
+    }
+
+    #[test]
+    fn labels_the_agent_does_not_own_are_never_written() {
+        let desired = labels(&[("team", "ml"), ("nvidia.com/gpu.count", "8")]);
+        let plan = plan_labels(&BTreeMap::new(), &BTreeSet::new(), &desired).unwrap();
+        assert_eq!(plan, labels(&[("nvidia.com/gpu.count", "8")]));
+        // A foreign label the agent never managed is not "stale".
+        let current = labels(&[("nvidia.com/gpu.count", "8"), ("team", "ml")]);
+        let owned = keys(&["nvidia.com/gpu.count", "team"]);
+        assert_eq!(
+            plan_labels(&current, &owned, &labels(&[("nvidia.com/gpu.count", "8")])),
+            None
+        );
+    }
+
+    fn spec(gpus: u32) -> GpuTopologySpec {
+        GpuTopologySpec {
+            node_name: "n1".into(),
+            source: TopologySource::Fixture,
+            driver_version: None,
+            cuda_version: None,
+            gpus: vec![],
+            links: vec![],
+            nics: vec![],
+            islands: vec![],
+            summary: TopologySummary {
+                gpu_count: gpus,
+                product: None,
+                p2p_level: None,
+                all_to_all_nvlink: false,
+                largest_island: 0,
+                numa_nodes: None,
+                interconnect: Interconnect::Pcie,
+            },
+        }
+    }
+
+    fn at(s: i64) -> Time {
+        Time(Timestamp::from_second(s).unwrap())
+    }
+
+    #[test]
+    fn topology_is_created_then_left_alone() {
+        let first = plan_topology(None, &spec(8), &[], "uid-1", at(100));
+        let object = first.object.clone().expect("created");
+        assert_eq!(object.metadata.name.as_deref(), Some("n1"));
+        assert_eq!(
+            object.metadata.owner_references.as_ref().unwrap()[0].uid,
+            "uid-1"
+        );
+        let status = first.status.clone().expect("status written");
+        assert_eq!(status.conditions[0].status, "False");
+
+        let mut stored = object;
+        stored.status = Some(status);
+        let again = plan_topology(Some(&stored), &spec(8), &[], "uid-1", at(200));
+        assert_eq!(
+            again,
+            TopologyPlan {
+                object: None,
+                status: None
+            }
+        );
+
+        // A recreated Node (new uid) needs the owner reference fixed.
+        assert!(
+            plan_topology(Some(&stored), &spec(8), &[], "uid-2", at(200))
+                .object
+                .is_some()
+        );
+        // A changed spec is written, the unchanged status is not.
+        let changed = plan_topology(Some(&stored), &spec(4), &[], "uid-1", at(200));
+        assert!(changed.object.is_some() && changed.status.is_none());
+    }
+
+    #[test]
+    fn condition_transition_time_moves_only_on_a_flip() {
+        let finding = |detail: &str| HealthFinding {
+            gpu: 3,
+            kind: FindingKind::LinksDown,
+            detail: detail.into(),
+        };
+        let mut stored = plan_topology(None, &spec(8), &[finding("link 1 down")], "u", at(100))
+            .object
+            .unwrap();
+        stored.status =
+            plan_topology(None, &spec(8), &[finding("link 1 down")], "u", at(100)).status;
+        // Still degraded, different detail: message changes, time stays.
+        let p = plan_topology(
+            Some(&stored),
+            &spec(8),
+            &[finding("links 1,2 down")],
+            "u",
+            at(200),
+        );
+        let c = &p.status.unwrap().conditions[0];
+        assert_eq!(
+            (c.status.as_str(), c.last_transition_time.clone()),
+            ("True", at(100))
+        );
+        // Healthy again: the time moves.
+        let p = plan_topology(Some(&stored), &spec(8), &[], "u", at(300));
+        let c = &p.status.unwrap().conditions[0];
+        assert_eq!(
+            (c.status.as_str(), c.last_transition_time.clone()),
+            ("False", at(300))
+        );
+    }
+}
