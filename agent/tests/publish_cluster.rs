@@ -1,0 +1,391 @@
+//! `gputopo-agent run` against a real kube-apiserver and etcd (built from
+//! source by scripts/control-plane-binaries; see gputopo-testenv). The agent
+//! runs as its own process, as on a node, with an admin kubeconfig.
+
+use gputopo_api::GpuTopology;
+use gputopo_api::keys::node::OWNED;
+use gputopo_testenv::{AuditEvent, TestEnv, fake_gpu_node};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(rel)
+}
+
+const DGX_A100: &str = "nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt";
+const BRIDGED: &str =
+    "nvidia/a100-80gb-pcie-4gpu-nvlink-bridge-nv12-pairs-xeon8470-driver610-NO-LEGEND-topo-m.txt";
+
+/// A running agent process; killed when dropped.
+struct Agent {
+    child: Child,
+    port: u16,
+}
+
+impl Agent {
+    fn start(env: &TestEnv, node: &str, source: &[&str]) -> Agent {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_gputopo-agent"))
+            .arg("run")
+            .args(source)
+            .args([
+                "--node",
+                node,
+                "--rescan-interval",
+                "1s",
+                "--max-backoff",
+                "2s",
+            ])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the agent starts");
+        Agent { child, port }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "signalling the agent");
+    }
+
+    fn rescan(&self) {
+        self.signal(libc::SIGHUP);
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connects");
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .expect("writes");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("reads");
+        let code = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (code, out)
+    }
+
+    /// The `ok` scan count from /metrics.
+    fn ok_scans(&self) -> u64 {
+        let (_, body) = self.get("/metrics");
+        body.lines()
+            .find(|l| l.starts_with("gputopo_agent_scans_total{result=\"ok\"}"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn until<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after 30 s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn create_node(env: &TestEnv, prefix: &str, labels: &[(&str, &str)]) -> (String, Node) {
+    let name = env.unique_name(prefix);
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let nodes: Api<Node> = Api::all(env.client().await);
+    let node = nodes
+        .create(&PostParams::default(), &fake_gpu_node(&name, 8, &labels))
+        .await
+        .expect("node created");
+    (name, node)
+}
+
+async fn labels_of(env: &TestEnv, node: &str) -> BTreeMap<String, String> {
+    let nodes: Api<Node> = Api::all(env.client().await);
+    nodes
+        .get(node)
+        .await
+        .expect("node")
+        .metadata
+        .labels
+        .unwrap_or_default()
+}
+
+fn writes_about(events: &[AuditEvent], node: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| {
+            e.is_write() && (e.is_about("nodes", node) || e.is_about("gputopologies", node))
+        })
+        .count()
+}
+
+fn copy_to_temp(dir: &Path, rel: &str) -> PathBuf {
+    let to = dir.join(Path::new(rel).file_name().expect("a file name"));
+    std::fs::copy(fixture(rel), &to).expect("fixture copied");
+    to
+}
+
+/// Replaces a watched file in one step, as a ConfigMap update or an operator would.
+fn replace(path: &Path, contents: &[u8]) {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, contents).expect("written");
+    std::fs::rename(&tmp, path).expect("renamed");
+}
+
+#[tokio::test]
+async fn publishes_labels_and_topology_then_writes_nothing_while_unchanged() {
+    let env = TestEnv::shared().await;
+    let (node, created) = create_node(env, "agent-quiet", &[]).await;
+    let agent = Agent::start(
+        env,
+        &node,
+        &["--nvidia-smi-topo", fixture(DGX_A100).to_str().unwrap()],
+    );
+    let topologies: Api<GpuTopology> = Api::all(env.client().await);
+
+    let labels = until("the agent's labels", || async {
+        let l = labels_of(env, &node).await;
+        l.contains_key("nvidia.com/nvlink.p2p.level").then_some(l)
+    })
+    .await;
+    assert_eq!(labels["nvidia.com/nvlink.p2p.level"], "NV12");
+    assert_eq!(labels["nvidia.com/gpu.count"], "8");
+    assert_eq!(labels["gputopo.dev/interconnect"], "nvswitch");
+    assert_eq!(labels["gputopo.dev/numa-nodes"], "4");
+    assert_eq!(
+        labels["kubernetes.io/hostname"], node,
+        "foreign labels kept"
+    );
+
+    let topology = until("the GpuTopology with status", || async {
+        topologies
+            .get_opt(&node)
+            .await
+            .ok()
+            .flatten()
+            .filter(|t| t.status.is_some())
+    })
+    .await;
+    assert_eq!(topology.spec.summary.p2p_level.as_deref(), Some("NV12"));
+    assert_eq!(topology.spec.links.len(), 28);
+    let owner = &topology.metadata.owner_references.expect("owned")[0];
+    assert_eq!(
+        (owner.kind.as_str(), &owner.uid),
+        ("Node", created.metadata.uid.as_ref().unwrap())
+    );
+    let condition = &topology.status.expect("status").conditions[0];
+    assert_eq!(
+        (condition.type_.as_str(), condition.status.as_str()),
+        ("Degraded", "False")
+    );
+    until("readiness", || async {
+        (agent.get("/readyz").0 == 200).then_some(())
+    })
+    .await;
+
+    // Count the writes so far, let it scan several more times, count again.
+    let scans_before = agent.ok_scans();
+    let before = writes_about(&env.audit_events(), &node);
+    assert!(
+        before >= 2,
+        "the first publish wrote labels and the object ({before} writes)"
+    );
+    agent.rescan();
+    until("three more scans", || async {
+        (agent.ok_scans() >= scans_before + 3).then_some(())
+    })
+    .await;
+    // The audit log is written as requests finish; give a straggler time to land.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = writes_about(&env.audit_events(), &node);
+    assert_eq!(after, before, "rescans with nothing changed must not write");
+}
+
+#[tokio::test]
+async fn follows_a_changed_topology_and_never_touches_foreign_labels() {
+    let env = TestEnv::shared().await;
+    let (node, _) = create_node(
+        env,
+        "agent-change",
+        &[("team", "ml"), ("gputopo.dev/leaf", "leaf-1")],
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topo = copy_to_temp(dir.path(), DGX_A100);
+    let agent = Agent::start(env, &node, &["--nvidia-smi-topo", topo.to_str().unwrap()]);
+    until("NV12 labels", || async {
+        labels_of(env, &node)
+            .await
+            .get("nvidia.com/nvlink.p2p.level")
+            .filter(|v| *v == "NV12")
+            .map(|_| ())
+    })
+    .await;
+
+    // The node now reports NVLink-bridged pairs.
+    replace(&topo, &std::fs::read(fixture(BRIDGED)).expect("fixture"));
+    agent.rescan();
+    let labels = until("bridged labels", || async {
+        let l = labels_of(env, &node).await;
+        (l.get("gputopo.dev/interconnect").map(String::as_str) == Some("nvlink-bridge"))
+            .then_some(l)
+    })
+    .await;
+    assert!(
+        !labels.contains_key("nvidia.com/nvlink.p2p.level"),
+        "no p2p level for pairs: {labels:?}"
+    );
+    assert_eq!(labels["gputopo.dev/nvlink.largest-island"], "2");
+    assert_eq!(labels["nvidia.com/gpu.count"], "4");
+    assert_eq!(labels["team"], "ml");
+    assert_eq!(
+        labels["gputopo.dev/leaf"], "leaf-1",
+        "a gputopo.dev label the agent does not own"
+    );
+    let topologies: Api<GpuTopology> = Api::all(env.client().await);
+    let t = until("the updated object", || async {
+        topologies
+            .get_opt(&node)
+            .await
+            .ok()
+            .flatten()
+            .filter(|t| t.spec.summary.gpu_count == 4)
+    })
+    .await;
+    assert_eq!(t.spec.islands, vec![vec![0, 1], vec![2, 3]]);
+}
+
+#[tokio::test]
+async fn a_node_that_loses_its_gpus_loses_the_agents_labels() {
+    let env = TestEnv::shared().await;
+    let (node, _) = create_node(env, "agent-gone", &[("team", "ml")]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = copy_to_temp(dir.path(), "recorded/dgx1-v100-nvml.yaml");
+    let agent = Agent::start(env, &node, &["--fixture", rec.to_str().unwrap()]);
+    until("labels", || async {
+        labels_of(env, &node)
+            .await
+            .contains_key("nvidia.com/gpu.count")
+            .then_some(())
+    })
+    .await;
+
+    // The same recording with NVML listing no devices.
+    let mut doc: serde_yaml::Value =
+        serde_yaml::from_slice(&std::fs::read(&rec).expect("read")).expect("YAML");
+    doc["nvml"]["devices"] = serde_yaml::Value::Sequence(vec![]);
+    doc["nvml"]["pairs"] = serde_yaml::Value::Sequence(vec![]);
+    doc["commands"] = serde_yaml::Value::Mapping(Default::default());
+    replace(&rec, serde_yaml::to_string(&doc).expect("YAML").as_bytes());
+    agent.rescan();
+    let labels = until("the agent's labels to go", || async {
+        let l = labels_of(env, &node).await;
+        (!OWNED.iter().any(|k| l.contains_key(*k))).then_some(l)
+    })
+    .await;
+    assert_eq!(labels["team"], "ml");
+    let topologies: Api<GpuTopology> = Api::all(env.client().await);
+    let t = topologies.get(&node).await.expect("object kept");
+    assert_eq!(t.spec.summary.gpu_count, 0);
+}
+
+#[tokio::test]
+async fn deleting_the_node_garbage_collects_its_topology() {
+    let env = TestEnv::shared().await;
+    env.with_controller_manager().await;
+    let (node, _) = create_node(env, "agent-gc", &[]).await;
+    let topologies: Api<GpuTopology> = Api::all(env.client().await);
+    {
+        let _agent = Agent::start(
+            env,
+            &node,
+            &["--nvidia-smi-topo", fixture(DGX_A100).to_str().unwrap()],
+        );
+        until("the GpuTopology", || async {
+            topologies.get_opt(&node).await.ok().flatten()
+        })
+        .await;
+    }
+    let nodes: Api<Node> = Api::all(env.client().await);
+    nodes
+        .delete(&node, &DeleteParams::default())
+        .await
+        .expect("node deleted");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while topologies.get_opt(&node).await.expect("readable").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "GpuTopology {node} not collected 60 s after its Node went"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_label_value_changed_by_hand_is_set_back() {
+    let env = TestEnv::shared().await;
+    let (node, _) = create_node(env, "agent-drift", &[]).await;
+    let agent = Agent::start(
+        env,
+        &node,
+        &["--nvidia-smi-topo", fixture(DGX_A100).to_str().unwrap()],
+    );
+    until("labels", || async {
+        labels_of(env, &node)
+            .await
+            .contains_key("nvidia.com/nvlink.p2p.level")
+            .then_some(())
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(env.client().await);
+    let patch = serde_json::json!({"metadata": {"labels": {"nvidia.com/nvlink.p2p.level": "NV1"}}});
+    nodes
+        .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patched by hand");
+    agent.rescan();
+    until("the label to be set back", || async {
+        (labels_of(env, &node)
+            .await
+            .get("nvidia.com/nvlink.p2p.level")
+            .map(String::as_str)
+            == Some("NV12"))
+        .then_some(())
+    })
+    .await;
+}
