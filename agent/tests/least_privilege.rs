@@ -1,0 +1,248 @@
+//! The agent runs with exactly the RBAC and admission policy of `daemonset/`,
+//! under a real service-account token bound to a pod on node A (the token a
+//! kubelet would mount). It may publish node A; node B, foreign labels on A,
+//! and anything outside its role are refused by the real API server.
+
+use gputopo_agent::backend::nvidia_smi::facts_from_topo;
+use gputopo_agent::discover::build;
+use gputopo_agent::labels::LabelOptions;
+use gputopo_agent::publish::{PublishError, Publisher};
+use gputopo_testenv::{TestEnv, fake_gpu_node};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const NAMESPACE: &str = "gputopo-system";
+const SERVICE_ACCOUNT: &str = "gputopo-agent";
+
+/// Creates every object of a multi-document manifest, as `kubectl create -f` would.
+async fn create_manifest(client: &kube::Client, file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(file);
+    let text = std::fs::read_to_string(&path).expect("manifest readable");
+    for doc in text.split("\n---\n") {
+        let value: serde_json::Value = serde_yaml::from_str(doc).expect("manifest YAML");
+        let kind = value["kind"].as_str().unwrap_or_default().to_string();
+        let pp = PostParams::default();
+        macro_rules! create {
+            ($api:expr, $ty:ty) => {{
+                let object: $ty = serde_json::from_value(value.clone()).expect(&kind);
+                match $api.create(&pp, &object).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => panic!("{file}: creating {kind}: {e}"),
+                }
+            }};
+        }
+        match kind.as_str() {
+            "Namespace" => create!(Api::<Namespace>::all(client.clone()), Namespace),
+            "ServiceAccount" => create!(
+                Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE),
+                ServiceAccount
+            ),
+            "ClusterRole" => create!(Api::<ClusterRole>::all(client.clone()), ClusterRole),
+            "ClusterRoleBinding" => create!(
+                Api::<ClusterRoleBinding>::all(client.clone()),
+                ClusterRoleBinding
+            ),
+            "ValidatingAdmissionPolicy" => create!(
+                Api::<ValidatingAdmissionPolicy>::all(client.clone()),
+                ValidatingAdmissionPolicy
+            ),
+            "ValidatingAdmissionPolicyBinding" => create!(
+                Api::<ValidatingAdmissionPolicyBinding>::all(client.clone()),
+                ValidatingAdmissionPolicyBinding
+            ),
+            other => panic!("{file}: no handler for kind {other}"),
+        }
+    }
+}
+
+/// A client holding a token bound to a pod scheduled on `node`, as the kubelet mounts it.
+async fn agent_client_on(env: &TestEnv, admin: &kube::Client, node: &str) -> kube::Client {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("gputopo-agent-{node}")},
+        "spec": {
+            "nodeName": node,
+            "serviceAccountName": SERVICE_ACCOUNT,
+            "containers": [{"name": "agent", "image": "gputopo-agent:test"}]
+        }
+    }))
+    .expect("pod");
+    let pod = pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("agent pod created");
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
+            expiration_seconds: Some(3600),
+        },
+        ..TokenRequest::default()
+    };
+    let token = sas
+        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
+        .await
+        .expect("token issued")
+        .status
+        .expect("token status")
+        .token;
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: agent\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: agent}}\ncurrent-context: c\n",
+        env.apiserver_url(),
+        env.ca_cert_path().display()
+    );
+    let kc = Kubeconfig::from_yaml(&kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+fn dgx_a100(node: &str) -> gputopo_agent::discover::Discovered {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt"),
+    )
+    .expect("fixture");
+    build(node, facts_from_topo(&text).expect("parses")).expect("normalizes")
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[tokio::test]
+async fn the_agent_may_publish_its_own_node_and_nothing_else() {
+    let env = TestEnv::shared().await;
+    let admin = env.client().await;
+    create_manifest(&admin, "daemonset/agent-rbac.yaml").await;
+    create_manifest(&admin, "daemonset/agent-admission-policy.yaml").await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let (a, b) = (env.unique_name("node-a"), env.unique_name("node-b"));
+    for n in [&a, &b] {
+        nodes
+            .create(
+                &PostParams::default(),
+                &fake_gpu_node(n, 8, &Default::default()),
+            )
+            .await
+            .expect("node created");
+    }
+    let agent = agent_client_on(env, &admin, &a).await;
+
+    // Node B with node A's credentials: refused by the admission policy. The
+    // policy takes effect once the API server has loaded it, so retry briefly.
+    let on_b = Publisher::new(agent.clone(), b.clone(), LabelOptions::default());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refusal = loop {
+        let result = on_b.publish(&dgx_a100(&b), now()).await;
+        match result {
+            Err(PublishError::ApplyLabels {
+                source: kube::Error::Api(e),
+                ..
+            }) if e.code == 403 => break e,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "node B was not refused within 20 s: {other:?}"
+                );
+                // Undo what got through before the policy was active.
+                let _ = nodes
+                    .patch(&b, &PatchParams::apply("gputopo-agent").force(), &Patch::Apply(serde_json::json!({
+                        "apiVersion": "v1", "kind": "Node", "metadata": {"name": b, "labels": {}}
+                    })))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    assert!(
+        refusal.message.contains(&format!(
+            "may only change Node and GpuTopology {a}, not {b}"
+        )),
+        "{}",
+        refusal.message
+    );
+
+    // Node A with node A's credentials: allowed, labels and object both.
+    let on_a = Publisher::new(agent.clone(), a.clone(), LabelOptions::default());
+    let writes = on_a
+        .publish(&dgx_a100(&a), now())
+        .await
+        .expect("own node published");
+    assert!(
+        writes.labels && writes.topology && writes.status,
+        "{writes:?}"
+    );
+    let labels = nodes
+        .get(&a)
+        .await
+        .expect("node")
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert_eq!(labels["nvidia.com/nvlink.p2p.level"], "NV12");
+
+    // Its GpuTopology for node B: refused too.
+    let topologies: Api<gputopo_api::GpuTopology> = Api::all(agent.clone());
+    let mut other = gputopo_api::GpuTopology::new(&b, dgx_a100(&b).spec);
+    other.metadata.owner_references = None;
+    let e = topologies
+        .create(&PostParams::default(), &other)
+        .await
+        .expect_err("another node's GpuTopology");
+    assert!(matches!(e, kube::Error::Api(ref r) if r.code == 403), "{e}");
+
+    // A label the agent does not own, on its own node: refused.
+    let agent_nodes: Api<Node> = Api::all(agent.clone());
+    let patch = serde_json::json!({"metadata": {"labels": {"team": "evil"}}});
+    let e = agent_nodes
+        .patch(&a, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect_err("a foreign label");
+    match e {
+        kube::Error::Api(r) => {
+            assert_eq!(r.code, 403);
+            assert!(
+                r.message.contains("may only change its own labels") && r.message.contains("team"),
+                "{}",
+                r.message
+            );
+        }
+        other => panic!("{other}"),
+    }
+    // Taints (the node's spec) are out of bounds as well.
+    let patch = serde_json::json!({"spec": {"unschedulable": true}});
+    assert!(
+        agent_nodes
+            .patch(&a, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .is_err()
+    );
+
+    // And RBAC alone: no deleting nodes, no reading pods or secrets.
+    assert!(
+        agent_nodes
+            .delete(&a, &DeleteParams::default())
+            .await
+            .is_err()
+    );
+    let pods: Api<Pod> = Api::all(agent.clone());
+    assert!(pods.list(&ListParams::default()).await.is_err());
+}
