@@ -82,10 +82,24 @@ fn cache_dir() -> Option<PathBuf> {
 /// The path of `binary` (e.g. `kube-apiserver`) of `tool`, or an error that
 /// says how to build it.
 pub fn locate(tool: Tool, binary: &str) -> anyhow::Result<PathBuf> {
-    let (path, origin) = match std::env::var_os("GPUTOPO_BIN_DIR") {
-        Some(dir) => (Path::new(&dir).join(binary), "GPUTOPO_BIN_DIR"),
+    resolve(
+        std::env::var_os("GPUTOPO_BIN_DIR").map(PathBuf::from),
+        cache_dir(),
+        tool,
+        binary,
+    )
+}
+
+fn resolve(
+    bin_dir: Option<PathBuf>,
+    cache: Option<PathBuf>,
+    tool: Tool,
+    binary: &str,
+) -> anyhow::Result<PathBuf> {
+    let (path, origin) = match bin_dir {
+        Some(dir) => (dir.join(binary), "GPUTOPO_BIN_DIR"),
         None => {
-            let cache = cache_dir().context(
+            let cache = cache.context(
                 "neither GPUTOPO_BIN_DIR, GPUTOPO_CACHE, XDG_CACHE_HOME nor HOME is set",
             )?;
             (
@@ -101,7 +115,7 @@ pub fn locate(tool: Tool, binary: &str) -> anyhow::Result<PathBuf> {
         bail!(
             "{binary} ({} {}) not found at {} ({origin}). The integration tests run the real \
              control plane, built from source: run `scripts/control-plane-binaries` (a cold \
-             build takes tens of minutes) and, if you use a non-default cache, \
+             build takes about 10 minutes on 2 cores) and, if you use a non-default cache, \
              `export GPUTOPO_BIN_DIR=$(scripts/control-plane-binaries)`",
             tool.module,
             tool.version(),
@@ -125,6 +139,32 @@ mod tests {
         assert!(ETCD.version().starts_with("v3."));
         assert!(KWOK.version().starts_with("v0."));
         assert!(HELM.version().starts_with("v3."));
+    }
+
+    #[test]
+    fn a_missing_binary_says_how_to_build_it() {
+        let empty = tempfile::tempdir().unwrap();
+        let err = resolve(
+            Some(empty.path().to_owned()),
+            None,
+            KUBERNETES,
+            "kube-apiserver",
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("scripts/control-plane-binaries"), "{msg}");
+        assert!(msg.contains("GPUTOPO_BIN_DIR"), "{msg}");
+
+        let err = resolve(None, Some(empty.path().to_owned()), ETCD, "etcd").unwrap_err();
+        let expected = empty
+            .path()
+            .join("bin")
+            .join(format!("etcd-{}", ETCD.version()))
+            .join("etcd");
+        assert!(
+            err.to_string().contains(&expected.display().to_string()),
+            "{err}"
+        );
     }
 
     #[test]

@@ -174,8 +174,8 @@ async fn main() -> Result<()> {
     };
     let leaf_of: BTreeMap<&str, &str> = NODES.iter().map(|(n, l, _)| (*n, *l)).collect();
     println!(
-        "{:<16} {:>4}  {:<28} {:<6} {:>6}  {:<13} {}",
-        "NAME", "GPUS", "PRODUCT", "P2P", "ISLAND", "INTERCONNECT", "LEAF"
+        "{:<16} {:>4}  {:<28} {:<6} {:>6}  {:<13} LEAF",
+        "NAME", "GPUS", "PRODUCT", "P2P", "ISLAND", "INTERCONNECT"
     );
     for t in &list.items {
         let s = &t.spec.summary;
