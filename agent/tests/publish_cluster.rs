@@ -47,7 +47,7 @@ impl Agent {
             ])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .env("KUBECONFIG", env.kubeconfig_path())
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -234,6 +234,22 @@ async fn publishes_labels_and_topology_then_writes_nothing_while_unchanged() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = writes_about(&env.audit_events(), &node);
     assert_eq!(after, before, "rescans with nothing changed must not write");
+
+    // SIGTERM: a clean, prompt exit.
+    let mut agent = agent;
+    agent.signal(libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = agent.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent ignored SIGTERM for 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "exit after SIGTERM: {status}");
 }
 
 #[tokio::test]
@@ -388,4 +404,65 @@ async fn a_label_value_changed_by_hand_is_set_back() {
         .then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn recovers_by_itself_when_the_api_server_goes_away_and_comes_back() {
+    // A control plane of its own: the outage must not disturb other tests.
+    let env = TestEnv::start().await.expect("control plane");
+    let (node, _) = create_node(&env, "agent-outage", &[("team", "ml")]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topo = copy_to_temp(dir.path(), DGX_A100);
+    let agent = Agent::start(&env, &node, &["--nvidia-smi-topo", topo.to_str().unwrap()]);
+    let published = until("labels", || async {
+        let l = labels_of(&env, &node).await;
+        l.contains_key("nvidia.com/nvlink.p2p.level").then_some(l)
+    })
+    .await;
+    let events = env
+        .wait_for_audit("the first publish", |e| writes_about(e, &node) >= 3)
+        .await;
+    let writes_before = writes_about(&events, &node);
+
+    // Outage with nothing changed on the node: the agent notices, keeps
+    // retrying, and once the API server is back writes nothing (no flap).
+    env.stop_apiserver();
+    until("the agent to report not ready", || async {
+        (agent.get("/readyz").0 == 503).then_some(())
+    })
+    .await;
+    let (_, body) = agent.get("/readyz");
+    assert!(body.contains("not ready"), "{body}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    env.start_apiserver_again().await.expect("API server back");
+    let scans = agent.ok_scans();
+    until("the agent to recover", || async {
+        (agent.get("/readyz").0 == 200 && agent.ok_scans() > scans + 1).then_some(())
+    })
+    .await;
+    assert_eq!(
+        labels_of(&env, &node).await,
+        published,
+        "labels unchanged across the outage"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        writes_about(&env.audit_events(), &node),
+        writes_before,
+        "an outage must not make the agent rewrite (or remove and re-add) anything"
+    );
+
+    // Outage during which the node changes: published without any nudge.
+    env.stop_apiserver();
+    replace(&topo, &std::fs::read(fixture(BRIDGED)).expect("fixture"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    env.start_apiserver_again().await.expect("API server back");
+    let labels = until("the change made during the outage", || async {
+        let l = labels_of(&env, &node).await;
+        (l.get("gputopo.dev/interconnect").map(String::as_str) == Some("nvlink-bridge"))
+            .then_some(l)
+    })
+    .await;
+    assert_eq!(labels["team"], "ml");
+    assert!(!labels.contains_key("nvidia.com/nvlink.p2p.level"));
 }

@@ -65,6 +65,8 @@ pub struct TestEnv {
     kubeconfig: PathBuf,
     audit_log: PathBuf,
     processes: Mutex<Vec<Process>>,
+    /// How kube-apiserver was started, to start it again after [`TestEnv::stop_apiserver`].
+    apiserver_command: Mutex<Option<(PathBuf, Vec<String>)>>,
     controller_manager: OnceCell<Result<(), String>>,
     scheduler: OnceCell<Result<(), String>>,
     kwok: OnceCell<Result<(), String>>,
@@ -127,6 +129,7 @@ impl TestEnv {
             apiserver_url,
             kubeconfig,
             processes: Mutex::new(Vec::new()),
+            apiserver_command: Mutex::new(None),
             controller_manager: OnceCell::new(),
             scheduler: OnceCell::new(),
             kwok: OnceCell::new(),
@@ -213,6 +216,48 @@ impl TestEnv {
             "--v=1".to_owned(),
         ];
         self.spawn("kube-apiserver", apiserver_bin, &apiserver_args)?;
+        if let Ok(mut cmd) = self.apiserver_command.lock() {
+            *cmd = Some((apiserver_bin.to_path_buf(), apiserver_args.clone()));
+        }
+        self.wait_apiserver_ready().await?;
+
+        let client = self.client_result().await?;
+        install_crd(&client, GpuTopology::crd()).await
+    }
+
+    /// Kills kube-apiserver (etcd keeps the data), as an outage or an upgrade
+    /// would. Only for an env of one's own ([`TestEnv::start`]): tests sharing
+    /// an env would see the outage too.
+    pub fn stop_apiserver(&self) {
+        assert!(
+            !self.shared,
+            "stop_apiserver on the shared env would disturb other tests"
+        );
+        process_list(&self.processes).retain(|p| p.name != "kube-apiserver");
+    }
+
+    /// Starts kube-apiserver again, same port and flags, and waits for `/readyz`.
+    pub async fn start_apiserver_again(&self) -> anyhow::Result<()> {
+        let (bin, args) = self
+            .apiserver_command
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+            .context("kube-apiserver was never started")?;
+        anyhow::ensure!(
+            !process_list(&self.processes)
+                .iter()
+                .any(|p| p.name == "kube-apiserver"),
+            "kube-apiserver is still running: stop_apiserver first"
+        );
+        // Keep the first run's log: the new one goes beside it.
+        let log = self.dir.join("kube-apiserver.log");
+        let _ = std::fs::rename(&log, self.dir.join("kube-apiserver.1.log"));
+        self.spawn("kube-apiserver", &bin, &args)?;
+        self.wait_apiserver_ready().await
+    }
+
+    async fn wait_apiserver_ready(&self) -> anyhow::Result<()> {
         let probe = self
             .client_with_timeouts(Duration::from_secs(2), Duration::from_secs(10))
             .await?;
@@ -222,10 +267,7 @@ impl TestEnv {
             anyhow::ensure!(body.trim() == "ok", "/readyz: {body}");
             Ok(())
         })
-        .await?;
-
-        let client = self.client_result().await?;
-        install_crd(&client, GpuTopology::crd()).await
+        .await
     }
 
     /// Starts `program` with its log in the env's dir and remembers it.
