@@ -335,9 +335,17 @@ async fn a_node_that_loses_its_gpus_loses_the_agents_labels() {
     })
     .await;
     assert_eq!(labels["team"], "ml");
+    // Labels are applied before the object, so wait for the object too.
     let topologies: Api<GpuTopology> = Api::all(env.client().await);
-    let t = topologies.get(&node).await.expect("object kept");
-    assert_eq!(t.spec.summary.gpu_count, 0);
+    until("the object to say 0 GPUs", || async {
+        topologies
+            .get_opt(&node)
+            .await
+            .ok()
+            .flatten()
+            .filter(|t| t.spec.summary.gpu_count == 0 && t.spec.gpus.is_empty())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -1,7 +1,26 @@
 //! `gputopo`: the operator's tool (DESIGN.md, "Command-line contract").
+//!
+//! Exit status: 0 done; 1 `place` found no free set that fits (with
+//! `-o json`, `{"error": ".."}` on stdout); 2 bad input (a message on stderr
+//! naming what was wrong and what is accepted).
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use gputopo::cluster::{self, Overrides};
+use gputopo::place::{self, PlaceRequest, parse_free, parse_level};
+use gputopo::report::ExplainReport;
+use gputopo::topology;
+use gputopo_api::Collective;
+use gputopo_scheduler_core::explain::explain_pod;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Writes to stdout; a closed pipe (`| head`) ends the output quietly rather than panicking.
+fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
 
 #[derive(Parser)]
 #[command(
@@ -14,8 +33,57 @@ struct Cli {
     command: Command,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Json,
+    Text,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CollectiveArg {
+    Ring,
+    AllToAll,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// The GPU set a request gets on one node, with its bottleneck, score and reasons.
+    Place {
+        /// A GpuTopology object or spec (JSON or YAML), an agent recording, or
+        /// verbatim `nvidia-smi topo -m` text.
+        #[arg(long)]
+        topology: PathBuf,
+        /// GPUs wanted.
+        #[arg(long)]
+        gpus: u32,
+        /// The free GPUs, comma-separated (default: all).
+        #[arg(long)]
+        free: Option<String>,
+        #[arg(long, value_enum, default_value = "ring")]
+        collective: CollectiveArg,
+        /// Every pair of the set joined by at least this many NVLinks: `2` or `NV2`.
+        #[arg(long)]
+        min_nvlink_level: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Every node's verdict for a pod on a cluster snapshot: chosen, feasible
+    /// (score, GPUs) or rejected (reason).
+    Explain {
+        /// A cluster snapshot file (see fixtures/clusters/) or a `kind: List` of
+        /// Nodes, Pods, GpuTopologies and PodGroups.
+        #[arg(long)]
+        cluster: PathBuf,
+        /// The pod, as a Pod object (YAML or JSON).
+        #[arg(long)]
+        pod: PathBuf,
+        /// Network tiers: a preset (gputopo, topograph, aws, each +gpu-clique)
+        /// or comma-separated label keys, outermost first.
+        #[arg(long)]
+        tiers: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: Output,
+    },
     /// Print the GpuTopology CustomResourceDefinition, generated from the Rust types.
     Crd,
 }
@@ -24,8 +92,141 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Crd => {
-            print!("{}", gputopo_api::crd_yaml());
+            out(&gputopo_api::crd_yaml());
             ExitCode::SUCCESS
         }
+        Command::Place {
+            topology,
+            gpus,
+            free,
+            collective,
+            min_nvlink_level,
+            output,
+        } => run_place(
+            &topology,
+            gpus,
+            free.as_deref(),
+            collective,
+            min_nvlink_level.as_deref(),
+            output,
+        ),
+        Command::Explain {
+            cluster,
+            pod,
+            tiers,
+            output,
+        } => run_explain(&cluster, &pod, tiers, output),
     }
+}
+
+/// Bad input: a line on stderr, exit 2.
+fn bad_input(command: &str, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("gputopo {command}: {message}");
+    ExitCode::from(2)
+}
+
+fn run_place(
+    path: &std::path::Path,
+    gpus: u32,
+    free: Option<&str>,
+    collective: CollectiveArg,
+    min_nvlink_level: Option<&str>,
+    output: Output,
+) -> ExitCode {
+    let spec = match topology::load(path) {
+        Ok(spec) => spec,
+        Err(e) => return bad_input("place", e),
+    };
+    let free = match parse_free(free, &spec) {
+        Ok(mask) => mask,
+        Err(e) => return bad_input("place", e),
+    };
+    let min_nvlink_level = match min_nvlink_level.map(parse_level).transpose() {
+        Ok(level) => level,
+        Err(e) => return bad_input("place", e),
+    };
+    let request = PlaceRequest {
+        gpus,
+        collective: match collective {
+            CollectiveArg::Ring => Collective::Ring,
+            CollectiveArg::AllToAll => Collective::AllToAll,
+        },
+        min_nvlink_level,
+        free,
+    };
+    match place::place(&spec, &request) {
+        Err(e) => bad_input("place", e),
+        Ok(Ok(placed)) => {
+            match output {
+                Output::Json => match serde_json::to_string_pretty(&placed) {
+                    Ok(json) => out(&format!("{json}\n")),
+                    Err(e) => return bad_input("place", e),
+                },
+                Output::Text => out(&format!(
+                    "GPUs {}  bottleneck {}  score {}\n{}\n",
+                    placed
+                        .gpus
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    placed
+                        .bottleneck
+                        .as_deref()
+                        .unwrap_or("none (a single GPU)"),
+                    placed.score,
+                    placed.explanation
+                )),
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(Err(no_fit)) => {
+            if output == Output::Json {
+                out(&format!(
+                    "{}\n",
+                    serde_json::json!({ "error": no_fit.to_string() })
+                ));
+            }
+            eprintln!(
+                "gputopo place: no free set of {gpus} GPUs fits on {}: {no_fit}",
+                spec.node_name
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_explain(
+    cluster_path: &std::path::Path,
+    pod_path: &std::path::Path,
+    tiers: Option<String>,
+    output: Output,
+) -> ExitCode {
+    let cluster = match cluster::load(cluster_path, &Overrides { tiers }) {
+        Ok(c) => c,
+        Err(e) => return bad_input("explain", e),
+    };
+    for warning in cluster.snapshot.warnings() {
+        eprintln!("gputopo explain: warning: {warning}");
+    }
+    let pod = match cluster::load_pod(pod_path) {
+        Ok(p) => p,
+        Err(e) => return bad_input("explain", e),
+    };
+    let explanation = explain_pod(&cluster.snapshot, &pod, &cluster.config);
+    // A malformed pod is bad input, not a verdict about nodes.
+    if let Some(u) = explanation.decision.unschedulable()
+        && u.invalid_pod.is_some()
+    {
+        return bad_input("explain", format!("{}: {}", pod_path.display(), u.message));
+    }
+    let report = ExplainReport::new(&explanation);
+    match output {
+        Output::Json => match serde_json::to_string_pretty(&report) {
+            Ok(json) => out(&format!("{json}\n")),
+            Err(e) => return bad_input("explain", e),
+        },
+        Output::Text => out(&report.text()),
+    }
+    ExitCode::SUCCESS
 }

@@ -1,1 +1,12 @@
+pub mod config;
+pub mod explain;
+pub mod filter;
+pub mod gang;
 pub mod gpuset;
+pub mod pod;
+pub mod preempt;
+pub mod resources;
+pub mod schedule;
+pub mod score;
+pub mod selector;
+pub mod snapshot;

@@ -1,0 +1,94 @@
+{{/*
+The chart's name, for app.kubernetes.io/name.
+*/}}
+{{- define "gputopo.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object's name: the release name when it already says
+"gputopo" (so `helm install gputopo` names the agent gputopo-agent, as the
+plain manifests in daemonset/ do), else <release>-gputopo.
+*/}}
+{{- define "gputopo.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gputopo.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gputopo.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gputopo.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Labels of every object. The plain manifests carry the same, less the two
+that only Helm sets (helm.sh/chart, app.kubernetes.io/managed-by).
+*/}}
+{{- define "gputopo.labels" -}}
+helm.sh/chart: {{ include "gputopo.chart" . }}
+{{ include "gputopo.selectorLabels" . }}
+app.kubernetes.io/part-of: gputopo
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "gputopo.agent.fullname" -}}
+{{- printf "%s-agent" (include "gputopo.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "gputopo.agent.selectorLabels" -}}
+{{ include "gputopo.selectorLabels" . }}
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{- define "gputopo.agent.labels" -}}
+{{ include "gputopo.labels" . }}
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{- define "gputopo.agent.serviceAccountName" -}}
+{{- if .Values.agent.serviceAccount.create }}
+{{- default (include "gputopo.agent.fullname" .) .Values.agent.serviceAccount.name }}
+{{- else }}
+{{- required "agent.serviceAccount.name: name the existing ServiceAccount when agent.serviceAccount.create is false" .Values.agent.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+repository:tag (tag defaults to the chart's appVersion), or repository@digest.
+*/}}
+{{- define "gputopo.image" -}}
+{{- if .image.digest }}
+{{- printf "%s@%s" .image.repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" .image.repository (default .appVersion .image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Value combinations that cannot work fail the render with a message, rather
+than install something that silently does less.
+*/}}
+{{- define "gputopo.validate" -}}
+{{- if .Values.scheduler.enabled }}
+{{- fail "scheduler.enabled: the gputopo-scheduler is not part of this chart version yet (only the agent is); leave scheduler.enabled=false" }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects the agent's metrics Service" }}
+{{- end }}
+{{- end }}

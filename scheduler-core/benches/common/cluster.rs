@@ -1,0 +1,222 @@
+//! The bench cluster: 5,000 GPU nodes as a real cluster labels them, shared
+//! by the `schedule` bench and the `snapshot_memory` example.
+#![allow(dead_code)]
+
+use gputopo_api::{
+    GpuInfo, GpuLink, GpuRequest, GpuTopologySpec, Interconnect, LinkClass, TopologySource,
+    TopologySummary,
+};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::resources::Resources;
+use gputopo_scheduler_core::selector::{Taint, TaintEffect, Toleration};
+use gputopo_scheduler_core::snapshot::{
+    BoundPodInput, GpuHolding, NodeInput, Snapshot, SnapshotBuilder,
+};
+use std::collections::BTreeMap;
+
+/// An 8-GPU board: `class` per pair, NUMA 0 for GPUs 0–3 and 1 for 4–7.
+pub fn spec(class: impl Fn(u32, u32) -> LinkClass) -> GpuTopologySpec {
+    let gpus = (0..8)
+        .map(|i| GpuInfo {
+            index: i,
+            uuid: Some(format!("GPU-{i:08x}-0000-4000-8000-000000000000")),
+            product: Some("NVIDIA H100 80GB HBM3".into()),
+            memory_mib: Some(81_559),
+            pci_bus_id: None,
+            numa_node: Some((i / 4) as i32),
+            cpu_affinity: None,
+            mig_enabled: Some(false),
+            fabric: None,
+        })
+        .collect();
+    let mut links = Vec::new();
+    for a in 0..8 {
+        for b in a + 1..8 {
+            let c = class(a, b);
+            links.push(GpuLink {
+                a,
+                b,
+                link_type: c.link_type(),
+                nvlinks: c.nvlinks(),
+            });
+        }
+    }
+    GpuTopologySpec {
+        node_name: "bench".into(),
+        source: TopologySource::Fixture,
+        driver_version: None,
+        cuda_version: None,
+        gpus,
+        links,
+        nics: vec![],
+        islands: vec![],
+        summary: TopologySummary {
+            gpu_count: 8,
+            product: None,
+            p2p_level: None,
+            all_to_all_nvlink: false,
+            largest_island: 0,
+            numa_nodes: None,
+            interconnect: Interconnect::Nvswitch,
+        },
+    }
+}
+
+pub fn dgx1_class(a: u32, b: u32) -> LinkClass {
+    const NV2: [(u32, u32); 8] = [
+        (0, 3),
+        (0, 4),
+        (1, 2),
+        (1, 5),
+        (2, 3),
+        (4, 7),
+        (5, 6),
+        (6, 7),
+    ];
+    const NV1: [(u32, u32); 8] = [
+        (0, 1),
+        (0, 2),
+        (1, 3),
+        (2, 6),
+        (3, 7),
+        (4, 5),
+        (4, 6),
+        (5, 7),
+    ];
+    let p = (a.min(b), a.max(b));
+    if NV2.contains(&p) {
+        LinkClass::Nv(2)
+    } else if NV1.contains(&p) {
+        LinkClass::Nv(1)
+    } else {
+        LinkClass::Sys
+    }
+}
+
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+}
+
+/// 5,000 GPU nodes as a real cluster labels them: 4,000 H100 NVSwitch boards
+/// and 1,000 DGX-1s, 50 leaves under 5 spines, the usual GPU taint, and
+/// bound pods on most nodes (about a fifth are empty).
+pub fn cluster(nodes: usize) -> Snapshot {
+    cluster_with(nodes, true)
+}
+
+/// As [`cluster`], optionally without bound pods.
+pub fn cluster_with(nodes: usize, with_pods: bool) -> Snapshot {
+    let config = SchedulerConfig::default();
+    let h100 = spec(|_, _| LinkClass::Nv(18));
+    let dgx1 = spec(dgx1_class);
+    let mut rng = Rng(7);
+    let mut b = SnapshotBuilder::new(&config);
+    let allocatable = Resources::allocatable(
+        [
+            ("cpu", "192"),
+            ("memory", "2Ti"),
+            ("ephemeral-storage", "3Ti"),
+            ("pods", "110"),
+            ("nvidia.com/gpu", "8"),
+            ("hugepages-1Gi", "0"),
+            ("rdma/ib", "8"),
+        ],
+        "bench",
+    )
+    .expect("valid");
+    for i in 0..nodes {
+        let name = format!("gpu-{i:05}");
+        let model = if i % 5 == 4 { &dgx1 } else { &h100 };
+        let labels: BTreeMap<String, String> = [
+            ("kubernetes.io/hostname", name.as_str()),
+            ("kubernetes.io/os", "linux"),
+            ("kubernetes.io/arch", "amd64"),
+            ("node.kubernetes.io/instance-type", "p5.48xlarge"),
+            (
+                "topology.kubernetes.io/zone",
+                if i % 2 == 0 {
+                    "us-east-1a"
+                } else {
+                    "us-east-1b"
+                },
+            ),
+            ("nvidia.com/gpu.count", "8"),
+            ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+            ("nvidia.com/gpu.memory", "81559"),
+            ("gputopo.dev/interconnect", "nvswitch"),
+            ("gputopo.dev/spine", &format!("spine-{}", i / 1000)),
+            ("gputopo.dev/leaf", &format!("leaf-{}", i / 100)),
+            (
+                "gputopo.dev/cost-per-hour",
+                if i % 3 == 0 { "98.32" } else { "55.04" },
+            ),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let mut model = model.clone();
+        model.node_name.clone_from(&name);
+        b.node(NodeInput {
+            name: name.clone(),
+            labels,
+            taints: vec![Taint::new(
+                "nvidia.com/gpu",
+                "present",
+                TaintEffect::NoSchedule,
+            )],
+            unschedulable: false,
+            allocatable: allocatable.clone(),
+            topology: Some(model),
+            gpu_allocations: Vec::new(),
+        });
+        // Busy GPUs: none on a fifth of the nodes, else 1–4 pods.
+        if rng.next().is_multiple_of(5) || !with_pods {
+            continue;
+        }
+        let mut free: Vec<u32> = (0..8).collect();
+        for p in 0..(1 + rng.next() % 4) {
+            if free.is_empty() {
+                break;
+            }
+            let k = (1 + rng.next() % 3).min(free.len() as u64) as usize;
+            let start = (rng.next() as usize) % (free.len() - k + 1);
+            let gpus: Vec<u32> = free.drain(start..start + k).collect();
+            let mut pod = BoundPodInput::new("jobs", &format!("{name}-p{p}"), &name);
+            pod.requests =
+                Resources::from_list([("cpu", "16"), ("memory", "128Gi")], "bench").expect("valid");
+            pod.requests.gpus = gpus.len() as i64;
+            pod.requests.pods = 1;
+            pod.holding = GpuHolding::Whole(gpus);
+            b.pod(pod);
+        }
+    }
+    b.build().expect("valid cluster")
+}
+
+pub fn pod(gpus: u32) -> PendingPod {
+    let mut p = PendingPod::new(
+        "ml",
+        "train",
+        GpuRequest::parse(
+            Some(gpus),
+            &[("gputopo.dev/workload".to_string(), "training".to_string())].into(),
+            &BTreeMap::new(),
+        )
+        .expect("valid"),
+    );
+    p.requests =
+        Resources::from_list([("cpu", "32"), ("memory", "256Gi")], "bench").expect("valid");
+    p.requests.gpus = i64::from(gpus);
+    p.requests.pods = 1;
+    p.tolerations = vec![Toleration::exists("nvidia.com/gpu", None)];
+    p
+}

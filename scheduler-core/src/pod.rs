@@ -1,0 +1,145 @@
+//! The pod being scheduled: its GPU request, resource requests and the node
+//! constraints any second scheduler must honour, read from a `k8s-openapi`
+//! `Pod` (or built by hand in tests and the simulator).
+
+use crate::resources::{QuantityError, Resources, pod_requests};
+use crate::selector::{NodeAffinity, SelectorError, Toleration};
+use gputopo_api::k8s_openapi::api::core::v1::Pod;
+use gputopo_api::{GpuRequest, RequestError};
+use std::collections::BTreeMap;
+
+/// A pod waiting for a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingPod {
+    pub namespace: String,
+    pub name: String,
+    /// The `nvidia.com/gpu` limit and `gputopo.dev/` annotations.
+    pub request: GpuRequest,
+    /// Effective resource requests, one `pods` included.
+    pub requests: Resources,
+    /// `spec.nodeSelector`: every pair must be a label of the node.
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity; `None` when the pod sets none.
+    pub affinity: Option<NodeAffinity>,
+    pub tolerations: Vec<Toleration>,
+    /// `spec.nodeName`: the pod may only go there.
+    pub node_name: Option<String>,
+    /// `spec.priority`; 0 when unset.
+    pub priority: i32,
+}
+
+/// Why a pod cannot be considered at all: its spec or annotations are malformed.
+/// Every variant names the pod, the key or field, and what is accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PodError {
+    #[error("pod {pod}: {source}")]
+    Request { pod: String, source: RequestError },
+    #[error("pod {pod}: {source}")]
+    Quantity { pod: String, source: QuantityError },
+    #[error("pod {pod}: {source}")]
+    Selector { pod: String, source: SelectorError },
+}
+
+impl PodError {
+    /// The annotation key or spec field that is wrong.
+    pub fn key(&self) -> &str {
+        match self {
+            PodError::Request { source, .. } => source.key(),
+            PodError::Quantity { source, .. } => &source.field,
+            PodError::Selector { source, .. } => &source.field,
+        }
+    }
+}
+
+impl PendingPod {
+    /// A pod with `request` and nothing else: `request.gpus` GPUs (as its
+    /// `nvidia.com/gpu` request), one `pods`, no constraints.
+    pub fn new(namespace: &str, name: &str, request: GpuRequest) -> PendingPod {
+        let requests = Resources {
+            gpus: i64::from(request.gpus),
+            pods: 1,
+            ..Resources::default()
+        };
+        PendingPod {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            request,
+            requests,
+            node_selector: BTreeMap::new(),
+            affinity: None,
+            tolerations: Vec::new(),
+            node_name: None,
+            priority: 0,
+        }
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Reads a pod. The namespace defaults to `default`, as `kubectl apply` does.
+    pub fn from_k8s(pod: &Pod) -> Result<PendingPod, PodError> {
+        let key = pod_key(pod);
+        let request = GpuRequest::from_pod(pod).map_err(|source| PodError::Request {
+            pod: key.clone(),
+            source,
+        })?;
+        let (namespace, name) = key
+            .split_once('/')
+            .map(|(n, m)| (n.to_string(), m.to_string()))
+            .unwrap_or_default();
+        let Some(spec) = &pod.spec else {
+            let mut p = PendingPod::new(&namespace, &name, request);
+            p.requests.gpus = 0;
+            return Ok(p);
+        };
+        let requests = pod_requests(spec).map_err(|source| PodError::Quantity {
+            pod: key.clone(),
+            source,
+        })?;
+        let selector_err = |source| PodError::Selector {
+            pod: key.clone(),
+            source,
+        };
+        let affinity = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(NodeAffinity::from_k8s)
+            .transpose()
+            .map_err(selector_err)?;
+        let tolerations = spec
+            .tolerations
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| Toleration::from_k8s(t, i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(selector_err)?;
+        Ok(PendingPod {
+            namespace,
+            name,
+            request,
+            requests,
+            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            affinity,
+            tolerations,
+            node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+            priority: spec.priority.unwrap_or(0),
+        })
+    }
+}
+
+/// `namespace/name` of a k8s pod, `default` when it names no namespace.
+pub(crate) fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}

@@ -1,0 +1,371 @@
+//! The score of a feasible node, 0–100.
+//!
+//! # Formula
+//!
+//! `score = round(100 · Σ wᵢ·pᵢ / Σ wᵢ)` over the parts that apply to the pod
+//! (each part `pᵢ` is 0–1; weights are [`ScoreWeights`], defaults in
+//! parentheses). Whether a part applies depends on the pod and the cluster, never
+//! on the node, so every node of one decision is scored on the same parts.
+//!
+//! * **GPU set** (default 40), whole-GPU pods: the mean of the set's own `gpuset`
+//!   score (bottleneck against the best of *this* node, what the placement
+//!   leaves connected, NUMA span) and its bottleneck rank against the best
+//!   bottleneck any node model of the cluster offers `k` GPUs; so a better
+//!   wired node wins when all else is equal, and on one model the set that
+//!   fragments least wins. A node without `GpuTopology` scores 0 here.
+//! * **Allocation** (default 20), always: `0.5 + s·(u − 0.5)` where `u` is how busy
+//!   the node is after placement (GPUs held or shared, fractional shares
+//!   counted by ‰; for a pod without GPUs the mean of cpu and memory), averaged
+//!   with how busy its innermost network domain is (GPU pods); `s` is `+1`
+//!   for `consolidated` (bin-pack: prefer busy nodes and domains), `+0.5` for
+//!   `balanced` (the default: lean to packing, since empty nodes are what
+//!   8-GPU and gang jobs need) and `−1` for `distributed` (least allocated).
+//! * **Memory fit** (default 15), shared pods and inference pods with `gpu-memory`: the
+//!   GPU's memory use after placement against the target band (70–80 %):
+//!   1 inside, falling linearly to 0 at an empty or a full GPU.
+//! * **Interference** (default 15), training pods: `1/(1 + inference pods on the
+//!   node)` (isolation); latency-sensitive pods: `1/(1 + training pods)`.
+//! * **Preferred domain** (default 10), pods with `preferred-domain`: 1 when the node
+//!   lies in a domain of that name at any tier, else 0.
+//! * **Cost** (default 10), clusters where some node has `gputopo.dev/cost-per-hour` or
+//!   is spot: `1 − (price − cheapest) / (dearest − cheapest)`; an unpriced
+//!   node 0.5, an unpriced spot node 1. Spot nodes score 0 for training and
+//!   gang pods: an interruption costs them more than the discount saves.
+//! * **Node preference** (default 5), clusters with `PreferNoSchedule` taints:
+//!   `1/(1 + untolerated PreferNoSchedule taints)`.
+//!
+//! Nodes are compared on the unrounded total, then by name.
+
+use crate::config::ScoreWeights;
+use crate::filter::{Fit, PodContext};
+use crate::snapshot::Hot;
+use gputopo_api::{LinkClass, PlacementStrategy, WorkloadKind};
+use std::fmt;
+
+/// A feasible node's score, part by part: each 0–1, `None` when the part
+/// does not apply to this pod.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScoreParts {
+    pub gpu_set: Option<f64>,
+    pub allocation: f64,
+    pub memory_fit: Option<f64>,
+    pub interference: Option<f64>,
+    pub preferred_domain: Option<f64>,
+    pub cost: Option<f64>,
+    pub node_preference: Option<f64>,
+    /// The weighted mean, 0–1, before rounding.
+    pub total: f64,
+}
+
+impl ScoreParts {
+    /// 0–100.
+    pub fn score(&self) -> u8 {
+        (self.total * 100.0).round().clamp(0.0, 100.0) as u8
+    }
+}
+
+impl fmt::Display for ScoreParts {
+    /// `GPU set 95, allocation 62, cost 100`: each part that applies, 0–100.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts = [
+            ("GPU set", self.gpu_set),
+            ("allocation", Some(self.allocation)),
+            ("memory fit", self.memory_fit),
+            ("interference", self.interference),
+            ("preferred domain", self.preferred_domain),
+            ("cost", self.cost),
+            ("node preference", self.node_preference),
+        ];
+        let mut first = true;
+        for (name, value) in parts {
+            if let Some(v) = value {
+                if !first {
+                    f.write_str(", ")?;
+                }
+                first = false;
+                write!(f, "{name} {}", (v * 100.0).round() as i64)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pod-level half of scoring, computed once per decision.
+pub(crate) struct Scorer {
+    /// Normalised weights (0 where the part does not apply).
+    gpu_set: f64,
+    allocation: f64,
+    memory_fit: f64,
+    interference: f64,
+    preferred_domain: f64,
+    cost: f64,
+    node_preference: f64,
+    slope: f64,
+    training: bool,
+    latency_sensitive: bool,
+    spot_averse: bool,
+    inference_memory: Option<u64>,
+    /// Per domain, the share of its GPUs in use (read once per decision).
+    domain_busy: Vec<f64>,
+    /// `1 / cluster_best_rank` (0 when no shape can hold the request).
+    per_best_rank: f64,
+    /// `1 / (dearest − cheapest)` (0 when all prices are equal).
+    per_cost_range: f64,
+}
+
+impl Scorer {
+    pub(crate) fn new(ctx: &PodContext<'_>) -> Scorer {
+        let w: ScoreWeights = ctx.config.weights;
+        let request = &ctx.pod.request;
+        let signals = ctx.snapshot.signals;
+        let training = request.workload == Some(WorkloadKind::Training);
+        let inference_memory = match request.workload {
+            Some(WorkloadKind::Inference) if ctx.wants_whole_gpus() => request.gpu_memory_mib,
+            _ => None,
+        };
+        let on = |applies: bool, weight: u32| if applies { f64::from(weight) } else { 0.0 };
+        let mut scorer = Scorer {
+            gpu_set: on(ctx.wants_whole_gpus(), w.gpu_set),
+            allocation: f64::from(w.allocation),
+            memory_fit: on(
+                ctx.wants_shared_gpu() || inference_memory.is_some(),
+                w.memory_fit,
+            ),
+            interference: on(training || request.latency_sensitive, w.interference),
+            preferred_domain: on(request.preferred_domain.is_some(), w.preferred_domain),
+            cost: on(signals.priced || signals.spot, w.cost),
+            node_preference: on(signals.prefer_no_schedule, w.node_preference),
+            slope: match request.placement_strategy {
+                PlacementStrategy::Consolidated => 1.0,
+                PlacementStrategy::Balanced => 0.5,
+                PlacementStrategy::Distributed => -1.0,
+            },
+            training,
+            latency_sensitive: request.latency_sensitive,
+            spot_averse: training || request.gang.is_some(),
+            inference_memory,
+            domain_busy: ctx
+                .snapshot
+                .domains
+                .iter()
+                .map(|d| {
+                    if d.gpu_count() == 0 {
+                        // No GPUs to be busy: the node's own share decides alone.
+                        f64::NAN
+                    } else {
+                        (f64::from(d.gpus_used()) / f64::from(d.gpu_count())).min(1.0)
+                    }
+                })
+                .collect(),
+            per_best_rank: if ctx.cluster_best_rank > 0 {
+                1.0 / f64::from(ctx.cluster_best_rank)
+            } else {
+                0.0
+            },
+            per_cost_range: if signals.cost_max > signals.cost_min {
+                1.0 / f64::from(signals.cost_max - signals.cost_min)
+            } else {
+                0.0
+            },
+        };
+        let sum = scorer.gpu_set
+            + scorer.allocation
+            + scorer.memory_fit
+            + scorer.interference
+            + scorer.preferred_domain
+            + scorer.cost
+            + scorer.node_preference;
+        if sum > 0.0 {
+            for w in [
+                &mut scorer.gpu_set,
+                &mut scorer.allocation,
+                &mut scorer.memory_fit,
+                &mut scorer.interference,
+                &mut scorer.preferred_domain,
+                &mut scorer.cost,
+                &mut scorer.node_preference,
+            ] {
+                *w /= sum;
+            }
+        }
+        scorer
+    }
+
+    /// Scores the node at `index`, which the filter accepted with `fit`.
+    #[inline]
+    pub(crate) fn score(&self, ctx: &PodContext<'_>, index: usize, fit: &Fit) -> ScoreParts {
+        let hot = &ctx.snapshot.hot[index];
+        let gpu_set = (self.gpu_set > 0.0).then(|| match fit {
+            Fit::Whole(pick) => {
+                let own = f64::from(pick.score) * 0.01;
+                let against_cluster = match pick.bottleneck {
+                    Some(b) if self.per_best_rank > 0.0 => {
+                        (f64::from(b.rank()) * self.per_best_rank).min(1.0)
+                    }
+                    _ => 1.0,
+                };
+                (own + against_cluster) / 2.0
+            }
+            _ => 0.0,
+        });
+        let allocation = 0.5 + self.slope * (self.busy_after(ctx, index, hot, fit) - 0.5);
+        let memory_fit = (self.memory_fit > 0.0).then(|| match fit {
+            Fit::Shared { fill, .. } => ctx.config.memory_target.fit(*fill),
+            Fit::Whole(pick) => match self.inference_memory {
+                Some(need) => smallest_memory(ctx, hot, pick.gpus).map_or(0.5, |m| {
+                    ctx.config.memory_target.fit(need as f64 / m.max(1) as f64)
+                }),
+                None => 0.5,
+            },
+            _ => 0.5,
+        });
+        let interference = (self.interference > 0.0).then(|| {
+            let mut v = 1.0;
+            if self.training {
+                v /= 1.0 + f64::from(hot.inference);
+            }
+            if self.latency_sensitive {
+                v /= 1.0 + f64::from(hot.training);
+            }
+            v
+        });
+        let preferred_domain = (self.preferred_domain > 0.0).then(|| {
+            let inside = ctx.snapshot.nodes[index]
+                .domains
+                .iter()
+                .flatten()
+                .any(|d| ctx.preferred.contains(d));
+            if inside { 1.0 } else { 0.0 }
+        });
+        let cost = (self.cost > 0.0).then(|| {
+            let signals = ctx.snapshot.signals;
+            if hot.spot && self.spot_averse {
+                return 0.0;
+            }
+            let c = hot.cost;
+            if c.is_nan() {
+                if hot.spot { 1.0 } else { 0.5 }
+            } else if self.per_cost_range > 0.0 {
+                1.0 - f64::from(c - signals.cost_min) * self.per_cost_range
+            } else {
+                1.0
+            }
+        });
+        let node_preference = (self.node_preference > 0.0).then(|| {
+            let n = ctx
+                .taint_prefer
+                .get(hot.taints as usize)
+                .copied()
+                .unwrap_or(0);
+            1.0 / (1.0 + f64::from(n))
+        });
+        let total = self.gpu_set * gpu_set.unwrap_or(0.0)
+            + self.allocation * allocation
+            + self.memory_fit * memory_fit.unwrap_or(0.0)
+            + self.interference * interference.unwrap_or(0.0)
+            + self.preferred_domain * preferred_domain.unwrap_or(0.0)
+            + self.cost * cost.unwrap_or(0.0)
+            + self.node_preference * node_preference.unwrap_or(0.0);
+        ScoreParts {
+            gpu_set,
+            allocation,
+            memory_fit,
+            interference,
+            preferred_domain,
+            cost,
+            node_preference,
+            total,
+        }
+    }
+
+    /// How busy the node (and its innermost domain) is after placement, 0–1.
+    #[inline]
+    fn busy_after(&self, ctx: &PodContext<'_>, index: usize, hot: &Hot, fit: &Fit) -> f64 {
+        let gpus = hot.present.count_ones();
+        if matches!(fit, Fit::NoGpu) || gpus == 0 {
+            let node = &ctx.snapshot.nodes[index];
+            let want = &ctx.pod.requests;
+            let (a, r) = (&node.allocatable, &node.requested);
+            let fraction = |alloc: i64, used: i64, add: i64| {
+                (alloc > 0 && alloc != crate::resources::UNLIMITED)
+                    .then(|| ((used + add) as f64 / alloc as f64).clamp(0.0, 1.0))
+            };
+            let parts = [
+                fraction(a.cpu_milli, r.cpu_milli, want.cpu_milli),
+                fraction(a.memory, r.memory, want.memory),
+            ];
+            let (sum, count) = parts
+                .into_iter()
+                .flatten()
+                .fold((0.0, 0u32), |(s, n), p| (s + p, n + 1));
+            return if count == 0 {
+                0.0
+            } else {
+                sum / f64::from(count)
+            };
+        }
+        let mut used = f64::from((hot.held & hot.present).count_ones());
+        let mut shared = hot.shared_mask & !hot.held;
+        if shared != 0 {
+            let node = &ctx.snapshot.nodes[index];
+            while shared != 0 {
+                let g = shared.trailing_zeros();
+                shared &= shared - 1;
+                used += f64::from(node.gpus.shared_use(g).milli.min(1000)) / 1000.0;
+            }
+        }
+        used += match fit {
+            Fit::Whole(p) => f64::from(p.gpus.count_ones()),
+            Fit::WholeUnknown { gpus } => f64::from(gpus.count_ones()),
+            Fit::Shared { milli, .. } => f64::from(*milli) / 1000.0,
+            Fit::NoGpu => 0.0,
+        };
+        let node_busy = (used * RECIPROCALS[gpus.min(32) as usize]).min(1.0);
+        match hot
+            .domain
+            .checked_sub(1)
+            .and_then(|d| self.domain_busy.get(d as usize))
+        {
+            Some(&domain_busy) if !domain_busy.is_nan() => (node_busy + domain_busy) / 2.0,
+            _ => node_busy,
+        }
+    }
+}
+
+/// `1/n` for `n` in 0..=32 (0 for 0): GPU counts, without a division per node.
+const RECIPROCALS: [f64; 33] = {
+    let mut table = [0.0; 33];
+    let mut n = 1;
+    while n <= 32 {
+        table[n] = 1.0 / n as f64;
+        n += 1;
+    }
+    table
+};
+
+/// The smallest known memory among `gpus` of the node.
+fn smallest_memory(ctx: &PodContext<'_>, hot: &Hot, gpus: u32) -> Option<u64> {
+    if hot.kind != Hot::SHAPE {
+        return None;
+    }
+    let entry = ctx.snapshot.shapes.get(hot.shape as usize)?;
+    let mut rest = gpus;
+    let mut smallest: Option<u64> = None;
+    while rest != 0 {
+        let g = rest.trailing_zeros();
+        rest &= rest - 1;
+        if let Some(m) = entry.memory_mib.get(g as usize).copied().flatten() {
+            smallest = Some(smallest.map_or(m, |s| s.min(m)));
+        }
+    }
+    smallest
+}
+
+/// The link class shown for a bottleneck: `NV12`, or `unknown` on a node without topology.
+pub(crate) fn bottleneck_text(bottleneck: Option<LinkClass>, known: bool) -> String {
+    match (bottleneck, known) {
+        (Some(b), _) => b.to_string(),
+        (None, true) => "none (a single GPU)".to_string(),
+        (None, false) => "unknown (no GpuTopology)".to_string(),
+    }
+}

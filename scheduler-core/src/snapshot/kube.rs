@@ -1,0 +1,174 @@
+//! Snapshot inputs from Kubernetes objects (`k8s-openapi` `Node` and `Pod`,
+//! the `GpuTopology` custom resource). Pure functions over data: the
+//! scheduler's watch and the command line's files both go through here.
+
+use super::build::{BoundPodInput, GpuHolding, NodeInput};
+use crate::pod::{PodError, pod_key};
+use crate::resources::{Resources, pod_requests};
+use crate::selector::Taint;
+use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
+use gputopo_api::keys::pod as pod_keys;
+use gputopo_api::{GpuRequest, GpuTopology};
+
+/// A Kubernetes object that cannot be read into a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    #[error("a {kind} without metadata.name")]
+    MissingName { kind: &'static str },
+    #[error("node {node}: {source}")]
+    Quantity {
+        node: String,
+        source: crate::resources::QuantityError,
+    },
+    #[error("node {node}: {source}")]
+    Taint {
+        node: String,
+        source: crate::selector::SelectorError,
+    },
+    #[error(transparent)]
+    Pod(#[from] PodError),
+    #[error(
+        "pod {pod}: {key}: {value:?} is not a GPU index list; accepted: comma-separated indices such as 0,1,2,3"
+    )]
+    AssignedGpus {
+        pod: String,
+        key: &'static str,
+        value: String,
+    },
+}
+
+/// A node with its `GpuTopology` (the object whose name is the node's), if any.
+pub fn node_input(node: &Node, topology: Option<&GpuTopology>) -> Result<NodeInput, ConvertError> {
+    let name = node
+        .metadata
+        .name
+        .clone()
+        .ok_or(ConvertError::MissingName { kind: "Node" })?;
+    let allocatable = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .map(|a| {
+            Resources::allocatable(
+                a.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
+                "status.allocatable",
+            )
+        })
+        .transpose()
+        .map_err(|source| ConvertError::Quantity {
+            node: name.clone(),
+            source,
+        })?
+        .unwrap_or_else(Resources::unlimited);
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .map(Taint::from_k8s)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| ConvertError::Taint {
+            node: name.clone(),
+            source,
+        })?;
+    Ok(NodeInput {
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        allocatable,
+        topology: topology.map(|t| t.spec.clone()),
+        gpu_allocations: topology
+            .and_then(|t| t.status.as_ref())
+            .map(|s| s.allocations.clone())
+            .unwrap_or_default(),
+        name,
+    })
+}
+
+/// A pod that holds resources on a node: bound (`spec.nodeName`) and not
+/// finished. `Ok(None)` for a pending or completed pod.
+///
+/// Its GPUs: `gputopo.dev/assigned-gpus` when present (with `gpu-share`, the
+/// one GPU shared); otherwise its `nvidia.com/gpu` request of unknown indices,
+/// which the snapshot resolves from the node's `GpuTopology` status. A
+/// malformed GPU request is kept (its GPUs still count) and becomes a
+/// snapshot warning; a malformed quantity or index list is an error.
+pub fn bound_pod_input(pod: &Pod) -> Result<Option<BoundPodInput>, ConvertError> {
+    let Some(spec) = &pod.spec else {
+        return Ok(None);
+    };
+    let Some(node) = spec.node_name.clone().filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return Ok(None);
+    }
+    let key = pod_key(pod);
+    if pod.metadata.name.is_none() {
+        return Err(ConvertError::MissingName { kind: "Pod" });
+    }
+    let requests = pod_requests(spec).map_err(|source| PodError::Quantity {
+        pod: key.clone(),
+        source,
+    })?;
+    let request = GpuRequest::from_pod(pod);
+    let assigned = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(pod_keys::ASSIGNED_GPUS))
+        .map(|v| {
+            parse_index_list(v).ok_or_else(|| ConvertError::AssignedGpus {
+                pod: key.clone(),
+                key: pod_keys::ASSIGNED_GPUS,
+                value: v.clone(),
+            })
+        })
+        .transpose()?;
+    let share = request.as_ref().ok().and_then(|r| r.gpu_share);
+    let holding = match (share, assigned) {
+        (Some(share), assigned) => GpuHolding::Shared {
+            gpu: assigned.and_then(|a| a.first().copied()),
+            share,
+        },
+        (None, Some(list)) if !list.is_empty() => GpuHolding::Whole(list),
+        (None, _) if requests.gpus > 0 => {
+            GpuHolding::Unknown(u32::try_from(requests.gpus).unwrap_or(u32::MAX))
+        }
+        (None, _) => GpuHolding::None,
+    };
+    let (namespace, name) = key.split_once('/').unwrap_or(("default", ""));
+    Ok(Some(BoundPodInput {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        node,
+        requests,
+        holding,
+        request,
+        priority: spec.priority.unwrap_or(0),
+        start_time: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0),
+    }))
+}
+
+/// `0,1,2,3` (spaces allowed, empty allowed) as indices; `None` if malformed.
+pub fn parse_index_list(value: &str) -> Option<Vec<u32>> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Some(Vec::new());
+    }
+    value
+        .split(',')
+        .map(|t| {
+            let t = t.trim();
+            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            t.parse::<u32>().ok().filter(|&i| i < 32)
+        })
+        .collect()
+}

@@ -1,0 +1,1048 @@
+//! The deployment artifacts: the Helm chart (`helm/gputopo`), the plain
+//! manifests (`daemonset/`) and the Dockerfiles.
+//!
+//! - `helm lint` passes, and values that cannot work fail the render;
+//! - the chart, rendered with default and with non-default values, is
+//!   accepted by the real API server (server-side apply, dry run, strict
+//!   field validation, so a misspelt field fails);
+//! - the chart and the plain manifests describe the same objects;
+//! - the agent, given exactly the identity and authority the chart renders
+//!   (not cluster-admin), publishes its node, and the chart's admission
+//!   policy still binds it to that node;
+//! - `helm install`, `upgrade` and `uninstall` work on the real API server,
+//!   and the uninstall leaves the CRD;
+//! - the Dockerfiles build what `scripts/static-build` checks in CI.
+//!
+//! Helm is the one `scripts/control-plane-binaries` builds (v3.19).
+
+use gputopo_testenv::{TestEnv, binaries, fake_gpu_node, process::Process};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::discovery::{Scope, pinned_kind};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// `helm install gputopo helm/gputopo -n gputopo-system`, as the README says:
+/// the names the plain manifests use.
+const RELEASE: &str = "gputopo";
+const NAMESPACE: &str = "gputopo-system";
+
+/// Values that change something in every template: what an operator of a
+/// cluster with GFD, the GPU Operator's RuntimeClass and Prometheus sets.
+const NON_DEFAULT_VALUES: &str = r#"
+agent:
+  gfdCompatibleLabels: false
+  runtimeClassName: nvidia
+  nodeBoundPolicy: false
+  priorityClassName: ""
+  nvmlLibrary: /usr/lib64/libnvidia-ml.so.1
+  rescanInterval: 5m
+  podResources:
+    enabled: false
+  extraTolerations:
+    - key: dedicated
+      operator: Equal
+      value: gpu
+      effect: NoSchedule
+  image:
+    digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+metrics:
+  serviceMonitor:
+    enabled: true
+    labels:
+      release: kube-prometheus-stack
+"#;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn chart_dir() -> PathBuf {
+    root().join("helm/gputopo")
+}
+
+/// Why a `helm` run did not give manifests.
+#[derive(Debug)]
+enum HelmError {
+    Missing(String),
+    Spawn(std::io::Error),
+    Failed { args: String, stderr: String },
+    Yaml(serde_yaml::Error),
+}
+
+impl std::fmt::Display for HelmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HelmError::Missing(e) => write!(f, "no helm binary: {e}"),
+            HelmError::Spawn(e) => write!(f, "running helm: {e}"),
+            HelmError::Failed { args, stderr } => write!(f, "helm {args} failed:\n{stderr}"),
+            HelmError::Yaml(e) => write!(f, "helm's output is not YAML: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HelmError {}
+
+/// Runs the built helm with its cache, config and data kept out of `$HOME`.
+fn helm(args: &[&OsStr]) -> Result<String, HelmError> {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let home = HOME.get_or_init(|| tempfile::tempdir().expect("a temp dir for helm"));
+    let bin = binaries::locate(binaries::HELM, "helm")
+        .map_err(|e| HelmError::Missing(format!("{e:#}")))?;
+    let out = Command::new(bin)
+        .args(args)
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .output()
+        .map_err(HelmError::Spawn)?;
+    if !out.status.success() {
+        return Err(HelmError::Failed {
+            args: args
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Every non-empty document of a multi-document YAML text.
+fn documents(text: &str) -> Result<Vec<Value>, serde_yaml::Error> {
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let value = Value::deserialize(doc)?;
+        if !value.is_null() {
+            docs.push(value);
+        }
+    }
+    Ok(docs)
+}
+
+/// `helm template` of the chart, CRDs included, for the control plane's
+/// Kubernetes version; `values` is a values file's text.
+fn render(release: &str, namespace: &str, values: Option<&str>) -> Result<Vec<Value>, HelmError> {
+    let file = tempfile::NamedTempFile::new().map_err(HelmError::Spawn)?;
+    let mut args: Vec<&OsStr> = [
+        "template",
+        release,
+        "--namespace",
+        namespace,
+        "--include-crds",
+        "--kube-version",
+        gputopo_testenv::kubernetes_version(),
+    ]
+    .into_iter()
+    .map(OsStr::new)
+    .collect();
+    let chart = chart_dir();
+    args.push(chart.as_os_str());
+    if let Some(values) = values {
+        std::fs::write(file.path(), values).map_err(HelmError::Spawn)?;
+        args.push(OsStr::new("--values"));
+        args.push(file.path().as_os_str());
+    }
+    documents(&helm(&args)?).map_err(HelmError::Yaml)
+}
+
+fn render_ok(release: &str, namespace: &str, values: Option<&str>) -> Vec<Value> {
+    render(release, namespace, values).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The documents of every manifest in `daemonset/`.
+fn plain_manifests() -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("daemonset"))
+        .expect("daemonset/ readable")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).expect("manifest readable");
+            documents(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+        })
+        .collect()
+}
+
+fn kind_name(doc: &Value) -> (String, String) {
+    (
+        doc["kind"].as_str().unwrap_or_default().to_owned(),
+        doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> Option<&'a Value> {
+    docs.iter().find(|d| d["kind"] == kind)
+}
+
+fn kinds(docs: &[Value]) -> Vec<&str> {
+    docs.iter().filter_map(|d| d["kind"].as_str()).collect()
+}
+
+fn container(daemonset: &Value) -> &Value {
+    &daemonset["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn env_value<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)?["value"]
+        .as_str()
+}
+
+/// The quoted strings of the admission policy's `ownedLabels` variable.
+fn owned_labels(policy: &Value) -> Vec<String> {
+    let expression = policy["spec"]["variables"]
+        .as_array()
+        .expect("policy variables")
+        .iter()
+        .find(|v| v["name"] == "ownedLabels")
+        .expect("an ownedLabels variable")["expression"]
+        .as_str()
+        .expect("an expression");
+    expression
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn helm_lint_passes_with_default_and_non_default_values() {
+    let chart = chart_dir();
+    let out = helm(&[
+        OsStr::new("lint"),
+        OsStr::new("--strict"),
+        chart.as_os_str(),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+
+    let values = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(values.path(), NON_DEFAULT_VALUES).expect("values written");
+    let out = helm(&[
+        OsStr::new("lint"),
+        OsStr::new("--strict"),
+        chart.as_os_str(),
+        OsStr::new("--values"),
+        values.path().as_os_str(),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+}
+
+#[test]
+fn values_that_cannot_work_fail_the_render_with_a_reason() {
+    let cases = [
+        // A misspelt key is refused by values.schema.json, not ignored.
+        (
+            "agent:\n  gfdCompatibleLables: false\n",
+            "additional properties 'gfdCompatibleLables' not allowed",
+        ),
+        // The agent's clap parser wants a unit.
+        (
+            "agent:\n  rescanInterval: \"60\"\n",
+            "/agent/rescanInterval",
+        ),
+        (
+            "scheduler:\n  enabled: true\n",
+            "the gputopo-scheduler is not part of this chart version yet",
+        ),
+        (
+            "metrics:\n  service:\n    enabled: false\n  serviceMonitor:\n    enabled: true\n",
+            "metrics.serviceMonitor.enabled needs metrics.service.enabled",
+        ),
+        (
+            "agent:\n  serviceAccount:\n    create: false\n",
+            "agent.serviceAccount.name",
+        ),
+    ];
+    for (values, expected) in cases {
+        match render(RELEASE, NAMESPACE, Some(values)) {
+            Err(HelmError::Failed { stderr, .. }) => {
+                assert!(stderr.contains(expected), "{values}: {stderr}")
+            }
+            other => panic!("{values}: expected helm to refuse, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn non_default_values_render_as_asked() {
+    let defaults = render_ok(RELEASE, NAMESPACE, None);
+    assert_eq!(
+        kinds(&defaults),
+        [
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Service",
+            "DaemonSet",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ]
+    );
+    let ds = find(&defaults, "DaemonSet").expect("a DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-node-critical");
+    assert!(pod.get("runtimeClassName").is_none());
+    assert_eq!(
+        env_value(container(ds), "GPUTOPO_GFD_COMPATIBLE_LABELS"),
+        Some("true")
+    );
+    assert_eq!(
+        container(ds)["image"],
+        format!(
+            "ghcr.io/gputopo/gputopo-agent:{}",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+
+    let custom = render_ok(RELEASE, NAMESPACE, Some(NON_DEFAULT_VALUES));
+    let custom_kinds = kinds(&custom);
+    assert!(custom_kinds.contains(&"ServiceMonitor"), "{custom_kinds:?}");
+    assert!(
+        !custom_kinds
+            .iter()
+            .any(|k| k.starts_with("ValidatingAdmission")),
+        "nodeBoundPolicy=false still renders the policy: {custom_kinds:?}"
+    );
+    let ds = find(&custom, "DaemonSet").expect("a DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    let agent = container(ds);
+    assert_eq!(pod["runtimeClassName"], "nvidia");
+    assert!(pod.get("priorityClassName").is_none(), "{pod}");
+    assert_eq!(
+        env_value(agent, "GPUTOPO_GFD_COMPATIBLE_LABELS"),
+        Some("false")
+    );
+    assert_eq!(env_value(agent, "GPUTOPO_RESCAN_INTERVAL"), Some("5m"));
+    assert_eq!(
+        env_value(agent, "GPUTOPO_NVML_LIBRARY"),
+        Some("/usr/lib64/libnvidia-ml.so.1")
+    );
+    assert!(
+        agent["image"].as_str().is_some_and(|i| i.ends_with(
+            "gputopo-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        )),
+        "{}",
+        agent["image"]
+    );
+    // The GPU toleration stays when extra ones are added.
+    let tolerations: Vec<&str> = pod["tolerations"]
+        .as_array()
+        .expect("tolerations")
+        .iter()
+        .filter_map(|t| t["key"].as_str())
+        .collect();
+    assert_eq!(tolerations, ["nvidia.com/gpu", "dedicated"]);
+    let volumes = pod["volumes"].to_string();
+    assert!(!volumes.contains("pod-resources"), "{volumes}");
+    assert!(!agent["volumeMounts"].to_string().contains("pod-resources"));
+    let monitor = find(&custom, "ServiceMonitor").expect("a ServiceMonitor");
+    assert_eq!(
+        monitor["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "http-metrics");
+    let service = find(&custom, "Service").expect("the metrics Service");
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"],
+        service["spec"]["selector"]
+    );
+    assert_eq!(service["spec"]["clusterIP"], "None");
+}
+
+/// Drops the labels only Helm sets, so a chart object compares to its
+/// plain twin.
+fn without_helm_labels(mut doc: Value) -> Value {
+    for pointer in ["/metadata/labels", "/spec/template/metadata/labels"] {
+        if let Some(labels) = doc.pointer_mut(pointer).and_then(Value::as_object_mut) {
+            labels.remove("helm.sh/chart");
+            labels.remove("app.kubernetes.io/managed-by");
+        }
+    }
+    doc
+}
+
+#[test]
+fn the_chart_and_the_plain_manifests_describe_the_same_objects() {
+    let chart: BTreeMap<(String, String), Value> = render_ok(RELEASE, NAMESPACE, None)
+        .into_iter()
+        .map(|d| (kind_name(&d), without_helm_labels(d)))
+        .collect();
+    // helm --create-namespace makes the namespace; the plain manifests must.
+    let plain: BTreeMap<(String, String), Value> = plain_manifests()
+        .into_iter()
+        .filter(|d| d["kind"] != "Namespace")
+        .map(|d| (kind_name(&d), d))
+        .collect();
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        plain.keys().collect::<Vec<_>>(),
+        "the chart and daemonset/ hold different objects"
+    );
+    for (key, plain_doc) in &plain {
+        let mut chart_doc = chart[key].clone();
+        // agent-rbac.yaml and agent-admission-policy.yaml carry no labels;
+        // where a plain object has labels, they must match.
+        if plain_doc["metadata"].get("labels").is_none()
+            && let Some(meta) = chart_doc["metadata"].as_object_mut()
+        {
+            meta.remove("labels");
+        }
+        assert!(
+            &chart_doc == plain_doc,
+            "{key:?} differs between the chart and daemonset/:\nchart: {}\nplain: {}",
+            serde_json::to_string_pretty(&chart_doc).unwrap_or_default(),
+            serde_json::to_string_pretty(plain_doc).unwrap_or_default()
+        );
+    }
+    let namespace = find(&plain_manifests(), "Namespace").cloned();
+    assert_eq!(
+        namespace.as_ref().map(kind_name),
+        Some(("Namespace".to_owned(), NAMESPACE.to_owned()))
+    );
+}
+
+#[test]
+fn the_policys_owned_labels_are_the_agents() {
+    let expected: Vec<String> = gputopo_api::keys::node::OWNED
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let chart = render_ok(RELEASE, NAMESPACE, None);
+    let policy = find(&chart, "ValidatingAdmissionPolicy").expect("the chart's policy");
+    assert_eq!(owned_labels(policy), expected, "chart policy");
+    let plain = plain_manifests();
+    let policy = find(&plain, "ValidatingAdmissionPolicy").expect("daemonset/'s policy");
+    assert_eq!(owned_labels(policy), expected, "daemonset/ policy");
+}
+
+#[test]
+fn the_policy_follows_the_release_namespace_and_service_account() {
+    let docs = render_ok(
+        "team-a",
+        "gpu-infra",
+        Some("agent:\n  serviceAccount:\n    name: topo\n"),
+    );
+    let policy = find(&docs, "ValidatingAdmissionPolicy").expect("policy");
+    assert_eq!(
+        policy["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:gpu-infra:topo'"
+    );
+    let binding = find(&docs, "ClusterRoleBinding").expect("binding");
+    assert_eq!(
+        binding["subjects"][0],
+        json!({"kind": "ServiceAccount", "name": "topo", "namespace": "gpu-infra"})
+    );
+    let ds = find(&docs, "DaemonSet").expect("daemonset");
+    assert_eq!(ds["metadata"]["namespace"], "gpu-infra");
+    assert_eq!(ds["metadata"]["name"], "team-a-gputopo-agent");
+    assert_eq!(ds["spec"]["template"]["spec"]["serviceAccountName"], "topo");
+    assert_eq!(
+        find(&docs, "ValidatingAdmissionPolicyBinding").expect("binding")["spec"]["policyName"],
+        policy["metadata"]["name"]
+    );
+}
+
+#[test]
+fn the_images_match_the_manifests_and_the_ci_build() {
+    let read = |p: &str| std::fs::read_to_string(root().join(p)).expect(p);
+    let chart: Value = serde_yaml::from_str(&read("helm/gputopo/Chart.yaml")).expect("Chart.yaml");
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(chart["version"], env!("CARGO_PKG_VERSION"));
+
+    let plain = plain_manifests();
+    let ds = find(&plain, "DaemonSet").expect("the plain DaemonSet");
+    let uid = ds["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+        .as_u64()
+        .expect("runAsUser");
+    let port = container(ds)["ports"][0]["containerPort"]
+        .as_u64()
+        .expect("containerPort");
+
+    let agent = read("agent/Dockerfile");
+    assert!(
+        agent.contains("\nFROM gcr.io/distroless/cc-debian12:nonroot\n"),
+        "the agent dlopens NVML: it needs glibc"
+    );
+    assert!(agent.contains("scripts/static-build --out /out agent"));
+    assert!(agent.contains("COPY --from=build /out/gputopo-agent "));
+    assert!(
+        agent.contains(&format!("\nUSER {uid}:{uid}\n")),
+        "uid {uid}"
+    );
+    assert!(agent.contains(&format!("\nEXPOSE {port}\n")), "port {port}");
+
+    let scheduler = read("scheduler/Dockerfile");
+    assert!(scheduler.contains("\nFROM gcr.io/distroless/static-debian12:nonroot\n"));
+    assert!(scheduler.contains("rustup target add x86_64-unknown-linux-musl"));
+    assert!(scheduler.contains("scripts/static-build --out /out scheduler"));
+    assert!(scheduler.contains("COPY --from=build /out/gputopo-scheduler "));
+
+    // CI builds what the images copy (no container engine runs there).
+    let test_script = read("scripts/test");
+    assert!(
+        test_script
+            .lines()
+            .any(|l| l.trim_start().starts_with("./scripts/static-build")),
+        "scripts/test must run scripts/static-build"
+    );
+}
+
+/// A minimal prometheus-operator ServiceMonitor CRD: the fields the chart
+/// sets, typed as upstream types them, and nothing else, so that strict
+/// field validation refuses a misspelt one. (The upstream CRD is not
+/// vendored; this checks the chart's use of it, not the operator.)
+fn service_monitor_crd() -> CustomResourceDefinition {
+    let relabel = json!({"type": "array", "items": {"type": "object", "properties": {
+        "action": {"type": "string"},
+        "sourceLabels": {"type": "array", "items": {"type": "string"}},
+        "separator": {"type": "string"},
+        "regex": {"type": "string"},
+        "targetLabel": {"type": "string"},
+        "replacement": {"type": "string"},
+        "modulus": {"type": "integer"}
+    }}});
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList",
+                      "plural": "servicemonitors", "singular": "servicemonitor"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["selector"], "properties": {
+                        "jobLabel": {"type": "string"},
+                        "selector": {"type": "object", "properties": {
+                            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}
+                        }},
+                        "namespaceSelector": {"type": "object", "properties": {
+                            "any": {"type": "boolean"},
+                            "matchNames": {"type": "array", "items": {"type": "string"}}
+                        }},
+                        "endpoints": {"type": "array", "items": {"type": "object", "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string"},
+                            "scheme": {"type": "string", "enum": ["http", "https"]},
+                            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                            "scrapeTimeout": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                            "honorLabels": {"type": "boolean"},
+                            "relabelings": relabel.clone(),
+                            "metricRelabelings": relabel
+                        }}}
+                    }}
+                }}}
+            }]
+        }
+    }))
+    .expect("a CRD")
+}
+
+/// Server-side apply of one rendered object, dry run, strict field
+/// validation: what `kubectl apply --server-side --dry-run=server
+/// --validate=strict` does.
+async fn dry_run_apply(client: &kube::Client, doc: &Value) -> Result<Value, kube::Error> {
+    let (group, version) = match doc["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .split_once('/')
+    {
+        Some((g, v)) => (g.to_owned(), v.to_owned()),
+        None => (
+            String::new(),
+            doc["apiVersion"].as_str().unwrap_or_default().to_owned(),
+        ),
+    };
+    let (kind, name) = kind_name(doc);
+    let gvk = GroupVersionKind::gvk(&group, &version, &kind);
+    let (resource, caps) = pinned_kind(client, &gvk).await?;
+    let api: Api<DynamicObject> = match caps.scope {
+        Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            doc["metadata"]["namespace"].as_str().unwrap_or("default"),
+            &resource,
+        ),
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    let params = PatchParams::apply("gputopo-deploy-test")
+        .dry_run()
+        .validation_strict();
+    let applied = api.patch(&name, &params, &Patch::Apply(doc)).await?;
+    Ok(serde_json::to_value(applied).expect("an object serializes"))
+}
+
+async fn ensure_namespace(client: &kube::Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn every_rendered_object_passes_a_server_side_dry_run() {
+    let env = TestEnv::shared().await;
+    let client = env.client().await;
+    ensure_namespace(&client, NAMESPACE).await;
+    gputopo_testenv::install_crd(&client, service_monitor_crd())
+        .await
+        .expect("the ServiceMonitor CRD");
+
+    for (what, docs) in [
+        ("default values", render_ok(RELEASE, NAMESPACE, None)),
+        (
+            "non-default values",
+            render_ok(RELEASE, NAMESPACE, Some(NON_DEFAULT_VALUES)),
+        ),
+        ("daemonset/", plain_manifests()),
+    ] {
+        for doc in &docs {
+            let key = kind_name(doc);
+            let applied = dry_run_apply(&client, doc)
+                .await
+                .unwrap_or_else(|e| panic!("{what}: {key:?} refused by the API server: {e}"));
+            assert_eq!(applied["metadata"]["name"], key.1, "{what}: {key:?}");
+        }
+        // A dry run persists nothing: the DaemonSet is not there.
+        let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            Api::namespaced(client.clone(), NAMESPACE);
+        assert!(
+            daemonsets
+                .get_opt("gputopo-agent")
+                .await
+                .expect("get")
+                .is_none()
+        );
+    }
+
+    // The check can fail: a misspelt field is refused, not dropped.
+    let mut docs = render_ok(RELEASE, NAMESPACE, None);
+    let ds = docs
+        .iter_mut()
+        .find(|d| d["kind"] == "DaemonSet")
+        .expect("a DaemonSet");
+    ds["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = json!({});
+    let e = dry_run_apply(&client, ds)
+        .await
+        .expect_err("an unknown field");
+    assert!(e.to_string().contains("readinesProbe"), "{e}");
+}
+
+/// A free loopback port (a race with other processes is possible but harmless
+/// here: the agent would fail to bind and the test would say so).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `GET path` on 127.0.0.1:port: the status code and body.
+fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+/// `target/<profile>/`, where cargo put this workspace's binaries.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// Applies (for real) the rendered objects of the given kinds.
+async fn apply_kinds(client: &kube::Client, docs: &[Value], wanted: &[&str]) {
+    for doc in docs {
+        let (kind, name) = kind_name(doc);
+        if !wanted.contains(&kind.as_str()) {
+            continue;
+        }
+        let gvk = match doc["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .split_once('/')
+        {
+            Some((g, v)) => GroupVersionKind::gvk(g, v, &kind),
+            None => GroupVersionKind::gvk("", doc["apiVersion"].as_str().unwrap_or(""), &kind),
+        };
+        let (resource, caps) = pinned_kind(client, &gvk).await.expect("discovery");
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                doc["metadata"]["namespace"].as_str().expect("a namespace"),
+                &resource,
+            ),
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("helm").validation_strict(),
+            &Patch::Apply(doc),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn the_agent_publishes_with_exactly_the_charts_rbac() {
+    let env = TestEnv::shared().await;
+    let admin = env.client().await;
+    let agent_bin = target_dir().join("gputopo-agent");
+    assert!(
+        agent_bin.exists(),
+        "{} is missing: build it first (cargo build -p gputopo-agent; cargo test --workspace does)",
+        agent_bin.display()
+    );
+
+    // A release of its own (names and policy apart from the other tests'),
+    // in a namespace other than gputopo-system: the policy must follow it.
+    let namespace = env.create_namespace("gputopo-e2e").await;
+    let docs = render_ok("e2e", &namespace, None);
+    let identity = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ];
+    for kind in identity {
+        assert!(find(&docs, kind).is_some(), "the chart renders no {kind}");
+    }
+    apply_kinds(&admin, &docs, &identity).await;
+
+    let node = env.unique_name("gpu-node");
+    let labels = BTreeMap::from([("nvidia.com/gpu.present".to_owned(), "true".to_owned())]);
+    Api::<Node>::all(admin.clone())
+        .create(&PostParams::default(), &fake_gpu_node(&node, 8, &labels))
+        .await
+        .expect("node created");
+
+    // The pod the DaemonSet would make on that node: the chart's pod
+    // template, admitted by the real API server (service account, priority
+    // class, host paths, security context), and the token the kubelet
+    // would mount for it.
+    let ds = find(&docs, "DaemonSet").expect("the DaemonSet");
+    let mut spec: PodSpec =
+        serde_json::from_value(ds["spec"]["template"]["spec"].clone()).expect("a pod spec");
+    spec.node_name = Some(node.clone());
+    let service_account = spec
+        .service_account_name
+        .clone()
+        .expect("a service account");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("e2e-gputopo-agent-{node}"),
+            "labels": ds["spec"]["template"]["metadata"]["labels"],
+        },
+        "spec": spec,
+    }))
+    .expect("a pod");
+    let pod = Api::<Pod>::namespaced(admin.clone(), &namespace)
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("the chart's pod template is admitted");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
+            expiration_seconds: Some(3600),
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &namespace)
+        .create_token_request(&service_account, &PostParams::default(), &request)
+        .await
+        .expect("token issued")
+        .status
+        .expect("token status")
+        .token;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("agent.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: agent\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: agent}}\ncurrent-context: c\n",
+            env.apiserver_url(),
+            env.ca_cert_path().display()
+        ),
+    )
+    .expect("kubeconfig written");
+
+    // The agent as the chart's container runs it: its args (with the
+    // recorded `nvidia-smi topo -m` of a DGX A100 in place of NVML) and its
+    // environment (NODE_NAME from the downward API; the port moved to a
+    // free loopback one).
+    let agent = &ds["spec"]["template"]["spec"]["containers"][0];
+    let fixture = root().join("fixtures/nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt");
+    let chart_args: Vec<&str> = agent["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(chart_args, ["run", "--nvml"]);
+    let args = vec![
+        "run".to_owned(),
+        "--nvidia-smi-topo".to_owned(),
+        fixture.display().to_string(),
+    ];
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for var in agent["env"].as_array().expect("env") {
+        let name = var["name"].as_str().expect("a name").to_owned();
+        let value = match (name.as_str(), var["value"].as_str()) {
+            ("GPUTOPO_LISTEN", _) => listen.clone(),
+            (_, Some(v)) => v.to_owned(),
+            (_, None) => {
+                assert_eq!(
+                    var["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName",
+                    "{name}"
+                );
+                node.clone()
+            }
+        };
+        vars.push((name, value));
+    }
+    assert!(vars.iter().any(|(n, v)| n == "NODE_NAME" && v == &node));
+    vars.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+    let env_refs: Vec<(&str, &OsStr)> = vars
+        .iter()
+        .map(|(n, v)| (n.as_str(), OsStr::new(v.as_str())))
+        .collect();
+    let mut process = Process::spawn(
+        "gputopo-agent",
+        &agent_bin,
+        &args,
+        &env_refs,
+        dir.path().join("agent.log"),
+    )
+    .expect("the agent starts");
+
+    // Ready means published (the first round went through).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        process
+            .check_running()
+            .unwrap_or_else(|e| panic!("the agent died: {e:#}"));
+        match http_get(port, "/readyz") {
+            Ok((200, _)) => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "agent not ready after 60 s: {other:?}; log:\n{}",
+                gputopo_testenv::process::tail(&dir.path().join("agent.log"), 30)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let published = Api::<Node>::all(admin.clone())
+        .get(&node)
+        .await
+        .expect("node")
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert_eq!(published["nvidia.com/nvlink.p2p.level"], "NV12");
+    assert_eq!(published["gputopo.dev/interconnect"], "nvswitch");
+    // GPUTOPO_GFD_COMPATIBLE_LABELS=true from the chart reached the agent.
+    assert_eq!(published["nvidia.com/gpu.count"], "8");
+    let topology = Api::<gputopo_api::GpuTopology>::all(admin.clone())
+        .get(&node)
+        .await
+        .expect("its GpuTopology");
+    assert_eq!(topology.spec.summary.gpu_count, 8);
+    let (code, metrics) = http_get(port, "/metrics").expect("metrics");
+    assert_eq!(code, 200);
+    assert!(metrics.contains("gputopo_agent_gpus 8"), "{metrics}");
+
+    // The chart's policy binds this identity (in this release's namespace)
+    // to its node: a label the agent does not own is refused. The policy
+    // takes effect once the API server has loaded it, so retry briefly.
+    let as_agent: Api<Node> = Api::all(
+        kube::Client::try_from(
+            kube::Config::from_custom_kubeconfig(
+                kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig"),
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .expect("config"),
+        )
+        .expect("client"),
+    );
+    let patch = json!({"metadata": {"labels": {"team": "evil"}}});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match as_agent
+            .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                assert!(
+                    e.message.contains("may only change its own labels"),
+                    "{}",
+                    e.message
+                );
+                break;
+            }
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the chart's policy did not refuse a foreign label within 20 s: {}",
+                    match other {
+                        Ok(_) => "the patch was accepted".to_owned(),
+                        Err(e) => e.to_string(),
+                    }
+                );
+                // Undo what got through before the policy was active.
+                let undo = json!({"metadata": {"labels": {"team": null}}});
+                let _ = Api::<Node>::all(admin.clone())
+                    .patch(&node, &PatchParams::default(), &Patch::Merge(&undo))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    process.kill();
+}
+
+/// `helm` against the test control plane, as the README's commands run it.
+fn helm_on(env: &TestEnv, args: &[&str]) -> Result<String, HelmError> {
+    let chart = chart_dir();
+    let mut all: Vec<&OsStr> = args
+        .iter()
+        .map(|a| {
+            if *a == "CHART" {
+                chart.as_os_str()
+            } else {
+                OsStr::new(a)
+            }
+        })
+        .collect();
+    all.push(OsStr::new("--kubeconfig"));
+    all.push(env.kubeconfig_path().as_os_str());
+    helm(&all)
+}
+
+#[tokio::test]
+async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
+    let env = TestEnv::shared().await;
+    let client = env.client().await;
+    let namespace = env.unique_name("gputopo-helm");
+    let release = "lifecycle";
+    let agent_name = "lifecycle-gputopo-agent";
+    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), &namespace);
+    let gfd_env = |ds: &k8s_openapi::api::apps::v1::DaemonSet| {
+        let value = serde_json::to_value(ds).expect("serializes");
+        env_value(container(&value), "GPUTOPO_GFD_COMPATIBLE_LABELS").map(str::to_owned)
+    };
+
+    let out = helm_on(
+        env,
+        &[
+            "install",
+            release,
+            "CHART",
+            "-n",
+            &namespace,
+            "--create-namespace",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    assert!(
+        out.contains(&format!("rollout status daemonset/{agent_name}")),
+        "NOTES: {out}"
+    );
+    let ds = daemonsets.get(agent_name).await.expect("the DaemonSet");
+    assert_eq!(gfd_env(&ds).as_deref(), Some("true"));
+
+    let out = helm_on(
+        env,
+        &[
+            "upgrade",
+            release,
+            "CHART",
+            "-n",
+            &namespace,
+            "--set",
+            "agent.gfdCompatibleLabels=false",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.contains("left to GPU Feature Discovery"),
+        "NOTES: {out}"
+    );
+    let ds = daemonsets.get(agent_name).await.expect("the DaemonSet");
+    assert_eq!(gfd_env(&ds).as_deref(), Some("false"));
+
+    helm_on(env, &["uninstall", release, "-n", &namespace]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(daemonsets.get_opt(agent_name).await.expect("get").is_none());
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    assert!(roles.get_opt(agent_name).await.expect("get").is_none());
+    // Helm leaves crds/ alone: the GpuTopology CRD, and so every node's
+    // object, survives an uninstall (README, "Deploy").
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    assert!(
+        crds.get_opt("gputopologies.gputopo.dev")
+            .await
+            .expect("get")
+            .is_some()
+    );
+}
