@@ -2,6 +2,7 @@ pub mod config;
 pub mod explain;
 pub mod filter;
 pub mod gang;
+pub mod gang_schedule;
 pub mod gpuset;
 pub mod pod;
 pub mod preempt;

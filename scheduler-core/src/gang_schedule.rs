@@ -1,0 +1,204 @@
+//! Gangs on the cluster snapshot: every member of a gang placed in one
+//! decision — nodes, network domains and each node's GPU set together — or
+//! none (DESIGN.md, "Network domains"; the scheduler-plugins convention that
+//! a gang binds all together or not at all).
+//!
+//! The snapshot supplies what each member may use (the same predicates a
+//! single pod passes: resources, selectors, taints, GPUs); [`crate::gang`]
+//! chooses the domains and GPU sets; then the placement is replayed member by
+//! member on a copy of the snapshot, so that members sharing a node are
+//! counted against its CPU, memory and GPUs together, and each member gets the
+//! same [`Placement`] (explanation, UUIDs, score) a single pod would.
+//!
+//! Limits, stated rather than guessed around: members that ask for whole GPUs
+//! are placed by the gang search, which needs each candidate node's
+//! `GpuTopology`; members that ask for no GPU are placed afterwards like
+//! single pods, on the cluster as the GPU members leave it; members that share
+//! a GPU (`gpu-share`) are refused in a gang. A node is a candidate for the
+//! gang when every GPU member could use it on its own.
+
+use crate::config::SchedulerConfig;
+use crate::filter::{Fit, PickSummary, PodContext};
+use crate::gang::{GangCluster, GangNode, GangSpec, place_gang};
+use crate::pod::PendingPod;
+use crate::schedule::{Candidate, Decision, Placement, placement, schedule};
+use crate::score::Scorer;
+use crate::snapshot::{NodeId, Snapshot};
+use gputopo_api::Collective;
+
+/// What happened to a gang.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GangDecision {
+    /// One placement per member, in the members' order.
+    Placed(Vec<Placement>),
+    /// Nothing placed; why, in one message for a `FailedScheduling` event.
+    Waiting { message: String },
+}
+
+/// Places every member of a gang, or none; see the module docs.
+pub fn schedule_gang(
+    snapshot: &Snapshot,
+    members: &[PendingPod],
+    config: &SchedulerConfig,
+) -> GangDecision {
+    let Some(first) = members.first() else {
+        return waiting("a gang with no members cannot be placed".to_string());
+    };
+    let name = first
+        .request
+        .gang
+        .as_ref()
+        .map(|g| g.name().to_string())
+        .unwrap_or_else(|| first.key());
+    let n = members.len();
+    let contexts: Vec<PodContext<'_>> = members
+        .iter()
+        .map(|m| PodContext::new(snapshot, m, config))
+        .collect();
+    if let Some(m) = contexts.iter().find(|c| c.wants_shared_gpu()) {
+        return waiting(format!(
+            "gang {name}: member {} shares a GPU (gputopo.dev/gpu-share), which gangs do not support; give gang members whole GPUs",
+            m.pod.key()
+        ));
+    }
+    let gpu_members: Vec<usize> = (0..n).filter(|&i| contexts[i].wants_whole_gpus()).collect();
+
+    let mut placements: Vec<Option<Placement>> = vec![None; n];
+    let mut work = snapshot.clone();
+    if !gpu_members.is_empty() {
+        let requests: Vec<_> = gpu_members
+            .iter()
+            .filter_map(|&i| contexts[i].set_request().copied())
+            .collect();
+        if requests.len() != gpu_members.len() {
+            return waiting(format!(
+                "gang {name}: a member's GPU request could not be read"
+            ));
+        }
+        // Candidates: nodes with a topology that every GPU member passes alone.
+        let lead = &contexts[gpu_members[0]];
+        let scorer = Scorer::new(lead);
+        let tier_names: Vec<String> = snapshot.tiers().keys().to_vec();
+        let mut nodes = Vec::new();
+        for i in 0..snapshot.len() {
+            let node = snapshot.node(NodeId(i as u32));
+            let Some(shape) = node.shape() else { continue };
+            let mut lead_fit = None;
+            let usable = gpu_members.iter().all(|&m| match contexts[m].filter(i) {
+                Ok(fit) => {
+                    lead_fit.get_or_insert(fit);
+                    true
+                }
+                Err(_) => false,
+            });
+            let (true, Some(fit)) = (usable, lead_fit) else {
+                continue;
+            };
+            let tiers = node
+                .domain_path()
+                .iter()
+                .map(|d| d.map(|id| snapshot.domain(id).name().to_string()))
+                .collect();
+            let mut gang_node = GangNode::new(i, tiers, shape.clone(), node.free_gpus());
+            // The single-pod score (0–100, strategy and preferences included)
+            // breaks ties between equally good domain choices.
+            gang_node.node_score = (scorer.score(lead, i, &fit).total * 100.0).round() as i32;
+            nodes.push(gang_node);
+        }
+        let uniform = requests.windows(2).all(|w| w[0] == w[1]);
+        let spec = if uniform {
+            GangSpec::uniform(requests.len() as u32, requests[0])
+        } else {
+            GangSpec::each(requests.clone())
+        }
+        .with_strategy(lead.pod.request.placement_strategy);
+        let candidates = nodes.len();
+        let cluster = GangCluster { tier_names, nodes };
+        let chosen = match place_gang(&spec, &cluster) {
+            Ok(p) => p,
+            Err(no_fit) => {
+                return waiting(format!(
+                    "gang {name} ({n} members) waits, nothing bound: {no_fit} ({candidates} of {} nodes could host a member)",
+                    snapshot.len()
+                ));
+            }
+        };
+        let gang_text = chosen.explanation.clone();
+        for (slot, &m) in chosen.members.iter().zip(&gpu_members) {
+            let placed = {
+                let ctx = PodContext::new(&work, &members[m], config);
+                let node = work.node(NodeId(slot.node as u32));
+                if node.free_gpus() & slot.gpus != slot.gpus || ctx.filter(slot.node).is_err() {
+                    return waiting(format!(
+                        "gang {name} ({n} members) waits, nothing bound: member {} does not fit on {} once the members before it are placed there (CPU, memory or pods)",
+                        members[m].key(),
+                        node.name()
+                    ));
+                }
+                let shape = node.shape().expect("gang candidates have a topology");
+                let bottleneck = match ctx.set_request().map(|r| r.collective) {
+                    Some(Collective::AllToAll) => shape.all_to_all_bottleneck(slot.gpus),
+                    _ => shape.ring_bottleneck(slot.gpus),
+                };
+                let fit = Fit::Whole(PickSummary {
+                    gpus: slot.gpus,
+                    bottleneck,
+                    score: slot.score,
+                });
+                let parts = Scorer::new(&ctx).score(&ctx, slot.node, &fit);
+                let mut p = placement(
+                    &ctx,
+                    Candidate {
+                        node: NodeId(slot.node as u32),
+                        fit,
+                        parts,
+                    },
+                    None,
+                    candidates,
+                );
+                p.explanation = format!(
+                    "gang {name}, {n} members: {gang_text}; this member on {}",
+                    p.explanation
+                );
+                p
+            };
+            if let Err(e) = work.add_pod(placed.bound_pod(&members[m])) {
+                return waiting(format!(
+                    "gang {name}: member {} could not be recorded: {e}",
+                    members[m].key()
+                ));
+            }
+            placements[m] = Some(placed);
+        }
+    }
+
+    // Members without GPUs go where a single pod would, beside the others.
+    for (i, member) in members.iter().enumerate() {
+        if placements[i].is_some() {
+            continue;
+        }
+        match schedule(&work, member, config) {
+            Decision::Placed(p) => {
+                if let Err(e) = work.add_pod(p.bound_pod(member)) {
+                    return waiting(format!(
+                        "gang {name}: member {} could not be recorded: {e}",
+                        member.key()
+                    ));
+                }
+                placements[i] = Some(p);
+            }
+            Decision::Unschedulable(u) => {
+                return waiting(format!(
+                    "gang {name} ({n} members) waits, nothing bound: member {}: {}",
+                    member.key(),
+                    u.message
+                ));
+            }
+        }
+    }
+    GangDecision::Placed(placements.into_iter().flatten().collect())
+}
+
+fn waiting(message: String) -> GangDecision {
+    GangDecision::Waiting { message }
+}

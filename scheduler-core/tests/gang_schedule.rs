@@ -1,0 +1,158 @@
+//! Gangs on the cluster snapshot: the 2/4/8 rule of DESIGN.md "Network
+//! domains" end to end through `schedule_gang`, all or nothing.
+
+mod common;
+
+use common::{a100, gpu_node, holder, labels, request, snapshot};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::snapshot::{BoundPodInput, NodeInput};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// 2 spines × 2 leaves × 4 nodes of 8 NV12 GPUs.
+fn fabric() -> Vec<NodeInput> {
+    let mut nodes = Vec::new();
+    for spine in 0..2 {
+        for leaf in 0..2 {
+            for n in 0..4 {
+                let name = format!("s{spine}-l{leaf}-n{n}");
+                let mut node = gpu_node(&name, a100());
+                node.labels.extend(labels(&[
+                    ("gputopo.dev/spine", &format!("spine-{spine}")),
+                    ("gputopo.dev/leaf", &format!("s{spine}-leaf-{leaf}")),
+                ]));
+                nodes.push(node);
+            }
+        }
+    }
+    nodes
+}
+
+fn gang(name: &str, size: u32, gpus: u32) -> Vec<PendingPod> {
+    let s = size.to_string();
+    (0..size)
+        .map(|i| {
+            PendingPod::new(
+                "train",
+                &format!("{name}-{i}"),
+                request(
+                    gpus,
+                    &[("gputopo.dev/gang", name), ("gputopo.dev/gang-size", &s)],
+                ),
+            )
+        })
+        .collect()
+}
+
+fn leaf(node: &str) -> String {
+    // s<spine>-l<leaf>-n<n>
+    node.rsplit_once("-n")
+        .map(|(l, _)| l.to_string())
+        .unwrap_or_default()
+}
+
+fn placed(d: GangDecision) -> Vec<gputopo_scheduler_core::schedule::Placement> {
+    match d {
+        GangDecision::Placed(p) => p,
+        GangDecision::Waiting { message } => panic!("gang waits: {message}"),
+    }
+}
+
+#[test]
+fn gang_of_two_shares_a_leaf_and_of_eight_takes_two_leaves_under_one_spine() {
+    let snap = snapshot(fabric(), vec![]);
+    let config = SchedulerConfig::default();
+
+    let two = placed(schedule_gang(&snap, &gang("g2", 2, 8), &config));
+    assert_eq!(two.len(), 2);
+    let leaves: BTreeSet<String> = two.iter().map(|p| leaf(&p.node)).collect();
+    assert_eq!(leaves.len(), 1, "{two:?}");
+
+    let eight = placed(schedule_gang(&snap, &gang("g8", 8, 8), &config));
+    assert_eq!(eight.len(), 8);
+    let nodes: BTreeSet<&str> = eight.iter().map(|p| p.node.as_str()).collect();
+    assert_eq!(nodes.len(), 8, "one 8-GPU member per node");
+    let leaves: BTreeSet<String> = eight.iter().map(|p| leaf(&p.node)).collect();
+    assert_eq!(leaves.len(), 2, "{leaves:?}");
+    let spines: BTreeSet<&str> = eight.iter().map(|p| &p.node[..2]).collect();
+    assert_eq!(
+        spines.len(),
+        1,
+        "two adjacent leaves: one spine, {spines:?}"
+    );
+    for p in &eight {
+        assert_eq!(p.gpus, (0..8).collect::<Vec<_>>());
+        assert!(
+            p.explanation.starts_with("gang g8, 8 members"),
+            "{}",
+            p.explanation
+        );
+    }
+}
+
+#[test]
+fn members_sharing_a_node_get_disjoint_gpus_and_are_counted_together() {
+    let snap = snapshot(fabric(), vec![]);
+    let placements = placed(schedule_gang(
+        &snap,
+        &gang("g4x2", 4, 2),
+        &SchedulerConfig::default(),
+    ));
+    let mut per_node: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for p in &placements {
+        let gpus = per_node.entry(&p.node).or_default();
+        for g in &p.gpus {
+            assert!(!gpus.contains(g), "GPU {g} of {} given twice", p.node);
+            gpus.push(*g);
+        }
+    }
+    // Small members pack onto one node rather than spreading.
+    assert_eq!(per_node.len(), 1, "{per_node:?}");
+}
+
+#[test]
+fn a_gang_that_cannot_fit_binds_none_and_says_why() {
+    // Busy nodes: GPU 0 taken on every node of spine 0, so only spine 1's 8
+    // nodes can take an 8-GPU member.
+    let busy: Vec<BoundPodInput> = fabric()
+        .iter()
+        .filter(|n| n.name.starts_with("s0"))
+        .map(|n| holder(&format!("busy-{}", n.name), &n.name, &[0], None))
+        .collect();
+    let snap = snapshot(fabric(), busy);
+    let config = SchedulerConfig::default();
+    match schedule_gang(&snap, &gang("big", 9, 8), &config) {
+        GangDecision::Waiting { message } => {
+            assert!(
+                message.contains("gang big (9 members) waits, nothing bound"),
+                "{message}"
+            );
+        }
+        GangDecision::Placed(p) => panic!("9 members placed on 8 free nodes: {p:?}"),
+    }
+    // Eight fit exactly: spine 1, both leaves.
+    let p = placed(schedule_gang(&snap, &gang("fits", 8, 8), &config));
+    assert!(p.iter().all(|p| p.node.starts_with("s1")), "{p:?}");
+}
+
+#[test]
+fn shared_gpu_members_are_refused_with_the_reason() {
+    let snap = snapshot(fabric(), vec![]);
+    let members = vec![PendingPod::new(
+        "x",
+        "share-0",
+        common::request(
+            0,
+            &[
+                ("gputopo.dev/gpu-share", "0.5"),
+                ("gputopo.dev/gang", "s"),
+                ("gputopo.dev/gang-size", "1"),
+            ],
+        ),
+    )];
+    match schedule_gang(&snap, &members, &SchedulerConfig::default()) {
+        GangDecision::Waiting { message } => assert!(message.contains("gpu-share"), "{message}"),
+        GangDecision::Placed(_) => panic!("a shared-GPU gang member was placed"),
+    }
+}
