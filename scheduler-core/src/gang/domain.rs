@@ -193,6 +193,18 @@ impl Tree {
             })
             .collect()
     }
+
+    /// The domains a set of leaves spans, per tier, by name: what a placement reports.
+    pub(crate) fn tier_spans(&self, leaves: &[u32]) -> Vec<super::TierSpan> {
+        self.spans_of_leaves(leaves)
+            .into_iter()
+            .enumerate()
+            .map(|(tier, ids)| super::TierSpan {
+                tier: self.tier_names[tier].clone(),
+                domains: ids.iter().map(|&d| self.domain(d).path.clone()).collect(),
+            })
+            .collect()
+    }
 }
 
 /// The short name of a tier for a made-up domain name.

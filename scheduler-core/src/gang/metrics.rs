@@ -89,14 +89,7 @@ pub fn gang_spans<'a>(
     let mut leaves = tree.node_leaf.clone();
     leaves.sort_unstable();
     leaves.dedup();
-    tree.spans_of_leaves(&leaves)
-        .into_iter()
-        .enumerate()
-        .map(|(tier, ids)| TierSpan {
-            tier: tree.tier_names[tier].clone(),
-            domains: ids.iter().map(|&d| tree.domain(d).path.clone()).collect(),
-        })
-        .collect()
+    tree.tier_spans(&leaves)
 }
 
 /// Lowest-tier domains spanned, per gang, summarised.

@@ -531,19 +531,7 @@ impl Problem<'_> {
                 score: p.score,
             };
         }
-        let spans: Vec<TierSpan> = self
-            .tree
-            .spans_of_leaves(&choice.leaves)
-            .into_iter()
-            .enumerate()
-            .map(|(tier, ids)| TierSpan {
-                tier: self.tree.tier_names[tier].clone(),
-                domains: ids
-                    .iter()
-                    .map(|&d| self.tree.domain(d).path.clone())
-                    .collect(),
-            })
-            .collect();
+        let spans: Vec<TierSpan> = self.tree.tier_spans(&choice.leaves);
         let explanation = self.explain(spec, choice, &members, &spans);
         GangPlacement {
             members,

@@ -520,19 +520,7 @@ impl<'a> Search<'a> {
                 score,
             })
             .collect();
-        let spans: Vec<TierSpan> = self
-            .tree
-            .spans_of_leaves(&solution.leaves)
-            .into_iter()
-            .enumerate()
-            .map(|(tier, ids)| TierSpan {
-                tier: self.tree.tier_names[tier].clone(),
-                domains: ids
-                    .iter()
-                    .map(|&d| self.tree.domain(d).path.clone())
-                    .collect(),
-            })
-            .collect();
+        let spans: Vec<TierSpan> = self.tree.tier_spans(&solution.leaves);
         let pass = if solution.cost.is_zero() {
             Pass::Inference
         } else {
