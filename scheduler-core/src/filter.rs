@@ -512,6 +512,18 @@ impl<'a> PodContext<'a> {
     /// Whether the node at `index` may take the pod, and how. Reads the
     /// node's [`Hot`] record; the full node only for what the pod asks
     /// (a node name, labels, extended resources, a shared GPU).
+    /// The predicates that evicting pods cannot change: unschedulable,
+    /// `spec.nodeName`, taints, node selector and required affinity.
+    pub(crate) fn admits(&self, index: usize) -> bool {
+        let hot = &self.snapshot.hot[index];
+        !(hot.unschedulable && !self.tolerates_unschedulable)
+            && self
+                .node_name
+                .is_none_or(|name| *self.snapshot.nodes[index].name == *name)
+            && !matches!(self.taint_block.get(hot.taints as usize), Some(Some(_)))
+            && (!self.checks_labels || self.matches_labels(&self.snapshot.nodes[index]))
+    }
+
     pub(crate) fn filter(&self, index: usize) -> Result<Fit, Rejection> {
         let hot = &self.snapshot.hot[index];
         if hot.unschedulable && !self.tolerates_unschedulable {

@@ -6,6 +6,7 @@ pub mod gang_schedule;
 pub mod gpuset;
 pub mod pod;
 pub mod preempt;
+pub mod preempt_schedule;
 pub mod resources;
 pub mod schedule;
 pub mod score;

@@ -1,0 +1,131 @@
+//! Preemption on the cluster snapshot: for a pod or a gang that cannot fit,
+//! which running pods to evict so that a *usable* GPU set frees up, chosen by
+//! [`crate::preempt::propose`] under its rules (never equal or higher
+//! priority, inference before training, protected training last, fewest
+//! GPU-hours lost, gangs whole).
+//!
+//! A node is a candidate when the preemptor passes the predicates eviction
+//! cannot change (unschedulable, `spec.nodeName`, taints, selector and
+//! required affinity) and its `GpuTopology` is known. CPU and memory are not
+//! part of the proposal: the freed node is filtered in full again when the
+//! preemptor is scheduled after the evictions, as kube-scheduler's nominated
+//! pods are.
+
+use crate::config::SchedulerConfig;
+use crate::filter::PodContext;
+use crate::gang::{GangNode, Within};
+use crate::pod::PendingPod;
+use crate::preempt::{PreemptCluster, PreemptNode, PreemptionPolicy, Preemptor, Victim, propose};
+use crate::snapshot::{NodeId, Snapshot};
+use gputopo_api::k8s_openapi::jiff::Timestamp;
+use std::time::SystemTime;
+
+/// Who to evict, and where the preemptor's members go afterwards.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreemptionPlan {
+    /// `namespace/name` of every pod to evict (all members of an evicted gang).
+    pub victims: Vec<String>,
+    /// Per preemptor member, in order: the node and the GPUs it will get.
+    pub members: Vec<(String, Vec<u32>)>,
+    /// GPU-hours of work the evictions lose.
+    pub gpu_hours_lost: f64,
+    pub explanation: String,
+}
+
+fn system_time(t: Timestamp) -> SystemTime {
+    SystemTime::from(t)
+}
+
+/// Proposes the cheapest evictions for `members` (one pod, or a gang whose
+/// members ask the same); `Err` says why none would help.
+pub fn propose_preemption(
+    snapshot: &Snapshot,
+    members: &[PendingPod],
+    config: &SchedulerConfig,
+    policy: &PreemptionPolicy,
+    now: Timestamp,
+) -> Result<PreemptionPlan, String> {
+    let first = members.first().ok_or("nothing to place")?;
+    let ctx = PodContext::new(snapshot, first, config);
+    let request = ctx.set_request().copied().ok_or_else(|| {
+        format!(
+            "{} asks for no whole GPU: preemption frees whole GPUs",
+            first.key()
+        )
+    })?;
+    for m in &members[1..] {
+        let other = PodContext::new(snapshot, m, config);
+        if other.set_request().copied() != Some(request) {
+            return Err(format!(
+                "gang members {} and {} ask for different GPU sets; preemption for a gang needs members that ask the same",
+                first.key(),
+                m.key()
+            ));
+        }
+    }
+    let now_st = system_time(now);
+    let mut nodes = Vec::new();
+    for i in 0..snapshot.len() {
+        let node = snapshot.node(NodeId(i as u32));
+        let Some(shape) = node.shape() else { continue };
+        if !ctx.admits(i) {
+            continue;
+        }
+        let tiers = node
+            .domain_path()
+            .iter()
+            .map(|d| d.map(|id| snapshot.domain(id).name().to_string()))
+            .collect();
+        let victims = node
+            .pods()
+            .filter(|(_, p)| p.gpus != 0 && p.priority < first.priority)
+            .map(|(id, p)| {
+                let request = p.request.as_ref();
+                Victim {
+                    id: id.0 as usize,
+                    name: p.key(),
+                    priority: p.priority,
+                    workload: p.workload(),
+                    gpus: p.gpus,
+                    // A pod that has not started has lost no work.
+                    start: p.start_time.map_or(now_st, system_time),
+                    checkpoint: request.and_then(|r| r.checkpoint_time).map(system_time),
+                    expected_completion: request
+                        .and_then(|r| r.expected_completion)
+                        .map(system_time),
+                    gang: request
+                        .and_then(|r| r.gang.as_ref())
+                        .map(|g| format!("{}/{}", p.namespace, g.name())),
+                }
+            })
+            .collect();
+        nodes.push(PreemptNode {
+            node: GangNode::new(i, tiers, shape.clone(), node.free_gpus()),
+            victims,
+        });
+    }
+    let cluster = PreemptCluster {
+        tier_names: snapshot.tiers().keys().to_vec(),
+        nodes,
+    };
+    let preemptor = Preemptor {
+        priority: first.priority,
+        request,
+        members: members.len() as u32,
+        within: Within::Anywhere,
+    };
+    let proposal = propose(&preemptor, &cluster, policy, now_st).map_err(|e| e.to_string())?;
+    Ok(PreemptionPlan {
+        victims: proposal.victims.iter().map(|v| v.name.clone()).collect(),
+        members: proposal
+            .members
+            .iter()
+            .map(|m| {
+                let node = snapshot.node(NodeId(m.node as u32)).name().to_string();
+                (node, crate::snapshot::bit_indices(m.gpus))
+            })
+            .collect(),
+        gpu_hours_lost: proposal.cost.gpu_hours(),
+        explanation: proposal.explanation,
+    })
+}

@@ -1,0 +1,62 @@
+//! Preemption on the snapshot: the victims proposed free a usable set, under
+//! the rules of `preempt` (inference first, never equal priority).
+
+mod common;
+
+use common::{a100, gpu_node, holder, pod, snapshot};
+use gputopo_api::k8s_openapi::jiff::Timestamp;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::preempt::PreemptionPolicy;
+use gputopo_scheduler_core::preempt_schedule::propose_preemption;
+use gputopo_scheduler_core::schedule::{Decision, schedule};
+
+fn now() -> Timestamp {
+    "2026-11-21T12:00:00Z".parse().expect("a time")
+}
+
+#[test]
+fn evicts_inference_not_training_to_free_a_quad() {
+    let mut training = holder("train", "n1", &[4, 5, 6, 7], Some("training"));
+    training.start_time = Some("2026-11-21T11:55:00Z".parse().expect("time"));
+    let mut inference = holder("serve", "n1", &[0, 1, 2, 3], Some("inference"));
+    inference.start_time = Some("2026-11-21T09:00:00Z".parse().expect("time"));
+    let snap = snapshot(vec![gpu_node("n1", a100())], vec![training, inference]);
+    let config = SchedulerConfig::default();
+    let mut preemptor = pod(4, &[("gputopo.dev/workload", "training")]);
+    preemptor.priority = 100;
+    assert!(
+        matches!(
+            schedule(&snap, &preemptor, &config),
+            Decision::Unschedulable(_)
+        ),
+        "the node is full"
+    );
+
+    let plan = propose_preemption(
+        &snap,
+        &[preemptor.clone()],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    )
+    .expect("a plan");
+    assert_eq!(
+        plan.victims,
+        vec!["default/serve".to_string()],
+        "{}",
+        plan.explanation
+    );
+    assert_eq!(plan.members, vec![("n1".to_string(), vec![0, 1, 2, 3])]);
+
+    // Equal priority: nobody may be evicted.
+    preemptor.priority = 0;
+    let e = propose_preemption(
+        &snap,
+        &[preemptor],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    )
+    .expect_err("no victim of equal priority");
+    assert!(!e.is_empty());
+}
