@@ -516,7 +516,7 @@ impl<'a> PodContext<'a> {
     /// `spec.nodeName`, taints, node selector and required affinity.
     pub(crate) fn admits(&self, index: usize) -> bool {
         let hot = &self.snapshot.hot[index];
-        !(hot.unschedulable && !self.tolerates_unschedulable)
+        (!hot.unschedulable || self.tolerates_unschedulable)
             && self
                 .node_name
                 .is_none_or(|name| *self.snapshot.nodes[index].name == *name)
