@@ -1,5 +1,7 @@
 //! The main job (`scripts/demo`) runs from a fresh build: the control plane
-//! comes up, every simulated node's agent publishes, the table lists them.
+//! comes up, every simulated node's agent publishes, the table lists them;
+//! gputopo-scheduler places the mixed workload and the second table says
+//! where each pod went and why.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,6 +19,12 @@ fn target_dir() -> PathBuf {
 #[test]
 fn demo_brings_up_the_cluster_and_lists_every_topology() {
     let agent = target_dir().join("gputopo-agent");
+    let scheduler = target_dir().join("gputopo-scheduler");
+    assert!(
+        scheduler.exists(),
+        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
+        scheduler.display()
+    );
     assert!(
         agent.exists(),
         "{} is missing: build it first (cargo build -p gputopo-agent; cargo test --workspace does)",
@@ -25,6 +33,8 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
     let out = Command::new(env!("CARGO_BIN_EXE_gputopo-demo"))
         .arg("--agent")
         .arg(&agent)
+        .arg("--scheduler")
+        .arg(&scheduler)
         .args([
             "--fixtures",
             concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"),
@@ -54,4 +64,50 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
     assert!(row("a100-bridged-1").contains("nvlink-bridge"), "{stdout}");
     assert!(row("rtx4090-pcie-1").contains(" pcie "), "{stdout}");
     assert!(stdout.contains("export KUBECONFIG="), "{stdout}");
+
+    // The placements: POD NODE GPUS BOTTLENECK REASON.
+    let placed: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("POD "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(placed.len(), 7, "{stdout}");
+    let cols = |name: &str| -> Vec<&str> {
+        placed
+            .iter()
+            .find(|r| r.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{stdout}"))
+            .split_whitespace()
+            .collect()
+    };
+    let ddp = cols("ddp-4gpu");
+    assert_eq!(ddp[2].split(',').count(), 4, "{stdout}");
+    assert!(
+        ddp[3].starts_with("NV"),
+        "an NVLink-connected set: {stdout}"
+    );
+    assert_eq!(ddp[4], "Successfully", "{stdout}");
+    let (g0, g1) = (cols("gang-0"), cols("gang-1"));
+    assert_ne!(g0[1], g1[1], "one 8-GPU member per node: {stdout}");
+    for g in [&g0, &g1] {
+        assert_eq!(g[2], "0,1,2,3,4,5,6,7", "{stdout}");
+        assert_eq!(g[4], "Successfully", "{stdout}");
+    }
+    for name in ["infer-1", "infer-2", "infer-3"] {
+        let row = cols(name);
+        assert_ne!(row[1], "<pending>", "{stdout}");
+        assert_eq!(
+            row[2].split(',').count(),
+            1,
+            "a shared pod shares one GPU: {stdout}"
+        );
+    }
+    let too_big = cols("too-big");
+    assert_eq!(too_big[1], "<pending>", "{stdout}");
+    assert!(
+        placed.iter().any(|r| r.starts_with("too-big ")
+            && r.contains("0/6 nodes are available: 6 too few free GPUs.")),
+        "{stdout}"
+    );
 }

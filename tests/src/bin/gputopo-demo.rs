@@ -2,13 +2,17 @@
 //! kube-apiserver, kube-controller-manager, kwok), GPU nodes simulated by kwok
 //! from recorded real machines on two leaves of one spine, one
 //! `gputopo-agent` per node publishing from its machine's fixture, and the
-//! topologies they published. The cluster stays up until Ctrl-C.
+//! topologies they published; then `gputopo-scheduler` places a mixed
+//! workload (a 4-GPU DDP pod, a 2-pod gang of 8-GPU pods, three inference
+//! pods sharing GPUs, one impossible pod) and the demo prints where each
+//! went and why. The cluster stays up until Ctrl-C.
 //!
-//!   gputopo-demo --agent target/release/gputopo-agent [--fixtures fixtures] [--once]
+//!   gputopo-demo --agent target/release/gputopo-agent --scheduler target/release/gputopo-scheduler [--fixtures fixtures] [--once]
 
 use anyhow::{Context, Result, bail};
 use gputopo_api::GpuTopology;
 use gputopo_testenv::TestEnv;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,18 +52,21 @@ const NODES: &[(&str, &str, &str)] = &[
 
 struct Args {
     agent: PathBuf,
+    scheduler: PathBuf,
     fixtures: PathBuf,
     once: bool,
 }
 
 fn args() -> Result<Args> {
     let mut agent = None;
+    let mut scheduler = None;
     let mut fixtures = PathBuf::from("fixtures");
     let mut once = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--agent" => agent = it.next().map(PathBuf::from),
+            "--scheduler" => scheduler = it.next().map(PathBuf::from),
             "--fixtures" => {
                 fixtures = it
                     .next()
@@ -68,13 +75,18 @@ fn args() -> Result<Args> {
             }
             "--once" => once = true,
             other => {
-                bail!("unknown argument {other:?}; accepted: --agent PATH, --fixtures DIR, --once")
+                bail!(
+                    "unknown argument {other:?}; accepted: --agent PATH, --scheduler PATH, --fixtures DIR, --once"
+                )
             }
         }
     }
     let agent = agent.context("--agent PATH (the gputopo-agent binary) is required")?;
+    let scheduler =
+        scheduler.context("--scheduler PATH (the gputopo-scheduler binary) is required")?;
     Ok(Args {
         agent,
+        scheduler,
         fixtures,
         once,
     })
@@ -191,10 +203,29 @@ async fn main() -> Result<()> {
         );
     }
     println!();
+
+    wait_untainted(&env).await?;
+    let scheduler = start_scheduler(&env, &args.scheduler).await?;
+    agents.0.push(scheduler);
+    let placed = run_workload(&env).await?;
+    println!(
+        "{:<14} {:<16} {:<16} {:<10} REASON",
+        "POD", "NODE", "GPUS", "BOTTLENECK"
+    );
+    for row in &placed {
+        println!(
+            "{:<14} {:<16} {:<16} {:<10} {}",
+            row.pod, row.node, row.gpus, row.bottleneck, row.reason
+        );
+    }
+    println!();
     println!("The cluster is up (API server {}).", env.apiserver_url());
     println!("  export KUBECONFIG={}", env.kubeconfig_path().display());
     println!(
         "  kubectl get gputopologies   # or: kubectl get nodes -L nvidia.com/nvlink.p2p.level,gputopo.dev/interconnect"
+    );
+    println!(
+        "  kubectl -n {DEMO_NAMESPACE} get pods -o wide; kubectl -n {DEMO_NAMESPACE} get events"
     );
     if args.once {
         return Ok(());
@@ -204,4 +235,235 @@ async fn main() -> Result<()> {
     eprintln!("stopping");
     drop(agents);
     Ok(())
+}
+
+/// The namespace the demo's workload runs in.
+const DEMO_NAMESPACE: &str = "demo";
+
+/// Starts `gputopo-scheduler run` against the cluster and waits for `/readyz`.
+async fn start_scheduler(env: &TestEnv, bin: &Path) -> Result<Child> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let log = env.dir().join("gputopo-scheduler.log");
+    let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let mut child = Command::new(bin)
+        .args(["run", "--listen", &format!("127.0.0.1:{port}")])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .stdout(Stdio::null())
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            bail!("gputopo-scheduler exited ({status}); see {}", log.display());
+        }
+        let ready = tokio::task::spawn_blocking(move || http_status(port, "/readyz"))
+            .await
+            .ok()
+            .flatten();
+        if ready == Some(200) {
+            return Ok(child);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!(
+                "gputopo-scheduler not ready within 60 s; see {}",
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The HTTP status of `GET path` on 127.0.0.1:port, if it answers.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A workload pod for gputopo-scheduler: `gpus` whole GPUs (none when 0),
+/// with `annotations`.
+fn demo_pod(name: &str, gpus: u32, annotations: &[(&str, &str)]) -> Result<Pod> {
+    let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+    let limits = if gpus > 0 {
+        serde_json::json!({"nvidia.com/gpu": gpus.to_string()})
+    } else {
+        serde_json::json!({})
+    };
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "schedulerName": "gputopo-scheduler",
+            "containers": [{"name": "main", "image": "registry.invalid/demo:1",
+                            "resources": {"limits": limits}}]
+        }
+    }))?)
+}
+
+/// The demo's workload, in submission order.
+fn workload() -> Result<Vec<Pod>> {
+    let gang = [
+        ("gputopo.dev/gang", "allreduce"),
+        ("gputopo.dev/gang-size", "2"),
+        ("gputopo.dev/workload", "training"),
+    ];
+    let inference = |share: &'static str| {
+        [
+            ("gputopo.dev/workload", "inference"),
+            ("gputopo.dev/gpu-share", share),
+        ]
+    };
+    Ok(vec![
+        demo_pod("ddp-4gpu", 4, &[("gputopo.dev/workload", "training")])?,
+        demo_pod("gang-0", 8, &gang)?,
+        demo_pod("gang-1", 8, &gang)?,
+        demo_pod("infer-1", 0, &inference("20Gi"))?,
+        demo_pod("infer-2", 0, &inference("0.25"))?,
+        demo_pod("infer-3", 0, &inference("20Gi"))?,
+        demo_pod("too-big", 16, &[])?,
+    ])
+}
+
+/// One row of the placement table.
+struct Placed {
+    pod: String,
+    node: String,
+    gpus: String,
+    bottleneck: String,
+    reason: String,
+}
+
+/// Submits the workload and waits (60 s at most) until every pod is bound
+/// or has a `FailedScheduling` event.
+async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::PostParams;
+    let client = env.client().await;
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": DEMO_NAMESPACE}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .context("creating the demo namespace")?;
+    let pods = Api::<Pod>::namespaced(client.clone(), DEMO_NAMESPACE);
+    let events = Api::<Event>::namespaced(client, DEMO_NAMESPACE);
+    let submitted = workload()?;
+    // The ServiceAccount admission plugin needs the namespace's default
+    // ServiceAccount, which the controller manager creates in a moment.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for pod in &submitted {
+        loop {
+            match pods.create(&PostParams::default(), pod).await {
+                Ok(_) => break,
+                Err(e) if Instant::now() < deadline && e.to_string().contains("serviceaccount") => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("creating pod {:?}", pod.metadata.name.as_deref())
+                    });
+                }
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = events.list(&ListParams::default()).await?.items;
+        let note = |pod: &str| {
+            listed
+                .iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
+                .filter(|e| matches!(e.reason.as_deref(), Some("Scheduled" | "FailedScheduling")))
+                .max_by_key(|e| e.event_time.as_ref().map(|t| t.0))
+                .and_then(|e| e.note.clone())
+        };
+        let mut rows = Vec::new();
+        for pod in &submitted {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let now = pods.get(&name).await?;
+            let node = now.spec.as_ref().and_then(|s| s.node_name.clone());
+            let annotation = |k: &str| {
+                now.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(k).cloned())
+            };
+            let Some(reason) = note(&name) else { break };
+            // Bound but the event not yet seen, or a gang member waiting
+            // for the rest of its gang: not final yet.
+            if node.is_some() != reason.starts_with("Successfully")
+                || reason.contains("waiting for the rest")
+            {
+                break;
+            }
+            rows.push(Placed {
+                node: node.unwrap_or_else(|| "<pending>".into()),
+                gpus: annotation("gputopo.dev/assigned-gpus").unwrap_or_else(|| "-".into()),
+                bottleneck: annotation("scheduler.gputopo.dev/bottleneck")
+                    .unwrap_or_else(|| "-".into()),
+                reason,
+                pod: name,
+            });
+        }
+        if rows.len() == submitted.len() {
+            return Ok(rows);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "after 60 s, only {} of {} pods were placed or refused; see {}",
+                rows.len(),
+                submitted.len(),
+                env.dir().join("gputopo-scheduler.log").display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Waits (60 s at most) until the node lifecycle controller has lifted the
+/// `node.kubernetes.io/not-ready` taint every new node starts with, so the
+/// workload meets the nodes as a running cluster has them.
+async fn wait_untainted(env: &TestEnv) -> Result<()> {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes = Api::<Node>::all(env.client().await);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let tainted: Vec<String> = nodes
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"))
+            })
+            .filter_map(|n| n.metadata.name)
+            .collect();
+        if tainted.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "nodes still tainted not-ready after 60 s: {}",
+                tainted.join(", ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

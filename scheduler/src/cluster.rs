@@ -1,0 +1,319 @@
+//! From the watched objects to what one scheduling cycle decides on: the
+//! pods waiting for this scheduler, the gangs they form, and the
+//! [`Snapshot`]. Pure functions over the objects, plus the assume cache.
+//!
+//! # The assume cache
+//!
+//! A pod this scheduler has bound is not in its pod store until the watch
+//! delivers the binding. Until then it is *assumed*: its placement is added
+//! to every snapshot, so the next decision does not hand out its GPUs again
+//! (kube-scheduler's assume cache does the same). An assumed pod is
+//! forgotten once the store shows it bound (its own annotations then say
+//! which GPUs it holds), once it is gone, or when its uid changes.
+
+use crate::podgroup::PodGroup;
+use crate::queue::QueuedPod;
+use gputopo_api::{GangRef, GpuTopology};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::gpuset::stranded_free_gpus;
+use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::snapshot::{BoundPodInput, Snapshot, SnapshotBuilder, SnapshotError};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// `namespace/name`.
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Whether `pod` waits for one of `names` to place it: its scheduler is
+/// one of them, it has no node, it is not being deleted and not finished.
+pub fn is_pending_for(pod: &Pod, names: &[String]) -> bool {
+    let Some(spec) = &pod.spec else {
+        return false;
+    };
+    let ours = spec
+        .scheduler_name
+        .as_deref()
+        .is_some_and(|n| names.iter().any(|m| m == n));
+    let unbound = spec.node_name.as_deref().is_none_or(str::is_empty);
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    ours && unbound
+        && pod.metadata.deletion_timestamp.is_none()
+        && !matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// The queue's view of a pending pod.
+pub fn queued(pod: &Pod) -> QueuedPod {
+    QueuedPod {
+        key: pod_key(pod),
+        priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+        created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+    }
+}
+
+/// A pod placed by this scheduler and not yet seen bound.
+#[derive(Clone, Debug)]
+pub struct Assumed {
+    pub uid: Option<String>,
+    pub input: BoundPodInput,
+    pub since: Instant,
+}
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct AssumeCache {
+    pods: HashMap<String, Assumed>,
+}
+
+impl AssumeCache {
+    pub fn assume(&mut self, key: String, assumed: Assumed) {
+        self.pods.insert(key, assumed);
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.pods.contains_key(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    /// Forgets the pods the store shows bound, gone, or replaced; returns
+    /// how many were forgotten.
+    pub fn reconcile(&mut self, pods: &HashMap<String, Arc<Pod>>) -> usize {
+        let before = self.pods.len();
+        self.pods.retain(|key, a| match pods.get(key) {
+            None => false,
+            Some(p) => {
+                let bound = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty());
+                !bound && p.metadata.uid == a.uid
+            }
+        });
+        before - self.pods.len()
+    }
+
+    fn inputs(&self) -> impl Iterator<Item = &BoundPodInput> {
+        self.pods.values().map(|a| &a.input)
+    }
+}
+
+/// The watched objects, as one cycle reads them.
+pub struct Objects<'a> {
+    pub nodes: &'a [Arc<Node>],
+    pub topologies: &'a [Arc<GpuTopology>],
+    pub pods: &'a [Arc<Pod>],
+    pub groups: &'a [Arc<PodGroup>],
+}
+
+/// Builds the snapshot: every node (with the `GpuTopology` of its name),
+/// every pod holding resources on a node, whoever bound it, the assumed
+/// pods, the PodGroups. An object that cannot be read is left out and
+/// named in the returned warnings; the snapshot's own warnings follow.
+pub fn build_snapshot(
+    objects: &Objects<'_>,
+    assumed: &AssumeCache,
+    config: &SchedulerConfig,
+) -> Result<(Snapshot, Vec<String>), SnapshotError> {
+    let mut warnings = Vec::new();
+    let topologies: HashMap<&str, &GpuTopology> = objects
+        .topologies
+        .iter()
+        .filter_map(|t| Some((t.metadata.name.as_deref()?, t.as_ref())))
+        .collect();
+    let mut builder = SnapshotBuilder::new(config);
+    for node in objects.nodes {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        match node_input(node, topologies.get(name).copied()) {
+            Ok(input) => {
+                builder.node(input);
+            }
+            Err(e) => warnings.push(format!("node left out: {e}")),
+        }
+    }
+    for pod in objects.pods {
+        match bound_pod_input(pod) {
+            Ok(Some(input)) => {
+                builder.pod(input);
+            }
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("bound pod left out: {e}")),
+        }
+    }
+    for input in assumed.inputs() {
+        builder.pod(input.clone());
+    }
+    for group in objects.groups {
+        if let Some(g) = group.to_core() {
+            builder.pod_group(g);
+        }
+    }
+    let snapshot = builder.build()?;
+    warnings.extend(snapshot.warnings().iter().map(ToString::to_string));
+    Ok((snapshot, warnings))
+}
+
+/// GPU use over the snapshot, for the gauges.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// Held whole or shared, over listed.
+    pub allocation_ratio: f64,
+    /// Free GPUs no 8-GPU request could use, over free GPUs (nodes with a topology).
+    pub fragmentation_ratio: f64,
+}
+
+pub fn usage(snapshot: &Snapshot) -> Usage {
+    let (mut listed, mut used, mut free, mut stranded) = (0u64, 0u64, 0u64, 0u64);
+    for node in snapshot.nodes() {
+        listed += u64::from(node.gpus().count_ones());
+        used += u64::from((node.held_gpus() | node.shared_gpus()).count_ones());
+        if let Some(shape) = node.shape() {
+            free += u64::from(node.free_gpus().count_ones());
+            stranded += u64::from(stranded_free_gpus(shape, node.free_gpus(), 8));
+        }
+    }
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    Usage {
+        allocation_ratio: ratio(used, listed),
+        fragmentation_ratio: ratio(stranded, free),
+    }
+}
+
+/// A gang's identity: namespace and how its pods name it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GangKey {
+    pub namespace: String,
+    pub gang: GangKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GangKind {
+    PodGroup(String),
+    Annotation(String),
+}
+
+impl GangKey {
+    pub fn of(namespace: &str, gang: &GangRef) -> GangKey {
+        GangKey {
+            namespace: namespace.to_string(),
+            gang: match gang {
+                GangRef::PodGroup { name } => GangKind::PodGroup(name.clone()),
+                GangRef::Annotation { name, .. } => GangKind::Annotation(name.clone()),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for GangKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.gang {
+            GangKind::PodGroup(n) => write!(f, "PodGroup {}/{n}", self.namespace),
+            GangKind::Annotation(n) => write!(f, "gang {}/{n}", self.namespace),
+        }
+    }
+}
+
+/// How many members a gang needs in all, or why that is not known.
+pub fn gang_size(
+    key: &GangKey,
+    annotated: Option<u32>,
+    groups: &BTreeMap<(String, String), u32>,
+) -> Result<u32, String> {
+    match &key.gang {
+        GangKind::Annotation(_) => annotated.ok_or_else(|| format!("{key}: no gang size")),
+        GangKind::PodGroup(name) => groups
+            .get(&(key.namespace.clone(), name.clone()))
+            .copied()
+            .ok_or_else(|| format!("{key} does not exist (yet); waiting for it")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).expect("a pod")
+    }
+
+    #[test]
+    fn pending_means_ours_unbound_and_alive() {
+        let names = vec!["gputopo-scheduler".to_string()];
+        let p = pod(json!({"metadata": {"name": "a", "namespace": "n"},
+            "spec": {"schedulerName": "gputopo-scheduler", "containers": []}}));
+        assert!(is_pending_for(&p, &names));
+        let other = pod(json!({"metadata": {"name": "a"},
+            "spec": {"schedulerName": "default-scheduler", "containers": []}}));
+        assert!(!is_pending_for(&other, &names));
+        let bound = pod(json!({"metadata": {"name": "a"},
+            "spec": {"schedulerName": "gputopo-scheduler", "nodeName": "n1", "containers": []}}));
+        assert!(!is_pending_for(&bound, &names));
+        let done = pod(json!({"metadata": {"name": "a"},
+            "spec": {"schedulerName": "gputopo-scheduler", "containers": []},
+            "status": {"phase": "Failed"}}));
+        assert!(!is_pending_for(&done, &names));
+    }
+
+    #[test]
+    fn assumed_pods_are_forgotten_once_seen_bound_or_gone() {
+        let mut cache = AssumeCache::default();
+        let input = BoundPodInput::new("n", "a", "node-1");
+        for key in ["n/a", "n/b", "n/c"] {
+            cache.assume(
+                key.into(),
+                Assumed {
+                    uid: Some("u1".into()),
+                    input: input.clone(),
+                    since: Instant::now(),
+                },
+            );
+        }
+        let unbound = Arc::new(pod(
+            json!({"metadata": {"name": "a", "namespace": "n", "uid": "u1"},
+            "spec": {"containers": []}}),
+        ));
+        let bound = Arc::new(pod(
+            json!({"metadata": {"name": "b", "namespace": "n", "uid": "u1"},
+            "spec": {"nodeName": "node-1", "containers": []}}),
+        ));
+        let store = HashMap::from([("n/a".to_string(), unbound), ("n/b".to_string(), bound)]);
+        assert_eq!(cache.reconcile(&store), 2);
+        assert!(cache.contains("n/a") && !cache.contains("n/b") && !cache.contains("n/c"));
+    }
+
+    #[test]
+    fn pod_group_gangs_wait_for_their_group() {
+        let key = GangKey::of("ml", &GangRef::PodGroup { name: "job".into() });
+        let groups = BTreeMap::from([(("ml".to_string(), "job".to_string()), 8)]);
+        assert_eq!(gang_size(&key, None, &groups), Ok(8));
+        let missing = GangKey::of("ml", &GangRef::PodGroup { name: "x".into() });
+        assert!(
+            gang_size(&missing, None, &groups)
+                .unwrap_err()
+                .contains("PodGroup ml/x")
+        );
+        let ann = GangKey::of(
+            "ml",
+            &GangRef::Annotation {
+                name: "g".into(),
+                size: 4,
+            },
+        );
+        assert_eq!(gang_size(&ann, Some(4), &groups), Ok(4));
+    }
+}

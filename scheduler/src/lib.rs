@@ -1,0 +1,15 @@
+//! `gputopo-scheduler`: a secondary Kubernetes scheduler for pods with
+//! `schedulerName: gputopo-scheduler`. It watches pods, nodes, `GpuTopology`
+//! objects and PodGroups; queues pending pods by priority and age; decides
+//! with `gputopo-scheduler-core`; writes the chosen GPUs on the pod, binds
+//! it, and says why in an event. See the README's "gputopo-scheduler" section.
+
+pub mod cluster;
+pub mod config;
+pub mod podgroup;
+pub mod queue;
+pub mod scheduler;
+pub mod serve;
+
+pub use config::{Backoff, ConfigFileError, Settings};
+pub use scheduler::{BOTTLENECK_ANNOTATION, FIELD_MANAGER, RunError, Scheduler};

@@ -1,0 +1,819 @@
+//! The scheduler loop: watch (reflectors for Pods, Nodes, `GpuTopology`,
+//! PodGroups), then per cycle the pure stages (snapshot, decision, in
+//! `scheduler-core`), then the API writes (annotations, binding, events,
+//! the PodScheduled condition), each in its own short `tracing` span.
+
+use crate::cluster::{
+    AssumeCache, Assumed, GangKey, Objects, build_snapshot, gang_size, is_pending_for, pod_key,
+    queued, usage,
+};
+use crate::config::Settings;
+use crate::podgroup::PodGroup;
+use crate::queue::SchedulingQueue;
+use crate::serve::{AttemptLabels, BottleneckLabel, Metrics, Readiness};
+use futures::{FutureExt, StreamExt};
+use gputopo_api::keys::pod as pod_keys;
+use gputopo_api::{GpuTopology, WorkloadKind};
+use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
+use gputopo_scheduler_core::pod::{PendingPod, PodError};
+use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
+use gputopo_scheduler_core::snapshot::Snapshot;
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// The field manager of every write, and the events' reporting controller.
+pub const FIELD_MANAGER: &str = "gputopo-scheduler";
+
+/// Annotation with the placement's weakest link class (`NV2`, `PIX`, ...).
+/// Not under `gputopo.dev/`, where every key is a pod's request and an
+/// unknown one is an error.
+pub const BOTTLENECK_ANNOTATION: &str = "scheduler.gputopo.dev/bottleneck";
+
+/// The longest a quiet scheduler sleeps before looking at its queue again.
+const IDLE_WAKE: Duration = Duration::from_secs(5);
+
+/// A Kubernetes Event's note may hold 1 kB.
+const NOTE_MAX: usize = 1000;
+
+/// Why the scheduler stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the {what} watch ended before its first list completed")]
+    WatchEnded { what: &'static str },
+    #[error("checking whether the API server serves {what}: {error}")]
+    Discover {
+        what: &'static str,
+        error: kube::Error,
+    },
+}
+
+/// A pod write that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("annotating pod {pod} with its GPUs on node {node}: {source}")]
+    Annotate {
+        pod: String,
+        node: String,
+        source: kube::Error,
+    },
+    #[error("binding pod {pod} to node {node}: {source}")]
+    Bind {
+        pod: String,
+        node: String,
+        source: kube::Error,
+    },
+    #[error("setting the PodScheduled condition of pod {pod}: {source}")]
+    Condition { pod: String, source: kube::Error },
+}
+
+impl WriteError {
+    /// The pod is gone: nothing to retry.
+    pub fn pod_gone(&self) -> bool {
+        let source = match self {
+            WriteError::Annotate { source, .. }
+            | WriteError::Bind { source, .. }
+            | WriteError::Condition { source, .. } => source,
+        };
+        matches!(source, kube::Error::Api(s) if s.code == 404)
+    }
+}
+
+struct Stores {
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    topologies: Store<GpuTopology>,
+    groups: Store<PodGroup>,
+}
+
+/// What wakes the loop: `wake` for anything, `changed` when the cluster
+/// changed in a way that may make an unschedulable pod fit.
+#[derive(Default)]
+struct Signals {
+    wake: Notify,
+    changed: AtomicBool,
+}
+
+impl Signals {
+    fn poke(&self, changed: bool) {
+        if changed {
+            self.changed.store(true, Ordering::SeqCst);
+        }
+        self.wake.notify_one();
+    }
+}
+
+/// Starts a reflector for `api` feeding a store; every event pokes the loop
+/// (`changed` decides which count as cluster changes).
+fn watch<K>(
+    api: Api<K>,
+    what: &'static str,
+    signals: Arc<Signals>,
+    changed: fn(&watcher::Event<K>) -> bool,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(e) => signals.poke(changed(&e)),
+                Err(e) => warn!(watch = what, error = %e, "watch error; retrying with backoff"),
+            }
+        }
+    });
+    store
+}
+
+fn pod_changes_cluster(e: &watcher::Event<Pod>) -> bool {
+    match e {
+        // A pending pod's update frees nothing; a bound one's (finished,
+        // resized) or a deletion may.
+        watcher::Event::Apply(p) => p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty()),
+        _ => true,
+    }
+}
+
+fn always<K>(_: &watcher::Event<K>) -> bool {
+    true
+}
+
+/// An empty store, for a resource the API server does not serve.
+fn empty_store<K>() -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    store
+}
+
+/// Whether the API server serves `api`'s resource (its CRD is installed).
+async fn served<K>(api: &Api<K>, what: &'static str) -> Result<bool, RunError>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(error) => Err(RunError::Discover { what, error }),
+    }
+}
+
+fn workload_label(pod: Option<&PendingPod>) -> &'static str {
+    match pod.and_then(|p| p.request.workload) {
+        Some(WorkloadKind::Training) => "training",
+        Some(WorkloadKind::Inference) => "inference",
+        None => "unspecified",
+    }
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > NOTE_MAX {
+        let mut cut = NOTE_MAX - 3;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+fn bottleneck_text(p: &Placement) -> String {
+    match (p.bottleneck, p.topology_known) {
+        (Some(b), _) => b.to_string(),
+        (None, false) if p.gpus.len() > 1 && p.shared.is_none() => "unknown".into(),
+        (None, _) => "none".into(),
+    }
+}
+
+/// The `Scheduled` event's note: where, which GPUs, and why.
+pub fn scheduled_note(p: &Placement) -> String {
+    let gpus = if p.gpus.is_empty() {
+        "no GPUs".to_string()
+    } else {
+        format!("GPUs {}", p.assigned_gpus())
+    };
+    truncate(format!(
+        "Successfully assigned {} to {} with {gpus} (bottleneck {}): {}",
+        p.pod,
+        p.node,
+        bottleneck_text(p),
+        p.explanation
+    ))
+}
+
+/// The scheduler process: configuration, client, metrics, and its state.
+pub struct Scheduler {
+    client: kube::Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    reporter: Reporter,
+    /// Per pod and reason, the last note and the recorder that wrote it.
+    /// `Recorder` folds repeats into one event's series but keys them
+    /// without the note, so a changed note would hide under the old one: a
+    /// new note gets a new recorder, hence a new event, as client-go's
+    /// aggregation does.
+    recorders: HashMap<(String, &'static str), (String, Recorder)>,
+    queue: SchedulingQueue,
+    assumed: AssumeCache,
+}
+
+impl Scheduler {
+    pub fn new(client: kube::Client, settings: Settings, metrics: Arc<Metrics>) -> Scheduler {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME")
+                .ok()
+                .or_else(|| std::env::var("HOSTNAME").ok()),
+        };
+        Scheduler {
+            reporter,
+            recorders: HashMap::new(),
+            queue: SchedulingQueue::new(settings.backoff),
+            assumed: AssumeCache::default(),
+            client,
+            settings,
+            metrics,
+        }
+    }
+
+    /// Watches, waits for every store to be synced (then `readiness` turns
+    /// ready), and schedules until `shutdown` completes.
+    pub async fn run(
+        mut self,
+        readiness: Arc<Readiness>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), RunError> {
+        let signals = Arc::new(Signals::default());
+        readiness.set_not_ready("starting the watches".into());
+        let topologies_api = Api::<GpuTopology>::all(self.client.clone());
+        let groups_api = Api::<PodGroup>::all(self.client.clone());
+        let topologies = if served(&topologies_api, "GpuTopology").await? {
+            watch(topologies_api, "GpuTopology", signals.clone(), always)
+        } else {
+            warn!(
+                "the API server does not serve gputopologies.gputopo.dev (CRD not installed); every node is treated as having no topology until a restart"
+            );
+            empty_store()
+        };
+        let groups = if served(&groups_api, "PodGroup").await? {
+            watch(groups_api, "PodGroup", signals.clone(), always)
+        } else {
+            info!(
+                "the API server does not serve podgroups.scheduling.x-k8s.io; gangs are read from gputopo.dev/gang annotations only (restart after installing the CRD)"
+            );
+            empty_store()
+        };
+        let stores = Stores {
+            pods: watch(
+                Api::all(self.client.clone()),
+                "Pod",
+                signals.clone(),
+                pod_changes_cluster,
+            ),
+            nodes: watch(
+                Api::all(self.client.clone()),
+                "Node",
+                signals.clone(),
+                always,
+            ),
+            topologies,
+            groups,
+        };
+        let mut shutdown = std::pin::pin!(shutdown);
+        for (what, ready) in [
+            ("Pod", stores.pods.wait_until_ready().boxed()),
+            ("Node", stores.nodes.wait_until_ready().boxed()),
+            ("GpuTopology", stores.topologies.wait_until_ready().boxed()),
+            ("PodGroup", stores.groups.wait_until_ready().boxed()),
+        ] {
+            readiness.set_not_ready(format!("waiting for the {what} watch to sync"));
+            tokio::select! {
+                r = ready => r.map_err(|_| RunError::WatchEnded { what })?,
+                () = &mut shutdown => return Ok(()),
+            }
+        }
+        readiness.set_ready();
+        info!(names = ?self.settings.scheduler_names, "watches synced; scheduling");
+        loop {
+            if signals.changed.swap(false, Ordering::SeqCst) {
+                self.queue.cluster_changed();
+            }
+            self.cycle(&stores).await;
+            let now = Instant::now();
+            let wake = self
+                .queue
+                .next_wake()
+                .map_or(now + IDLE_WAKE, |t| t.clamp(now, now + IDLE_WAKE));
+            tokio::select! {
+                () = signals.wake.notified() => {}
+                () = tokio::time::sleep_until(wake.into()) => {}
+                () = &mut shutdown => {
+                    info!("stopping");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// One pass over the pods that are due.
+    async fn cycle(&mut self, stores: &Stores) {
+        let pods = stores.pods.state();
+        let by_key: HashMap<String, Arc<Pod>> =
+            pods.iter().map(|p| (pod_key(p), p.clone())).collect();
+        let forgotten = self.assumed.reconcile(&by_key);
+        if forgotten > 0 {
+            debug!(forgotten, "assumed pods now seen bound");
+        }
+        let names = self.settings.scheduler_names.clone();
+        let pending: Vec<&Arc<Pod>> = pods
+            .iter()
+            .filter(|p| is_pending_for(p, &names) && !self.assumed.contains(&pod_key(p)))
+            .collect();
+        self.queue.sync(pending.iter().map(|p| queued(p)));
+        let pending_keys: HashSet<String> = pending.iter().map(|p| pod_key(p)).collect();
+        self.recorders.retain(|(k, _), _| pending_keys.contains(k));
+        let ready = self.queue.ready(Instant::now());
+        if ready.is_empty() {
+            return;
+        }
+        let nodes = stores.nodes.state();
+        let topologies = stores.topologies.state();
+        let groups = stores.groups.state();
+        let objects = Objects {
+            nodes: &nodes,
+            topologies: &topologies,
+            pods: &pods,
+            groups: &groups,
+        };
+        let started = Instant::now();
+        let (mut snapshot, warnings) =
+            match build_snapshot(&objects, &self.assumed, &self.settings.core) {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(error = %e, "building the cluster snapshot; retrying later");
+                    for q in &ready {
+                        self.queue.retry_later(&q.key, Instant::now());
+                    }
+                    return;
+                }
+            };
+        let build_time = started.elapsed();
+        for w in &warnings {
+            debug!(warning = %w, "snapshot");
+        }
+        let mut handled: HashSet<String> = HashSet::new();
+        for q in ready {
+            if !handled.insert(q.key.clone()) {
+                continue;
+            }
+            let Some(pod) = by_key.get(&q.key) else {
+                self.queue.done(&q.key);
+                continue;
+            };
+            let pending = match PendingPod::from_k8s(pod) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.invalid(pod, &e).await;
+                    continue;
+                }
+            };
+            match pending.request.gang.clone() {
+                None => {
+                    let t = Instant::now();
+                    let decision = schedule(&snapshot, &pending, &self.settings.core);
+                    self.metrics
+                        .duration
+                        .observe((build_time + t.elapsed()).as_secs_f64());
+                    match decision {
+                        Decision::Placed(p) => {
+                            self.bind_all(&mut snapshot, &[(pod.clone(), pending.clone(), p)])
+                                .await;
+                        }
+                        Decision::Unschedulable(u) => {
+                            self.failed(pod, Some(&pending), &u.message, "unschedulable")
+                                .await;
+                        }
+                    }
+                }
+                Some(gang) => {
+                    let key = GangKey::of(&pending.namespace, &gang);
+                    let members: Vec<(Arc<Pod>, PendingPod)> =
+                        pending_members(&pending, &key, &by_key, &names, &self.assumed);
+                    handled.extend(members.iter().map(|(p, _)| pod_key(p)));
+                    let bound = bound_members(&key, &pods, &self.assumed);
+                    let sizes: BTreeMap<(String, String), u32> = groups
+                        .iter()
+                        .filter_map(|g| {
+                            Some((
+                                (g.namespace()?, g.metadata.name.clone()?),
+                                g.spec.min_member,
+                            ))
+                        })
+                        .collect();
+                    let annotated = match gang {
+                        gputopo_api::GangRef::Annotation { size, .. } => Some(size),
+                        gputopo_api::GangRef::PodGroup { .. } => None,
+                    };
+                    let t = Instant::now();
+                    let decision = match gang_size(&key, annotated, &sizes) {
+                        Err(message) => GangDecision::Waiting { message },
+                        Ok(size) if (members.len() as u32) + bound < size => {
+                            GangDecision::Waiting {
+                                message: format!(
+                                    "{key}: {} of {size} members present ({} pending, {bound} bound); waiting for the rest before placing any",
+                                    members.len() as u32 + bound,
+                                    members.len()
+                                ),
+                            }
+                        }
+                        Ok(_) => {
+                            let list: Vec<PendingPod> =
+                                members.iter().map(|(_, p)| p.clone()).collect();
+                            schedule_gang(&snapshot, &list, &self.settings.core)
+                        }
+                    };
+                    self.metrics
+                        .duration
+                        .observe((build_time + t.elapsed()).as_secs_f64());
+                    match decision {
+                        GangDecision::Placed(placements) if placements.len() == members.len() => {
+                            let all: Vec<(Arc<Pod>, PendingPod, Placement)> = members
+                                .into_iter()
+                                .zip(placements)
+                                .map(|((pod, pending), p)| (pod, pending, p))
+                                .collect();
+                            self.bind_all(&mut snapshot, &all).await;
+                        }
+                        GangDecision::Placed(placements) => {
+                            warn!(gang = %key, members = members.len(), placements = placements.len(), "the gang decision does not place every member; retrying later");
+                            for (pod, _) in &members {
+                                self.queue.retry_later(&pod_key(pod), Instant::now());
+                            }
+                        }
+                        GangDecision::Waiting { message } => {
+                            let result = if message.contains("waiting for the rest") {
+                                "waiting"
+                            } else {
+                                "unschedulable"
+                            };
+                            for (pod, pending) in &members {
+                                self.failed(pod, Some(pending), &message, result).await;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let u = usage(&snapshot);
+        self.metrics.allocation.set(u.allocation_ratio);
+        self.metrics.fragmentation.set(u.fragmentation_ratio);
+    }
+
+    /// Annotates every pod with its GPUs, then binds every pod, then says
+    /// so in events. All members of a gang are annotated before any is
+    /// bound, so an annotation failure binds none. Each bound pod joins
+    /// `snapshot` (for the rest of the cycle) and the assume cache (until the
+    /// watch shows it bound). A binding that fails after others succeeded
+    /// cannot be undone: that member is retried alone (see the README).
+    async fn bind_all(
+        &mut self,
+        snapshot: &mut Snapshot,
+        all: &[(Arc<Pod>, PendingPod, Placement)],
+    ) {
+        for (pod, _, p) in all {
+            if let Err(e) = self.annotate(pod, p).await {
+                warn!(error = %e, "placement not bound; retrying later");
+                for (pod, pending, _) in all {
+                    self.write_failed(pod, Some(pending), &e);
+                }
+                return;
+            }
+        }
+        for (pod, pending, p) in all {
+            let key = pod_key(pod);
+            match self.bind(pod, p).await {
+                Ok(()) => {
+                    if let Err(e) = snapshot.add_pod(p.bound_pod(pending)) {
+                        warn!(pod = %key, error = %e, "adding the bound pod to this cycle's snapshot");
+                    }
+                    self.assumed.assume(
+                        key.clone(),
+                        Assumed {
+                            uid: pod.metadata.uid.clone(),
+                            input: p.bound_pod(pending),
+                            since: Instant::now(),
+                        },
+                    );
+                    self.queue.done(&key);
+                    self.metrics
+                        .attempts
+                        .get_or_create(&AttemptLabels {
+                            result: "scheduled",
+                            workload: workload_label(Some(pending)),
+                        })
+                        .inc();
+                    self.metrics.decisions.inc();
+                    self.metrics
+                        .bottlenecks
+                        .get_or_create(&BottleneckLabel {
+                            bottleneck: bottleneck_text(p),
+                        })
+                        .inc();
+                    info!(pod = %key, node = %p.node, gpus = %p.assigned_gpus(), score = p.score, "scheduled");
+                    self.event(
+                        pod,
+                        EventType::Normal,
+                        "Scheduled",
+                        "Binding",
+                        scheduled_note(p),
+                    )
+                    .await;
+                }
+                Err(e) => {
+                    warn!(error = %e, "binding failed");
+                    self.write_failed(pod, Some(pending), &e);
+                }
+            }
+        }
+    }
+
+    fn write_failed(&mut self, pod: &Pod, pending: Option<&PendingPod>, e: &WriteError) {
+        let key = pod_key(pod);
+        if e.pod_gone() {
+            self.queue.done(&key);
+        } else {
+            self.queue.retry_later(&key, Instant::now());
+        }
+        self.metrics
+            .attempts
+            .get_or_create(&AttemptLabels {
+                result: "error",
+                workload: workload_label(pending),
+            })
+            .inc();
+    }
+
+    async fn annotate(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        let api = Api::<Pod>::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let patch = json!({"metadata": {"annotations": {
+            pod_keys::ASSIGNED_GPUS: p.assigned_gpus(),
+            pod_keys::ASSIGNED_GPU_UUIDS: p.assigned_gpu_uuids(),
+            BOTTLENECK_ANNOTATION: bottleneck_text(p),
+        }}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        api.patch(pod.name_any().as_str(), &params, &Patch::Merge(&patch))
+            .instrument(
+                info_span!("annotate_pod", pod = %key, node = %p.node, gpus = %p.assigned_gpus()),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|source| WriteError::Annotate {
+                pod: key,
+                node: p.node.clone(),
+                source,
+            })
+    }
+
+    async fn bind(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: pod.metadata.name.clone(),
+                namespace: Some(namespace.to_string()),
+                uid: pod.metadata.uid.clone(),
+                ..ObjectMeta::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(p.node.clone()),
+                ..ObjectReference::default()
+            },
+        };
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        api.create_subresource::<Binding, serde_json::Value>(
+            "binding",
+            pod.name_any().as_str(),
+            &params,
+            &binding,
+        )
+        .instrument(info_span!("bind_pod", pod = %key, node = %p.node))
+        .await
+        .map(|_| ())
+        .map_err(|source| WriteError::Bind {
+            pod: key,
+            node: p.node.clone(),
+            source,
+        })
+    }
+
+    /// The pod's spec or annotations cannot be read: say which key, keep going.
+    async fn invalid(&mut self, pod: &Pod, e: &PodError) {
+        let message = format!("invalid {}: {e}", e.key());
+        self.failed(pod, None, &message, "invalid").await;
+    }
+
+    /// No placement now: `FailedScheduling`, PodScheduled=False, back off.
+    async fn failed(
+        &mut self,
+        pod: &Pod,
+        pending: Option<&PendingPod>,
+        message: &str,
+        result: &'static str,
+    ) {
+        let key = pod_key(pod);
+        let retry = self.queue.unschedulable(&key, Instant::now());
+        debug!(pod = %key, %message, ?retry, "{result}");
+        self.metrics
+            .attempts
+            .get_or_create(&AttemptLabels {
+                result,
+                workload: workload_label(pending),
+            })
+            .inc();
+        self.event(
+            pod,
+            EventType::Warning,
+            "FailedScheduling",
+            "Scheduling",
+            truncate(message.to_string()),
+        )
+        .await;
+        if let Err(e) = self.set_unschedulable(pod, message).await {
+            warn!(error = %e, "pod condition not written");
+        }
+    }
+
+    async fn set_unschedulable(&self, pod: &Pod, message: &str) -> Result<(), WriteError> {
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
+        if current.is_some_and(|c| {
+            c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+                && c.message.as_deref() == Some(message)
+        }) {
+            return Ok(());
+        }
+        let key = pod_key(pod);
+        let api = Api::<Pod>::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let condition = PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some(message.to_string()),
+            last_transition_time: Some(Time(Timestamp::now())),
+            ..PodCondition::default()
+        };
+        let patch = json!({"status": {"conditions": [condition]}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        api.patch_status(pod.name_any().as_str(), &params, &Patch::Strategic(&patch))
+            .instrument(info_span!("pod_condition", pod = %key))
+            .await
+            .map(|_| ())
+            .map_err(|source| WriteError::Condition { pod: key, source })
+    }
+
+    async fn event(
+        &mut self,
+        pod: &Pod,
+        type_: EventType,
+        reason: &'static str,
+        action: &str,
+        note: String,
+    ) {
+        let reference = pod.object_ref(&());
+        let key = pod_key(pod);
+        let (client, reporter) = (&self.client, &self.reporter);
+        let entry = self
+            .recorders
+            .entry((key.clone(), reason))
+            .or_insert_with(|| {
+                (
+                    note.clone(),
+                    Recorder::new(client.clone(), reporter.clone()),
+                )
+            });
+        if entry.0 != note {
+            *entry = (
+                note.clone(),
+                Recorder::new(client.clone(), reporter.clone()),
+            );
+        }
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = entry
+            .1
+            .publish(&event, &reference)
+            .instrument(info_span!("event", pod = %key, reason))
+            .await
+        {
+            warn!(pod = %key, reason, error = %e, "event not written");
+        }
+    }
+}
+
+/// The gang's pending members this scheduler serves, readable, sorted by name.
+fn pending_members(
+    first: &PendingPod,
+    key: &GangKey,
+    by_key: &HashMap<String, Arc<Pod>>,
+    names: &[String],
+    assumed: &AssumeCache,
+) -> Vec<(Arc<Pod>, PendingPod)> {
+    let mut members: Vec<(Arc<Pod>, PendingPod)> = by_key
+        .iter()
+        .filter(|(k, p)| {
+            p.metadata.namespace.as_deref().unwrap_or("default") == first.namespace
+                && is_pending_for(p, names)
+                && !assumed.contains(k)
+        })
+        .filter_map(|(_, p)| {
+            let pending = PendingPod::from_k8s(p).ok()?;
+            let gang = pending.request.gang.as_ref()?;
+            (GangKey::of(&pending.namespace, gang) == *key).then(|| (p.clone(), pending))
+        })
+        .collect();
+    members.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    members
+}
+
+/// Members of the gang already bound (or assumed): they count toward its size.
+fn bound_members(key: &GangKey, pods: &[Arc<Pod>], assumed: &AssumeCache) -> u32 {
+    pods.iter()
+        .filter(|p| {
+            let bound = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty())
+                || assumed.contains(&pod_key(p));
+            bound
+                && gputopo_api::GpuRequest::from_pod(p)
+                    .ok()
+                    .and_then(|r| r.gang)
+                    .is_some_and(|g| {
+                        GangKey::of(p.metadata.namespace.as_deref().unwrap_or("default"), &g)
+                            == *key
+                    })
+        })
+        .count() as u32
+}

@@ -1,0 +1,706 @@
+//! End to end on a real control plane (etcd, kube-apiserver,
+//! kube-controller-manager, kwok; see gputopo-testenv): GPU nodes simulated
+//! by kwok with `GpuTopology` objects made from recorded `nvidia-smi topo -m`
+//! outputs, and `gputopo-scheduler` run as its own process with an admin
+//! kubeconfig, as in a cluster.
+//!
+//! Tests share one control plane. Each gets its own nodes (selected by a
+//! unique `e2e-group` label in its pods' nodeSelector) and its own scheduler
+//! process with a unique scheduler name, so they cannot take each other's pods.
+
+use gputopo_agent::backend::nvidia_smi::facts_from_topo;
+use gputopo_agent::normalize::normalize;
+use gputopo_api::GpuTopology;
+use gputopo_scheduler::podgroup::{PodGroup, PodGroupSpec};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::schedule::{Decision, schedule};
+use gputopo_scheduler_core::snapshot::SnapshotBuilder;
+use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_testenv::TestEnv;
+use gputopo_testenv::process::{Process, tail};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, CustomResourceExt};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
+
+const DGX1: &str = "nvidia/dgx1-v100-mlx5-no-numa-column-msccl-tools-topo-m.txt";
+const DGX_A100: &str = "nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt";
+
+fn fixture(path: &str) -> String {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(path);
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))
+}
+
+/// The shared control plane with the controller manager, kwok and the PodGroup CRD.
+async fn env() -> &'static TestEnv {
+    static CRD: OnceCell<()> = OnceCell::const_new();
+    let env = TestEnv::shared().await;
+    env.with_controller_manager().await;
+    env.with_kwok().await;
+    CRD.get_or_init(|| async {
+        gputopo_testenv::install_crd(&env.client().await, PodGroup::crd())
+            .await
+            .expect("installing the PodGroup CRD");
+    })
+    .await;
+    env
+}
+
+/// A kwok node built from a recorded machine, labelled, with the
+/// `GpuTopology` the agent would publish for it (owned by the node).
+async fn fixture_node(
+    env: &TestEnv,
+    name: &str,
+    topo: &str,
+    labels: &[(&str, &str)],
+) -> (Node, GpuTopology) {
+    let facts = facts_from_topo(&fixture(topo)).expect("the fixture parses");
+    let spec = normalize(name, &facts).expect("the fixture normalizes");
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let node = env
+        .create_fake_gpu_node(name, spec.gpus.len() as u32, &labels)
+        .await;
+    let mut topology = GpuTopology::new(name, spec);
+    topology.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: name.into(),
+        uid: node.metadata.uid.clone().expect("a created node has a uid"),
+        ..OwnerReference::default()
+    }]);
+    let created = Api::<GpuTopology>::all(env.client().await)
+        .create(&PostParams::default(), &topology)
+        .await
+        .unwrap_or_else(|e| panic!("creating GpuTopology {name}: {e}"));
+    // A new node carries node.kubernetes.io/not-ready until the node
+    // lifecycle controller sees it Ready: wait, so that each test's first
+    // decision meets the node as a running cluster has it.
+    let nodes = Api::<Node>::all(env.client().await);
+    let node = wait_for(
+        &format!("node {name} without the not-ready taint"),
+        Duration::from_secs(60),
+        || async {
+            nodes.get(name).await.ok().filter(|n| {
+                !n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"))
+            })
+        },
+        String::new,
+    )
+    .await;
+    (node, created)
+}
+
+/// A running `gputopo-scheduler`; killed on drop.
+struct SchedulerProcess {
+    process: Process,
+    port: u16,
+}
+
+impl SchedulerProcess {
+    async fn start(env: &TestEnv, name: &str) -> SchedulerProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = env.dir().join(format!("{name}-{port}"));
+        std::fs::create_dir_all(&dir).expect("scheduler dir");
+        let config = dir.join("config.yaml");
+        std::fs::write(
+            &config,
+            "backoff: {initial: 200ms, max: 2s, unschedulableTimeout: 10s}\n",
+        )
+        .expect("writing the config");
+        let args = vec![
+            "run".to_string(),
+            "--scheduler-name".into(),
+            name.into(),
+            "--config".into(),
+            config.display().to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+        ];
+        let process = Process::spawn(
+            name,
+            std::path::Path::new(env!("CARGO_BIN_EXE_gputopo-scheduler")),
+            &args,
+            &[
+                ("KUBECONFIG", env.kubeconfig_path().as_os_str()),
+                (
+                    "RUST_LOG",
+                    std::ffi::OsStr::new("info,gputopo_scheduler=debug"),
+                ),
+            ],
+            dir.join("scheduler.log"),
+        )
+        .expect("starting gputopo-scheduler");
+        let mut s = SchedulerProcess { process, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Err(e) = s.process.check_running() {
+                panic!("{e}");
+            }
+            if let Some((200, _)) = s.get("/readyz").await {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gputopo-scheduler not ready after 60 s:\n{}",
+                tail(&s.process.log, 40)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        s
+    }
+
+    /// A plain HTTP GET on the scheduler's port: (status, body).
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let port = self.port;
+        let path = path.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+            write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            .ok()?;
+            let mut text = String::new();
+            s.read_to_string(&mut text).ok()?;
+            let status = text.split_whitespace().nth(1)?.parse().ok()?;
+            let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+            Some((status, body))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    fn log(&self) -> String {
+        tail(&self.process.log, 60)
+    }
+}
+
+fn gpu_pod(
+    name: &str,
+    scheduler: &str,
+    group: &str,
+    gpus: u32,
+    annotations: &[(&str, &str)],
+) -> Pod {
+    let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"e2e-group": group},
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/train:1",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}
+            }]
+        }
+    }))
+    .expect("a pod")
+}
+
+async fn create(pods: &Api<Pod>, pod: &Pod) {
+    pods.create(&PostParams::default(), pod)
+        .await
+        .unwrap_or_else(|e| panic!("creating pod {:?}: {e}", pod.metadata.name));
+}
+
+/// Polls until `check` returns `Some`, at most `timeout`.
+async fn wait_for<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+    log: impl Fn() -> String,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {timeout:?}; scheduler log:\n{}",
+            log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn node_of(pod: &Pod) -> Option<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
+}
+
+fn annotation(pod: &Pod, key: &str) -> Option<String> {
+    pod.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+fn gpus_of(pod: &Pod) -> Vec<u32> {
+    annotation(pod, "gputopo.dev/assigned-gpus")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("an index"))
+        .collect()
+}
+
+async fn bound(pods: &Api<Pod>, name: &str, s: &SchedulerProcess) -> Pod {
+    wait_for(
+        &format!("pod {name} bound"),
+        Duration::from_secs(90),
+        || async { pods.get(name).await.ok().filter(|p| node_of(p).is_some()) },
+        || s.log(),
+    )
+    .await
+}
+
+/// The events regarding `pod` with `reason`.
+async fn events(client: &Client, ns: &str, pod: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("listing events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
+
+async fn one_event(
+    client: &Client,
+    ns: &str,
+    pod: &str,
+    reason: &str,
+    s: &SchedulerProcess,
+) -> Event {
+    wait_for(
+        &format!("a {reason} event for {pod}"),
+        Duration::from_secs(90),
+        || async { events(client, ns, pod, reason).await.into_iter().next() },
+        || s.log(),
+    )
+    .await
+}
+
+fn note(e: &Event) -> String {
+    e.note.clone().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ddp_pod_gets_the_nvlink_quad_scheduler_core_chooses_and_runs() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("ddp");
+    let node_name = env.unique_name("dgx1");
+    let (node, topology) = fixture_node(env, &node_name, DGX1, &[("e2e-group", &group)]).await;
+    let sched = env.unique_name("sched-ddp");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("ddp").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let pod = gpu_pod(
+        "ddp",
+        &sched,
+        &group,
+        4,
+        &[("gputopo.dev/workload", "training")],
+    );
+    create(&pods, &pod).await;
+
+    // What scheduler-core picks on the same node, empty.
+    let mut b = SnapshotBuilder::new(&SchedulerConfig::default());
+    b.node(node_input(&node, Some(&topology)).expect("node input"));
+    let snapshot = b.build().expect("snapshot");
+    let mut k8s_pod = pod.clone();
+    k8s_pod.metadata.namespace = Some(ns.clone());
+    let pending = PendingPod::from_k8s(&k8s_pod).expect("the pod reads");
+    let expected = schedule(&snapshot, &pending, &SchedulerConfig::default());
+    let expected = match &expected {
+        Decision::Placed(p) => p,
+        Decision::Unschedulable(u) => panic!("scheduler-core does not place it: {}", u.message),
+    };
+
+    let got = bound(&pods, "ddp", &s).await;
+    assert_eq!(node_of(&got).as_deref(), Some(node_name.as_str()));
+    assert_eq!(
+        gpus_of(&got),
+        expected.gpus,
+        "the GPUs written are scheduler-core's"
+    );
+    assert_eq!(gpus_of(&got).len(), 4);
+    let bottleneck = annotation(&got, "scheduler.gputopo.dev/bottleneck").unwrap_or_default();
+    assert!(
+        bottleneck.starts_with("NV"),
+        "an NVLink-connected quad: {bottleneck}"
+    );
+    assert_eq!(
+        Some(bottleneck),
+        expected.bottleneck.map(|b| b.to_string()),
+        "the bottleneck is scheduler-core's"
+    );
+    // Every pair-wise hop of the chosen ring is NVLink on a DGX-1 quad from one island.
+    let e = one_event(&client, &ns, "ddp", "Scheduled", &s).await;
+    let text = note(&e);
+    assert!(
+        text.contains(&format!(
+            "to {node_name} with GPUs {}",
+            expected.assigned_gpus()
+        )),
+        "{text}"
+    );
+    // The GPU-set part of the explanation; the rest counts the cluster's
+    // nodes, which other tests share.
+    let set_part = expected
+        .explanation
+        .split("; node score")
+        .next()
+        .unwrap_or_default();
+    assert!(set_part.contains("ring bottleneck NV"), "{set_part}");
+    assert!(text.contains(set_part), "{text}\nwanted: {set_part}");
+
+    let running = wait_for(
+        "the pod Running under kwok",
+        Duration::from_secs(60),
+        || async {
+            pods.get("ddp")
+                .await
+                .ok()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        },
+        || s.log(),
+    )
+    .await;
+    assert_eq!(gpus_of(&running), expected.gpus);
+
+    let (code, metrics) = s.get("/metrics").await.expect("/metrics answers");
+    assert_eq!(code, 200);
+    for line in [
+        "gputopo_placement_decisions_total 1",
+        "gputopo_schedule_attempts_total{result=\"scheduled\",workload=\"training\"} 1",
+        "gputopo_scheduling_duration_seconds_count",
+        "gputopo_gpu_allocation_ratio",
+        "gputopo_fragmentation_ratio",
+    ] {
+        assert!(metrics.contains(line), "{line} missing:\n{metrics}");
+    }
+    assert!(
+        metrics.contains(&format!(
+            "gputopo_placement_bottleneck_total{{bottleneck=\"{}\"}} 1",
+            expected
+                .bottleneck
+                .map(|b| b.to_string())
+                .unwrap_or_default()
+        )),
+        "{metrics}"
+    );
+    assert_eq!(s.get("/healthz").await.map(|r| r.0), Some(200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impossible_pod_gets_one_failed_scheduling_event_with_the_reasons() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("impossible");
+    let node_name = env.unique_name("dgx1");
+    fixture_node(env, &node_name, DGX1, &[("e2e-group", &group)]).await;
+    let sched = env.unique_name("sched-impossible");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("impossible").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    create(&pods, &gpu_pod("huge", &sched, &group, 16, &[])).await;
+    create(
+        &pods,
+        &gpu_pod(
+            "nv24",
+            &sched,
+            &group,
+            4,
+            &[("gputopo.dev/min-nvlink-level", "NV24")],
+        ),
+    )
+    .await;
+
+    let huge = one_event(&client, &ns, "huge", "FailedScheduling", &s).await;
+    let text = note(&huge);
+    assert!(
+        text.starts_with("0/") && text.contains(" nodes are available: "),
+        "{text}"
+    );
+    assert!(text.contains("GPU"), "{text}");
+    let nv24 = one_event(&client, &ns, "nv24", "FailedScheduling", &s).await;
+    let text = note(&nv24);
+    assert!(text.starts_with("0/") && text.contains("NV24"), "{text}");
+
+    // Retries add to an event's series rather than writing new events: one
+    // event per distinct message. (The message counts every node of the
+    // shared cluster, so it changes while other tests add nodes.)
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let all = events(&client, &ns, "huge", "FailedScheduling").await;
+    let notes: Vec<String> = all.iter().map(note).collect();
+    let distinct: BTreeSet<&String> = notes.iter().collect();
+    assert_eq!(distinct.len(), notes.len(), "an event repeated: {notes:?}");
+    assert!(
+        notes
+            .iter()
+            .all(|n| n.starts_with("0/") && n.contains("1 too few free GPUs")),
+        "{notes:?}"
+    );
+    let p = pods.get("huge").await.expect("the pod");
+    assert!(node_of(&p).is_none());
+    let condition = p
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|c| c.into_iter().find(|c| c.type_ == "PodScheduled"))
+        .expect("a PodScheduled condition");
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_deref()),
+        ("False", Some("Unschedulable"))
+    );
+    assert!(condition.message.unwrap_or_default().starts_with("0/"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_annotation_is_named_and_the_scheduler_keeps_going() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("bad");
+    let node_name = env.unique_name("dgx1");
+    fixture_node(env, &node_name, DGX1, &[("e2e-group", &group)]).await;
+    let sched = env.unique_name("sched-bad");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("bad").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    create(
+        &pods,
+        &gpu_pod(
+            "star",
+            &sched,
+            &group,
+            2,
+            &[("gputopo.dev/collective", "star")],
+        ),
+    )
+    .await;
+    let e = one_event(&client, &ns, "star", "FailedScheduling", &s).await;
+    let text = note(&e);
+    assert!(text.contains("gputopo.dev/collective"), "{text}");
+    assert!(
+        text.contains("ring | all-to-all"),
+        "the accepted forms: {text}"
+    );
+
+    create(&pods, &gpu_pod("good", &sched, &group, 2, &[])).await;
+    let good = bound(&pods, "good", &s).await;
+    assert_eq!(gpus_of(&good).len(), 2);
+    assert!(node_of(&pods.get("star").await.expect("star")).is_none());
+    s.get("/healthz").await.expect("still serving");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_racing_for_the_last_quad_never_share_a_gpu() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("race");
+    let node_name = env.unique_name("dgx1");
+    fixture_node(env, &node_name, DGX1, &[("e2e-group", &group)]).await;
+    let sched = env.unique_name("sched-race");
+    let ns = env.create_namespace("race").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    // All three wait before the scheduler starts, so one cycle decides them.
+    for name in ["r1", "r2", "r3"] {
+        create(&pods, &gpu_pod(name, &sched, &group, 4, &[])).await;
+    }
+    let s = SchedulerProcess::start(env, &sched).await;
+    let first = bound(&pods, "r1", &s).await;
+    let second = bound(&pods, "r2", &s).await;
+    let (a, b) = (gpus_of(&first), gpus_of(&second));
+    assert_eq!((a.len(), b.len()), (4, 4));
+    let union: BTreeSet<u32> = a.iter().chain(&b).copied().collect();
+    assert_eq!(union.len(), 8, "no GPU given twice: {a:?} {b:?}");
+    let e = one_event(&client, &ns, "r3", "FailedScheduling", &s).await;
+    assert!(note(&e).starts_with("0/"), "{}", note(&e));
+    assert!(node_of(&pods.get("r3").await.expect("r3")).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_bound_pods_keep_their_gpus() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("restart");
+    let node_name = env.unique_name("dgx1");
+    fixture_node(env, &node_name, DGX1, &[("e2e-group", &group)]).await;
+    let sched = env.unique_name("sched-restart");
+    let ns = env.create_namespace("restart").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let mut s = SchedulerProcess::start(env, &sched).await;
+    create(&pods, &gpu_pod("before", &sched, &group, 4, &[])).await;
+    let before = gpus_of(&bound(&pods, "before", &s).await);
+    s.process.kill();
+    drop(s);
+
+    create(&pods, &gpu_pod("after-1", &sched, &group, 4, &[])).await;
+    create(&pods, &gpu_pod("after-2", &sched, &group, 4, &[])).await;
+    let s = SchedulerProcess::start(env, &sched).await;
+    let after = gpus_of(&bound(&pods, "after-1", &s).await);
+    assert_eq!(after.len(), 4);
+    assert!(
+        after.iter().all(|g| !before.contains(g)),
+        "a restarted scheduler gave away GPUs it had bound: {before:?} then {after:?}"
+    );
+    assert_eq!(gpus_of(&pods.get("before").await.expect("before")), before);
+    let e = one_event(&client, &ns, "after-2", "FailedScheduling", &s).await;
+    assert!(note(&e).starts_with("0/"), "{}", note(&e));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_lands_on_two_adjacent_leaves_or_binds_none() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("gang");
+    // 4 leaves of 4 DGX A100 under 2 spines.
+    let mut leaf_of = BTreeMap::new();
+    for (spine, leaves) in [
+        ("spine-a", ["leaf-1", "leaf-2"]),
+        ("spine-b", ["leaf-3", "leaf-4"]),
+    ] {
+        for leaf in leaves {
+            for i in 0..4 {
+                let name = env.unique_name(&format!("a100-{leaf}-{i}"));
+                fixture_node(
+                    env,
+                    &name,
+                    DGX_A100,
+                    &[
+                        ("e2e-group", &group),
+                        ("gputopo.dev/spine", spine),
+                        ("gputopo.dev/leaf", leaf),
+                    ],
+                )
+                .await;
+                leaf_of.insert(name, (spine, leaf));
+            }
+        }
+    }
+    let sched = env.unique_name("sched-gang");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("gang").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    Api::<PodGroup>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &PodGroup::new(
+                "train",
+                PodGroupSpec {
+                    min_member: 8,
+                    schedule_timeout_seconds: None,
+                },
+            ),
+        )
+        .await
+        .expect("creating the PodGroup");
+    // Seven members first: none may bind until the eighth exists.
+    for i in 0..7 {
+        let mut p = gpu_pod(&format!("train-{i}"), &sched, &group, 8, &[]);
+        p.metadata.labels = Some(BTreeMap::from([(
+            "scheduling.x-k8s.io/pod-group".to_string(),
+            "train".to_string(),
+        )]));
+        create(&pods, &p).await;
+    }
+    let e = one_event(&client, &ns, "train-0", "FailedScheduling", &s).await;
+    assert!(note(&e).contains("PodGroup"), "{}", note(&e));
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .iter()
+            .all(|p| node_of(p).is_none()),
+        "a member bound before the gang was complete"
+    );
+    let mut p = gpu_pod("train-7", &sched, &group, 8, &[]);
+    p.metadata.labels = Some(BTreeMap::from([(
+        "scheduling.x-k8s.io/pod-group".to_string(),
+        "train".to_string(),
+    )]));
+    create(&pods, &p).await;
+    let mut nodes = BTreeSet::new();
+    for i in 0..8 {
+        let pod = bound(&pods, &format!("train-{i}"), &s).await;
+        assert_eq!(gpus_of(&pod).len(), 8);
+        nodes.insert(node_of(&pod).expect("bound"));
+    }
+    assert_eq!(nodes.len(), 8, "one member per node");
+    let leaves: BTreeSet<_> = nodes.iter().map(|n| leaf_of[n]).collect();
+    let spines: BTreeSet<_> = leaves.iter().map(|(s, _)| *s).collect();
+    assert_eq!(leaves.len(), 2, "two whole leaves: {leaves:?}");
+    assert_eq!(
+        spines.len(),
+        1,
+        "adjacent leaves, under one spine: {leaves:?}"
+    );
+
+    // Eight nodes are left: a gang of nine 8-GPU pods cannot fit, and binds none.
+    for i in 0..9 {
+        create(
+            &pods,
+            &gpu_pod(
+                &format!("big-{i}"),
+                &sched,
+                &group,
+                8,
+                &[("gputopo.dev/gang", "big"), ("gputopo.dev/gang-size", "9")],
+            ),
+        )
+        .await;
+    }
+    for i in 0..9 {
+        one_event(&client, &ns, &format!("big-{i}"), "FailedScheduling", &s).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let bound_big = pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("big-"))
+        })
+        .filter(|p| node_of(p).is_some())
+        .count();
+    assert_eq!(bound_big, 0, "a gang that cannot fit binds none");
+}
