@@ -4,4 +4,5 @@
 pub mod cluster;
 pub mod place;
 pub mod report;
+pub mod simulate;
 pub mod topology;

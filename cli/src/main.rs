@@ -15,6 +15,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[path = "simulate/cmd.rs"]
+mod simulate_cmd;
+
 /// Writes to stdout; a closed pipe (`| head`) ends the output quietly rather than panicking.
 fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
@@ -84,6 +87,56 @@ enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Replay a workload on a cluster with a placement policy (FGD protocol:
+    /// arrivals shuffled by seed, failures counted, nothing evicted) and
+    /// print GPU allocation and fragmentation against arrived demand.
+    Simulate {
+        /// An openb node list (`.csv`) or a cluster snapshot file (YAML).
+        #[arg(long)]
+        cluster: PathBuf,
+        /// An openb pod list (`.csv`) or a workload YAML file (README, "Simulation").
+        #[arg(long)]
+        workload: PathBuf,
+        /// random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd,
+        /// k8s-default, gpuallocator or gputopo.
+        #[arg(long)]
+        policy: String,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Resample pods (with replacement) until arrived demand reaches X × capacity.
+        #[arg(long)]
+        inflate: Option<f64>,
+        /// Arrival order: shuffle (by seed; default for CSV) or arrival (by
+        /// the workload's times, pods with a duration end; default for YAML).
+        #[arg(long)]
+        order: Option<String>,
+        /// Write gpu-allocation.png and fragmentation.png into this folder.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Leave runtimeMs out, so that runs compare byte for byte.
+        #[arg(long)]
+        no_runtime: bool,
+        #[arg(short = 'o', long, value_enum, default_value = "json")]
+        output: Output,
+    },
+    /// Summarise a folder of `simulate -o json` results: summary.csv,
+    /// summary.md and mean-curve charts per workload.
+    SimulateReport {
+        /// The folder of JSON results.
+        #[arg(long)]
+        results: PathBuf,
+        /// Published figures to put beside ours (fgd_expected_summary.csv).
+        #[arg(long)]
+        published: Option<PathBuf>,
+    },
+    /// Print a synthetic workload YAML for `simulate` (shares, 1–8 GPU pods,
+    /// gangs, arrivals and durations).
+    SimulateGen {
+        #[arg(long, default_value_t = 200)]
+        pods: u32,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
     /// Print the GpuTopology CustomResourceDefinition, generated from the Rust types.
     Crd,
 }
@@ -91,6 +144,34 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Simulate {
+            cluster,
+            workload,
+            policy,
+            seed,
+            inflate,
+            order,
+            plot,
+            no_runtime,
+            output,
+        } => simulate_cmd::run(simulate_cmd::Args {
+            cluster,
+            workload,
+            policy,
+            seed,
+            inflate,
+            order,
+            plot,
+            no_runtime,
+            json: output == Output::Json,
+        }),
+        Command::SimulateReport { results, published } => {
+            simulate_cmd::report(&results, published.as_deref())
+        }
+        Command::SimulateGen { pods, seed } => {
+            out(&gputopo::simulate::generate::workload_yaml(pods, seed));
+            ExitCode::SUCCESS
+        }
         Command::Crd => {
             out(&gputopo_api::crd_yaml());
             ExitCode::SUCCESS

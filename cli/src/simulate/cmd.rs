@@ -1,0 +1,219 @@
+//! The `simulate`, `simulate-report` commands of the binary (anyhow lives here only).
+
+use anyhow::{Context, Result};
+use gputopo::simulate::plot::{charts, read_results};
+use gputopo::simulate::policy::PolicyKind;
+use gputopo::simulate::{self, Order, SimOptions, SimResult};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub struct Args {
+    pub cluster: PathBuf,
+    pub workload: PathBuf,
+    pub policy: String,
+    pub seed: u64,
+    pub inflate: Option<f64>,
+    pub order: Option<String>,
+    pub plot: Option<PathBuf>,
+    pub no_runtime: bool,
+    pub json: bool,
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match run_inner(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gputopo simulate: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_inner(args: &Args) -> Result<()> {
+    let policy = PolicyKind::parse(&args.policy).map_err(anyhow::Error::msg)?;
+    let order = match args.order.as_deref() {
+        None if simulate::input::is_csv(&args.workload) => Order::Shuffle,
+        None => Order::Arrival,
+        Some("shuffle") => Order::Shuffle,
+        Some("arrival") => Order::Arrival,
+        Some(other) => anyhow::bail!("--order {other:?}: accepted: shuffle, arrival"),
+    };
+    let mut cluster = simulate::load_cluster(&args.cluster)?;
+    let workload = simulate::load_workload(&args.workload, &mut cluster)?;
+    let options = SimOptions {
+        policy,
+        seed: args.seed,
+        inflate: args.inflate,
+        order,
+        popularity_pct: 95.0,
+        progress: std::io::stderr().is_terminal(),
+        omit_runtime: args.no_runtime,
+    };
+    let mut result = simulate::simulate(&cluster, &workload, &options)?;
+    result.cluster = stem(&args.cluster);
+    result.workload = stem(&args.workload);
+    if let Some(dir) = &args.plot {
+        let title = format!(
+            "{} on {}, seed {}",
+            result.workload, result.cluster, result.seed
+        );
+        charts(dir, &title, std::slice::from_ref(&result))?;
+    }
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&result)?)
+    } else {
+        text_summary(&result)
+    };
+    super::out(&text);
+    Ok(())
+}
+
+fn text_summary(r: &SimResult) -> String {
+    let mut s = format!(
+        "{} seed {} on {} ({} GPUs): placed {} failed {} (GPU pods failed {})\narrived%  alloc%   frag%\n",
+        r.policy, r.seed, r.cluster, r.total_gpus, r.pods_placed, r.pods_failed, r.gpu_pods_failed
+    );
+    for p in &r.points {
+        let _ = writeln!(
+            s,
+            "{:>8}  {:>6.2}  {:>6.2}",
+            p.arrived_pct, p.gpu_allocation_pct, p.fragmented_gpu_pct
+        );
+    }
+    s
+}
+
+/// FGD's names for the policies it published.
+fn published_name(policy: &str) -> Option<&'static str> {
+    Some(match policy {
+        "random" => "01-Random",
+        "dot-prod" => "02-DotProd",
+        "gpu-clustering" => "03-GpuClustering",
+        "gpu-packing" => "04-GpuPacking",
+        "best-fit" => "05-BestFit",
+        "fgd" => "06-FGD",
+        _ => return None,
+    })
+}
+
+/// (workload, published policy, arrived %) → (alloc mean, frag over total mean).
+type Published = BTreeMap<(String, String, u32), (f64, f64)>;
+
+/// Reads `fgd_expected_summary.csv`.
+fn read_published(path: &Path) -> Result<Published> {
+    let mut reader = csv::Reader::from_path(path).with_context(|| path.display().to_string())?;
+    let mut map = BTreeMap::new();
+    for (i, row) in reader.records().enumerate() {
+        let row = row.with_context(|| format!("{}: row {}", path.display(), i + 2))?;
+        let get = |k: usize| row.get(k).unwrap_or("");
+        let parse = |k: usize| -> Result<f64> {
+            get(k)
+                .parse::<f64>()
+                .with_context(|| format!("{}: line {}, column {}", path.display(), i + 2, k + 1))
+        };
+        map.insert(
+            (get(0).to_string(), get(1).to_string(), parse(3)? as u32),
+            (parse(4)?, parse(8)?),
+        );
+    }
+    Ok(map)
+}
+
+pub fn report(dir: &Path, published: Option<&Path>) -> ExitCode {
+    match report_inner(dir, published) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gputopo simulate-report: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn report_inner(dir: &Path, published: Option<&Path>) -> Result<()> {
+    let results = read_results(dir)?;
+    let published = published
+        .map(read_published)
+        .transpose()?
+        .unwrap_or_default();
+    let mut by_workload: BTreeMap<String, Vec<SimResult>> = BTreeMap::new();
+    for r in results {
+        by_workload.entry(r.workload.clone()).or_default().push(r);
+    }
+    let mut csv_text = String::from(
+        "workload,policy,n_seeds,arrived_pct,gpu_alloc_pct_mean,gpu_alloc_pct_min,gpu_alloc_pct_max,frag_over_total_pct_mean,published_gpu_alloc_pct_mean,published_frag_over_total_pct_mean,mean_runtime_s\n",
+    );
+    let mut md = String::from(
+        "# Simulation summary\n\nGPU allocation % at 100 % arrived demand, mean over seeds (min–max); published: FGD authors' cached results.\n\n| workload | policy | seeds | ours | published | Δ | frag % (ours / published) | runtime s |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for (workload, runs) in &by_workload {
+        let mut by_policy: BTreeMap<&str, Vec<&SimResult>> = BTreeMap::new();
+        for r in runs {
+            by_policy.entry(&r.policy).or_default().push(r);
+        }
+        let order: Vec<&str> = PolicyKind::ALL
+            .iter()
+            .map(|p| p.name())
+            .filter(|p| by_policy.contains_key(p))
+            .collect();
+        for policy in order {
+            let list = &by_policy[policy];
+            let runtime = list
+                .iter()
+                .filter_map(|r| r.runtime_ms)
+                .map(|ms| ms as f64 / 1000.0)
+                .sum::<f64>()
+                / list.len() as f64;
+            for pct in (10..=130).step_by(10) {
+                let vals: Vec<(f64, f64)> = list
+                    .iter()
+                    .filter_map(|r| r.points.iter().find(|p| p.arrived_pct == pct))
+                    .map(|p| (p.gpu_allocation_pct, p.fragmented_gpu_pct))
+                    .collect();
+                if vals.is_empty() {
+                    continue;
+                }
+                let n = vals.len() as f64;
+                let mean = vals.iter().map(|v| v.0).sum::<f64>() / n;
+                let min = vals.iter().map(|v| v.0).fold(f64::INFINITY, f64::min);
+                let max = vals.iter().map(|v| v.0).fold(f64::NEG_INFINITY, f64::max);
+                let frag = vals.iter().map(|v| v.1).sum::<f64>() / n;
+                let pubd = published_name(policy)
+                    .and_then(|p| published.get(&(workload.clone(), p.to_string(), pct)));
+                let _ = writeln!(
+                    csv_text,
+                    "{workload},{policy},{},{pct},{mean:.2},{min:.2},{max:.2},{frag:.2},{},{},{runtime:.2}",
+                    vals.len(),
+                    pubd.map_or(String::new(), |p| format!("{:.2}", p.0)),
+                    pubd.map_or(String::new(), |p| format!("{:.2}", p.1)),
+                );
+                if pct == 100 {
+                    let _ = writeln!(
+                        md,
+                        "| {workload} | {policy} | {} | {mean:.2} ({min:.2}–{max:.2}) | {} | {} | {frag:.2} / {} | {runtime:.1} |",
+                        vals.len(),
+                        pubd.map_or("–".into(), |p| format!("{:.2}", p.0)),
+                        pubd.map_or("–".into(), |p| format!("{:+.2}", mean - p.0)),
+                        pubd.map_or("–".into(), |p| format!("{:.2}", p.1)),
+                    );
+                }
+            }
+        }
+        charts(&dir.join("plots").join(workload), workload, runs)?;
+    }
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| path.display().to_string())
+    };
+    write("summary.csv", &csv_text)?;
+    write("summary.md", &md)?;
+    Ok(())
+}
