@@ -10,7 +10,7 @@ use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{Source, build, gather};
 use gputopo_agent::labels::{LabelOptions, node_labels, to_lines};
 use gputopo_agent::object::gpu_topology;
-use gputopo_agent::serve::{Metrics, Readiness, router};
+use gputopo_agent::serve::{Metrics, router};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use std::io::Write;
@@ -298,7 +298,7 @@ fn run_daemon(args: RunArgs) -> Result<()> {
             "no Kubernetes client configuration (in-cluster service account or KUBECONFIG)",
         )?;
         let metrics = Arc::new(Metrics::new());
-        let readiness = Arc::new(Readiness::default());
+        let readiness = Arc::new(gputopo_agent::serve::readiness());
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;

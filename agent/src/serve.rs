@@ -1,16 +1,10 @@
-//! `/healthz`, `/readyz` and `/metrics` for the daemon.
+//! The agent's metrics; `/healthz`, `/readyz` and `/metrics` are served by `gputopo-ops`.
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
@@ -70,13 +64,6 @@ impl Metrics {
             last_success,
         }
     }
-
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
-    }
 }
 
 impl Default for Metrics {
@@ -85,77 +72,15 @@ impl Default for Metrics {
     }
 }
 
-/// Readiness: false until the first discovery is published, and while the last
-/// round failed, with the reason for `/readyz` to print.
-#[derive(Default)]
-pub struct Readiness {
-    ready: AtomicBool,
-    reason: Mutex<String>,
-}
-
-impl Readiness {
-    pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::SeqCst);
-    }
-
-    pub fn set_not_ready(&self, reason: String) {
-        if let Ok(mut r) = self.reason.lock() {
-            *r = reason;
-        }
-        self.ready.store(false, Ordering::SeqCst);
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
-    }
-
-    fn reason(&self) -> String {
-        self.reason
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_else(|_| "unknown".to_string())
+impl gputopo_ops::MetricsRegistry for Metrics {
+    fn registry(&self) -> &Registry {
+        &self.registry
     }
 }
 
-#[derive(Clone)]
-struct Shared {
-    metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
+/// Readiness before the first success: no discovery published yet.
+pub fn readiness() -> gputopo_ops::Readiness {
+    gputopo_ops::Readiness::new("no discovery published yet")
 }
 
-pub fn router(metrics: Arc<Metrics>, readiness: Arc<Readiness>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(Shared { metrics, readiness })
-}
-
-async fn readyz(State(s): State<Shared>) -> (StatusCode, String) {
-    if s.readiness.is_ready() {
-        (StatusCode::OK, "ready\n".to_string())
-    } else {
-        let reason = s.readiness.reason();
-        let reason = if reason.is_empty() {
-            "no discovery published yet".to_string()
-        } else {
-            reason
-        };
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {reason}\n"),
-        )
-    }
-}
-
-async fn metrics_text(
-    State(s): State<Shared>,
-) -> ([(axum::http::header::HeaderName, &'static str); 1], String) {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(),
-    )
-}
+pub use gputopo_ops::{Readiness, router};

@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use gputopo_scheduler::Settings;
 use gputopo_scheduler::scheduler::Scheduler;
-use gputopo_scheduler::serve::{Metrics, Readiness, router};
+use gputopo_scheduler::serve::{Metrics, router};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -98,7 +98,7 @@ async fn run(args: RunArgs) -> Result<()> {
         .await
         .context("connecting to the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
     let metrics = Arc::new(Metrics::new());
-    let readiness = Arc::new(Readiness::default());
+    let readiness = Arc::new(gputopo_scheduler::serve::readiness());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
