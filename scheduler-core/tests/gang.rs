@@ -1,10 +1,9 @@
 //! Gang placement across network tiers, the gang queue, reservations and the
 //! cluster measures, on spine/leaf clusters of hand-written node shapes.
 
-use gputopo_api::{
-    Collective, GpuInfo, GpuLink, GpuTopologySpec, Interconnect, LinkClass, PlacementStrategy,
-    TopologySource, TopologySummary,
-};
+mod common;
+
+use gputopo_api::{Collective, GpuTopologySpec, LinkClass, PlacementStrategy};
 use gputopo_scheduler_core::gang::metrics::{fragmentation, gang_spans, span_summary};
 use gputopo_scheduler_core::gang::{
     GangCluster, GangNoFit, GangNode, GangPlacement, GangQueue, GangSpec, QueuedGang,
@@ -20,51 +19,13 @@ use std::time::{Duration, SystemTime};
 // Shapes and clusters
 // ---------------------------------------------------------------------------
 
+/// `n` GPUs of 80 GiB, the first half on NUMA node 0, the rest on 1.
 fn spec(n: u32, class: impl Fn(u32, u32) -> LinkClass) -> GpuTopologySpec {
-    let gpus = (0..n)
-        .map(|i| GpuInfo {
-            index: i,
-            uuid: None,
-            product: Some("test".into()),
-            memory_mib: Some(81_920),
-            pci_bus_id: None,
-            numa_node: Some(i32::from(i >= n / 2)),
-            cpu_affinity: None,
-            mig_enabled: Some(false),
-            fabric: None,
-        })
-        .collect();
-    let mut links = Vec::new();
-    for a in 0..n {
-        for b in a + 1..n {
-            let c = class(a, b);
-            links.push(GpuLink {
-                a,
-                b,
-                link_type: c.link_type(),
-                nvlinks: c.nvlinks(),
-            });
-        }
-    }
-    GpuTopologySpec {
-        node_name: "test".into(),
-        source: TopologySource::Fixture,
-        driver_version: None,
-        cuda_version: None,
-        gpus,
-        links,
-        nics: vec![],
-        islands: vec![],
-        summary: TopologySummary {
-            gpu_count: n,
-            product: None,
-            p2p_level: None,
-            all_to_all_nvlink: false,
-            largest_island: 0,
-            numa_nodes: None,
-            interconnect: Interconnect::Nvswitch,
-        },
-    }
+    common::spec_with(n, class, |i| common::Gpu {
+        numa: Some(i32::from(i >= n / 2)),
+        memory_mib: Some(81_920),
+        mig: false,
+    })
 }
 
 /// An HGX A100: 8 GPUs, NV12 between every pair (NVSwitch).

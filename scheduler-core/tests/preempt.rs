@@ -1,9 +1,8 @@
 //! Cost-aware preemption: one test per rule, and "frees a usable set, not a count".
 
-use gputopo_api::{
-    Collective, GpuInfo, GpuLink, GpuTopologySpec, Interconnect, LinkClass, TopologySource,
-    TopologySummary, WorkloadKind,
-};
+mod common;
+
+use gputopo_api::{Collective, GpuTopologySpec, LinkClass, WorkloadKind};
 use gputopo_scheduler_core::gang::{GangNode, Within};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use gputopo_scheduler_core::preempt::{
@@ -18,51 +17,13 @@ use std::time::{Duration, SystemTime};
 // Shapes, clusters, pods
 // ---------------------------------------------------------------------------
 
+/// `n` GPUs of 80 GiB, the first half on NUMA node 0, the rest on 1.
 fn spec(n: u32, class: impl Fn(u32, u32) -> LinkClass) -> GpuTopologySpec {
-    let gpus = (0..n)
-        .map(|i| GpuInfo {
-            index: i,
-            uuid: None,
-            product: Some("test".into()),
-            memory_mib: Some(81_920),
-            pci_bus_id: None,
-            numa_node: Some(i32::from(i >= n / 2)),
-            cpu_affinity: None,
-            mig_enabled: Some(false),
-            fabric: None,
-        })
-        .collect();
-    let mut links = Vec::new();
-    for a in 0..n {
-        for b in a + 1..n {
-            let c = class(a, b);
-            links.push(GpuLink {
-                a,
-                b,
-                link_type: c.link_type(),
-                nvlinks: c.nvlinks(),
-            });
-        }
-    }
-    GpuTopologySpec {
-        node_name: "test".into(),
-        source: TopologySource::Fixture,
-        driver_version: None,
-        cuda_version: None,
-        gpus,
-        links,
-        nics: vec![],
-        islands: vec![],
-        summary: TopologySummary {
-            gpu_count: n,
-            product: None,
-            p2p_level: None,
-            all_to_all_nvlink: false,
-            largest_island: 0,
-            numa_nodes: None,
-            interconnect: Interconnect::NvlinkMesh,
-        },
-    }
+    common::spec_with(n, class, |i| common::Gpu {
+        numa: Some(i32::from(i >= n / 2)),
+        memory_mib: Some(81_920),
+        mig: false,
+    })
 }
 
 /// 8 GPUs, NV12 between every pair.
