@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod leader;
 pub mod podgroup;
 pub mod queue;
 pub mod scheduler;

@@ -3,13 +3,16 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use gputopo_scheduler::Settings;
+use gputopo_scheduler::leader::{self, LeaderConfig, LeaderElector};
 use gputopo_scheduler::scheduler::Scheduler;
 use gputopo_scheduler::serve::{Metrics, router};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
 use tracing::{error, info};
 
 #[derive(Parser)]
@@ -57,6 +60,55 @@ struct RunArgs {
     /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
     #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
     log_json: bool,
+    #[command(flatten)]
+    leader: LeaderArgs,
+}
+
+/// Leader election (kube-scheduler's flags and defaults): of the replicas
+/// sharing a lease only the holder schedules; the others keep their caches
+/// warm and take over when its lease expires.
+#[derive(Args)]
+struct LeaderArgs {
+    /// Elect a leader before scheduling (`--leader-elect=false`: schedule at
+    /// once, for a single replica).
+    #[arg(
+        long,
+        env = "GPUTOPO_SCHEDULER_LEADER_ELECT",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    leader_elect: bool,
+    /// The name of the `coordination.k8s.io/v1` Lease.
+    #[arg(
+        long,
+        env = "GPUTOPO_SCHEDULER_LEASE_NAME",
+        default_value = "gputopo-scheduler",
+        value_name = "NAME"
+    )]
+    leader_elect_lease_name: String,
+    /// The Lease's namespace (created if missing, where RBAC allows).
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "gputopo-system",
+        value_name = "NAMESPACE"
+    )]
+    leader_elect_namespace: String,
+    /// How long a standby waits after the leader's last renewal before it
+    /// takes the lease over.
+    #[arg(long, env = "GPUTOPO_SCHEDULER_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader retries a failed renewal before it stops (the
+    /// process exits; the Deployment restarts it as a standby).
+    #[arg(long, env = "GPUTOPO_SCHEDULER_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    leader_elect_renew_deadline: Duration,
+    /// The time between two attempts to acquire or renew the lease.
+    #[arg(long, env = "GPUTOPO_SCHEDULER_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    leader_elect_retry_period: Duration,
 }
 
 fn main() -> ExitCode {
@@ -117,9 +169,38 @@ async fn run(args: RunArgs) -> Result<()> {
             _ = tokio::signal::ctrl_c() => info!("interrupted"),
         }
     };
-    Scheduler::new(client, settings, metrics)
-        .run(readiness, shutdown)
-        .await
-        .context("scheduling")?;
-    Ok(())
+    let l = &args.leader;
+    if !l.leader_elect {
+        info!("leader election off (--leader-elect=false): scheduling as the only replica");
+        let (_leader_tx, leader_rx) = watch::channel(true);
+        return Scheduler::new(client.clone(), settings, metrics)
+            .run(readiness, shutdown, leader_rx)
+            .await
+            .context("scheduling");
+    }
+    let config = LeaderConfig {
+        lease_name: l.leader_elect_lease_name.clone(),
+        namespace: l.leader_elect_namespace.clone(),
+        identity: leader::identity(),
+        lease_duration: l.leader_elect_lease_duration,
+        renew_deadline: l.leader_elect_renew_deadline,
+        retry_period: l.leader_elect_retry_period,
+    };
+    config.validate().context("--leader-elect-* flags")?;
+    let elector = LeaderElector::new(client.clone(), config);
+    let (leader_tx, leader_rx) = watch::channel(false);
+    let scheduling = Scheduler::new(client, settings, metrics).run(readiness, shutdown, leader_rx);
+    // Whichever ends first wins; losing the lease drops the scheduling
+    // future at once, mid-cycle if need be, so no bind follows.
+    tokio::select! {
+        result = scheduling => {
+            elector.release().await;
+            result.context("scheduling")
+        }
+        lost = elector.run(&leader_tx) => {
+            let Err(e) = lost;
+            error!(error = %e, "leader lease lost; exiting");
+            Err(e).context("leader election")
+        }
+    }
 }

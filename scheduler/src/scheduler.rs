@@ -32,7 +32,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 /// The field manager of every write, and the events' reporting controller.
@@ -270,11 +270,14 @@ impl Scheduler {
     }
 
     /// Watches, waits for every store to be synced (then `readiness` turns
-    /// ready), and schedules until `shutdown` completes.
+    /// ready), and schedules until `shutdown` completes, while `leader` is
+    /// true: a standby replica keeps its stores warm but neither pops the
+    /// queue nor binds (see `leader.rs`).
     pub async fn run(
         mut self,
         readiness: Arc<Readiness>,
         shutdown: impl Future<Output = ()>,
+        mut leader: watch::Receiver<bool>,
     ) -> Result<(), RunError> {
         let signals = Arc::new(Signals::default());
         readiness.set_not_ready("starting the watches".into());
@@ -326,12 +329,25 @@ impl Scheduler {
             }
         }
         readiness.set_ready();
-        info!(names = ?self.settings.scheduler_names, "watches synced; scheduling");
+        info!(names = ?self.settings.scheduler_names, "watches synced");
+        let mut leading = false;
         loop {
+            let now_leading = *leader.borrow_and_update();
+            if now_leading != leading {
+                leading = now_leading;
+                self.metrics.leader.set(i64::from(leading));
+                if leading {
+                    info!("leading: scheduling");
+                } else {
+                    info!("standing by: not scheduling");
+                }
+            }
             if signals.changed.swap(false, Ordering::SeqCst) {
                 self.queue.cluster_changed();
             }
-            self.cycle(&stores).await;
+            if leading {
+                self.cycle(&stores).await;
+            }
             let now = Instant::now();
             let wake = self
                 .queue
@@ -340,6 +356,13 @@ impl Scheduler {
             tokio::select! {
                 () = signals.wake.notified() => {}
                 () = tokio::time::sleep_until(wake.into()) => {}
+                r = leader.changed() => {
+                    if r.is_err() {
+                        // The elector is gone: nothing may bind any more.
+                        info!("leader election stopped; stopping");
+                        return Ok(());
+                    }
+                }
                 () = &mut shutdown => {
                     info!("stopping");
                     return Ok(());

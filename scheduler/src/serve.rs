@@ -33,6 +33,9 @@ pub struct Metrics {
     pub allocation: Gauge<f64, AtomicU64>,
     pub fragmentation: Gauge<f64, AtomicU64>,
     pub bottlenecks: Family<BottleneckLabel, Counter>,
+    /// 1 on the replica that holds the leader lease (or runs without
+    /// leader election), 0 on a standby.
+    pub leader: Gauge,
 }
 
 impl Metrics {
@@ -44,6 +47,7 @@ impl Metrics {
         let allocation = Gauge::<f64, AtomicU64>::default();
         let fragmentation = Gauge::<f64, AtomicU64>::default();
         let bottlenecks = Family::<BottleneckLabel, Counter>::default();
+        let leader = Gauge::default();
         registry.register(
             "scheduling_duration_seconds",
             "Time to decide one pod or gang: snapshot, filter, score, choice (API writes excluded)",
@@ -74,6 +78,11 @@ impl Metrics {
             "Placements by the weakest link class of the chosen GPU set",
             bottlenecks.clone(),
         );
+        registry.register(
+            "leader",
+            "1 on the replica that holds the leader lease and binds, 0 on a standby",
+            leader.clone(),
+        );
         Metrics {
             registry,
             duration,
@@ -82,6 +91,7 @@ impl Metrics {
             allocation,
             fragmentation,
             bottlenecks,
+            leader,
         }
     }
 }
@@ -121,6 +131,7 @@ mod tests {
             .inc();
         m.decisions.inc();
         m.allocation.set(0.5);
+        m.leader.set(1);
         m.bottlenecks
             .get_or_create(&BottleneckLabel {
                 bottleneck: "NV2".into(),
@@ -134,6 +145,7 @@ mod tests {
             "gputopo_gpu_allocation_ratio 0.5",
             "gputopo_fragmentation_ratio",
             "gputopo_placement_bottleneck_total{bottleneck=\"NV2\"} 1",
+            "gputopo_leader 1",
         ] {
             assert!(text.contains(name), "{name} missing:\n{text}");
         }

@@ -249,6 +249,8 @@ async fn start_scheduler(env: &TestEnv, bin: &Path) -> Result<Child> {
     let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let mut child = Command::new(bin)
         .args(["run", "--listen", &format!("127.0.0.1:{port}")])
+        // One replica, but leader election as deployed: its Lease in `default`.
+        .args(["--leader-elect-namespace", "default"])
         .env("KUBECONFIG", env.kubeconfig_path())
         .stdout(Stdio::null())
         .stderr(out)
