@@ -9,6 +9,9 @@
 //! - the agent, given exactly the identity and authority the chart renders
 //!   (not cluster-admin), publishes its node, and the chart's admission
 //!   policy still binds it to that node;
+//! - the scheduler's RBAC is exactly the listed rules, and the scheduler,
+//!   given exactly the chart's identity and configuration, binds and
+//!   annotates a pod that names the chart's scheduler;
 //! - `helm install`, `upgrade` and `uninstall` work on the real API server,
 //!   and the uninstall leaves the CRD;
 //! - the Dockerfiles build what `scripts/static-build` checks in CI.
@@ -61,6 +64,32 @@ metrics:
     enabled: true
     labels:
       release: kube-prometheus-stack
+scheduler:
+  schedulerName: gpu-topology
+  replicas: 1
+  leaderElection:
+    leaseName: gpu-topology-leader
+  logJson: true
+  priorityClassName: ""
+  config:
+    networkTiers:
+      keys: [example.com/spine, example.com/rack]
+    weights:
+      gpuSet: 60
+    defaultTopologyManagerPolicy: single-numa-node
+    backoff:
+      max: 10s
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - key: node-role.kubernetes.io/control-plane
+                operator: Exists
+  tolerations:
+    - key: node-role.kubernetes.io/control-plane
+      operator: Exists
+      effect: NoSchedule
 "#;
 
 fn root() -> PathBuf {
@@ -264,8 +293,17 @@ fn values_that_cannot_work_fail_the_render_with_a_reason() {
             "/agent/rescanInterval",
         ),
         (
-            "scheduler:\n  enabled: true\n",
-            "the gputopo-scheduler is not part of this chart version yet",
+            "scheduler:\n  extender:\n    enabled: true\n",
+            "the scheduler-extender mode (kube-scheduler calling gputopo over HTTP) is not built yet",
+        ),
+        // The scheduler's configuration file refuses unknown fields; so does the chart.
+        (
+            "scheduler:\n  config:\n    weights:\n      gpuset: 10\n",
+            "additional properties 'gpuset' not allowed",
+        ),
+        (
+            "scheduler:\n  config:\n    defaultTopologyManagerPolicy: strict\n",
+            "/scheduler/config/defaultTopologyManagerPolicy",
         ),
         (
             "metrics:\n  service:\n    enabled: false\n  serviceMonitor:\n    enabled: true\n",
@@ -293,14 +331,30 @@ fn non_default_values_render_as_asked() {
         kinds(&defaults),
         [
             "CustomResourceDefinition",
+            "PodDisruptionBudget",
             "ServiceAccount",
+            "ServiceAccount",
+            "ConfigMap",
+            "ClusterRole",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Service",
             "Service",
             "DaemonSet",
+            "Deployment",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
         ]
+    );
+    let off = render_ok(RELEASE, NAMESPACE, Some("scheduler:\n  enabled: false\n"));
+    assert!(
+        off.iter()
+            .all(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] != "scheduler"),
+        "scheduler.enabled=false still renders scheduler objects: {:?}",
+        kinds(&off)
     );
     let ds = find(&defaults, "DaemonSet").expect("a DaemonSet");
     let pod = &ds["spec"]["template"]["spec"];
@@ -1045,4 +1099,595 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
             .expect("get")
             .is_some()
     );
+}
+
+/// The rendered object of `kind` that belongs to the scheduler.
+fn scheduler_object<'a>(docs: &'a [Value], kind: &str) -> Option<&'a Value> {
+    docs.iter().find(|d| {
+        d["kind"] == kind && d["metadata"]["labels"]["app.kubernetes.io/component"] == "scheduler"
+    })
+}
+
+/// Every (apiGroup, resource, verb) a Role or ClusterRole grants; panics on
+/// anything but apiGroups/resources/verbs (resourceNames, nonResourceURLs),
+/// which these roles do not use.
+fn permissions(role: &Value) -> std::collections::BTreeSet<(String, String, String)> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .expect("a list")
+            .iter()
+            .map(|s| s.as_str().expect("a string").to_owned())
+            .collect()
+    };
+    let mut all = std::collections::BTreeSet::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        let keys: Vec<&String> = rule.as_object().expect("a rule").keys().collect();
+        assert_eq!(keys, ["apiGroups", "resources", "verbs"], "{rule}");
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    all.insert((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    all
+}
+
+fn triples(list: &[(&str, &str, &[&str])]) -> std::collections::BTreeSet<(String, String, String)> {
+    list.iter()
+        .flat_map(|(group, resource, verbs)| {
+            verbs
+                .iter()
+                .map(move |v| (group.to_string(), resource.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
+    // Widening either role (a verb, a resource, a wildcard) fails here: say
+    // in the README and the template why the scheduler needs it first.
+    let cluster_wide = triples(&[
+        ("", "pods", &["get", "list", "watch", "patch"]),
+        ("", "nodes", &["get", "list", "watch"]),
+        ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
+        (
+            "scheduling.x-k8s.io",
+            "podgroups",
+            &["get", "list", "watch"],
+        ),
+        ("", "pods/binding", &["create"]),
+        ("", "pods/status", &["patch"]),
+        ("", "pods/eviction", &["create"]),
+        ("events.k8s.io", "events", &["create", "patch"]),
+        ("", "events", &["create", "patch"]),
+    ]);
+    let leases = triples(&[(
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+    )]);
+    for (what, docs) in [
+        ("the chart", render_ok("team-a", "gpu-infra", None)),
+        ("daemonset/", plain_manifests()),
+    ] {
+        let role = scheduler_object(&docs, "ClusterRole").expect("a scheduler ClusterRole");
+        assert_eq!(permissions(role), cluster_wide, "{what}: ClusterRole");
+        let role = scheduler_object(&docs, "Role").expect("a scheduler Role");
+        assert_eq!(permissions(role), leases, "{what}: Role");
+        let namespace = role["metadata"]["namespace"].clone();
+        let account = scheduler_object(&docs, "ServiceAccount").expect("a ServiceAccount");
+        let subject = json!([{
+            "kind": "ServiceAccount",
+            "name": account["metadata"]["name"],
+            "namespace": namespace,
+        }]);
+        for (binding, role_kind) in [
+            ("ClusterRoleBinding", "ClusterRole"),
+            ("RoleBinding", "Role"),
+        ] {
+            let binding = scheduler_object(&docs, binding).expect("a binding");
+            assert_eq!(binding["subjects"], subject, "{what}: {binding}");
+            assert_eq!(binding["roleRef"]["kind"], role_kind, "{what}");
+            assert_eq!(
+                binding["roleRef"]["name"],
+                scheduler_object(&docs, role_kind).expect("the role")["metadata"]["name"],
+                "{what}"
+            );
+        }
+        // Nothing else in the chart grants the scheduler anything.
+        let bound_to_it = docs
+            .iter()
+            .filter(|d| {
+                d["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+                    && d["subjects"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|s| s["name"] == account["metadata"]["name"]))
+            })
+            .count();
+        assert_eq!(bound_to_it, 2, "{what}");
+    }
+}
+
+#[test]
+fn the_scheduler_renders_as_asked() {
+    let defaults = render_ok(RELEASE, NAMESPACE, None);
+    let deployment = scheduler_object(&defaults, "Deployment").expect("a Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let scheduler = container(deployment);
+    assert_eq!(deployment["metadata"]["name"], "gputopo-scheduler");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        scheduler["args"],
+        json!(["run", "--config", "/etc/gputopo/config.yaml"])
+    );
+    assert_eq!(
+        env_value(scheduler, "GPUTOPO_SCHEDULER_LEADER_ELECT"),
+        Some("true")
+    );
+    assert_eq!(
+        env_value(scheduler, "GPUTOPO_SCHEDULER_LEASE_NAME"),
+        Some("gputopo-scheduler")
+    );
+    let pod_namespace = scheduler["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "POD_NAMESPACE")
+        .expect("POD_NAMESPACE");
+    assert_eq!(
+        pod_namespace["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    assert_eq!(
+        env_value(scheduler, "GPUTOPO_SCHEDULER_LISTEN"),
+        Some("0.0.0.0:10261")
+    );
+    assert_eq!(scheduler["ports"][0]["containerPort"], 10261);
+    assert_eq!(scheduler["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(scheduler["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(
+        scheduler["image"],
+        format!(
+            "ghcr.io/gputopo/gputopo-scheduler:{}",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    // As the agent: uid 65532 (distroless's nonroot), nothing to escalate to.
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(scheduler["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        scheduler["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(
+        scheduler["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    // Two replicas never share a node.
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(anti["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        anti["labelSelector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let pdb = scheduler_object(&defaults, "PodDisruptionBudget").expect("a PDB");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let service = scheduler_object(&defaults, "Service").expect("a metrics Service");
+    assert_eq!(service["spec"]["ports"][0]["port"], 10261);
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let config = scheduler_object(&defaults, "ConfigMap").expect("a ConfigMap");
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["name"],
+        config["metadata"]["name"]
+    );
+    let file: Value =
+        serde_yaml::from_str(config["data"]["config.yaml"].as_str().expect("config.yaml"))
+            .expect("YAML");
+    assert_eq!(file["schedulerNames"], json!(["gputopo-scheduler"]));
+    assert_eq!(file["networkTiers"], json!({"preset": "gputopo"}));
+    assert_eq!(
+        file["backoff"],
+        json!({"initial": "1s", "max": "30s", "unschedulableTimeout": "60s"})
+    );
+
+    let custom = render_ok(RELEASE, NAMESPACE, Some(NON_DEFAULT_VALUES));
+    let deployment = scheduler_object(&custom, "Deployment").expect("a Deployment");
+    let scheduler = container(deployment);
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert!(
+        scheduler_object(&custom, "PodDisruptionBudget").is_none(),
+        "one replica with minAvailable 1 would block every drain"
+    );
+    assert_eq!(
+        env_value(scheduler, "GPUTOPO_SCHEDULER_LEASE_NAME"),
+        Some("gpu-topology-leader")
+    );
+    assert_eq!(
+        env_value(scheduler, "GPUTOPO_SCHEDULER_LOG_JSON"),
+        Some("true")
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert!(pod.get("priorityClassName").is_none(), "{pod}");
+    assert!(pod["affinity"].get("podAntiAffinity").is_none(), "{pod}");
+    let config = scheduler_object(&custom, "ConfigMap").expect("a ConfigMap");
+    let file: Value =
+        serde_yaml::from_str(config["data"]["config.yaml"].as_str().expect("config.yaml"))
+            .expect("YAML");
+    assert_eq!(file["schedulerNames"], json!(["gpu-topology"]));
+    assert_eq!(
+        file["networkTiers"]["keys"],
+        json!(["example.com/spine", "example.com/rack"])
+    );
+    // A value overrides one weight; the others keep the chart's defaults.
+    assert_eq!(file["weights"]["gpuSet"], 60);
+    assert_eq!(file["weights"]["allocation"], 20);
+    assert!(file["networkTiers"].get("preset").is_none(), "{file}");
+    assert_eq!(file["defaultTopologyManagerPolicy"], "single-numa-node");
+    // The pod template's checksum follows the configuration.
+    assert_ne!(
+        deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"],
+        scheduler_object(&defaults, "Deployment").expect("a Deployment")["spec"]["template"]["metadata"]
+            ["annotations"]["checksum/config"]
+    );
+    let monitor = scheduler_object(&custom, "ServiceMonitor").expect("a ServiceMonitor");
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"],
+        scheduler_object(&custom, "Service").expect("a Service")["spec"]["selector"]
+    );
+}
+
+#[tokio::test]
+async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
+    let env = TestEnv::shared().await;
+    // The node lifecycle controller lifts the not-ready taint the API
+    // server puts on a new node; kwok keeps the node Ready.
+    env.with_controller_manager().await;
+    env.with_kwok().await;
+    let admin = env.client().await;
+    let scheduler_bin = target_dir().join("gputopo-scheduler");
+    assert!(
+        scheduler_bin.exists(),
+        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
+        scheduler_bin.display()
+    );
+
+    // A release of its own, with a scheduler name no other test's pods use.
+    let namespace = env.create_namespace("gputopo-sched").await;
+    let name = env.unique_name("gputopo-scheduler");
+    let docs = render_ok(
+        "sched",
+        &namespace,
+        Some(&format!("scheduler:\n  schedulerName: {name}\n")),
+    );
+    let identity: Vec<Value> = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ]
+    .iter()
+    .map(|kind| {
+        scheduler_object(&docs, kind)
+            .unwrap_or_else(|| panic!("the chart renders no scheduler {kind}"))
+            .clone()
+    })
+    .collect();
+    apply_kinds(
+        &admin,
+        &identity,
+        &[
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+        ],
+    )
+    .await;
+    let deployment = scheduler_object(&docs, "Deployment").expect("the Deployment");
+    let service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .expect("a service account");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            bound_object_ref: None,
+            expiration_seconds: Some(3600),
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &namespace)
+        .create_token_request(service_account, &PostParams::default(), &request)
+        .await
+        .expect("token issued")
+        .status
+        .expect("token status")
+        .token;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("scheduler.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: scheduler\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: scheduler}}\ncurrent-context: c\n",
+            env.apiserver_url(),
+            env.ca_cert_path().display()
+        ),
+    )
+    .expect("kubeconfig written");
+
+    // A kwok GPU node (4 GPUs, two NVLink pairs) with its GpuTopology, as
+    // the agent would publish it.
+    let node = env.unique_name("sched-node");
+    let group = env.unique_name("sched-group");
+    env.create_fake_gpu_node(
+        &node,
+        4,
+        &BTreeMap::from([("e2e-group".to_owned(), group.clone())]),
+    )
+    .await;
+    let nodes = Api::<Node>::all(admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while nodes
+        .get(&node)
+        .await
+        .expect("node")
+        .spec
+        .and_then(|s| s.taints)
+        .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "node {node} still tainted not-ready after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let list: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root().join("fixtures/clusters/kube-list.yaml")).expect("fixture"),
+    )
+    .expect("YAML");
+    let mut topology = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["kind"] == "GpuTopology" && i["metadata"]["name"] == "gpu-a")
+        .expect("gpu-a's GpuTopology")
+        .clone();
+    topology["metadata"]["name"] = json!(node);
+    topology["spec"]["nodeName"] = json!(node);
+    topology
+        .as_object_mut()
+        .expect("an object")
+        .remove("status");
+    let topology: gputopo_api::GpuTopology =
+        serde_json::from_value(topology).expect("a GpuTopology");
+    Api::<gputopo_api::GpuTopology>::all(admin.clone())
+        .create(&PostParams::default(), &topology)
+        .await
+        .expect("GpuTopology created");
+
+    // The scheduler as the chart's container runs it: its args (the config
+    // file is the chart's ConfigMap's, at a temporary path) and its
+    // environment (POD_NAMESPACE from the downward API; the port moved to a
+    // free loopback one). Leader election off: the test runs one replica.
+    let config = scheduler_object(&docs, "ConfigMap").expect("the ConfigMap");
+    let config_file = dir.path().join("config.yaml");
+    std::fs::write(
+        &config_file,
+        config["data"]["config.yaml"].as_str().expect("config.yaml"),
+    )
+    .expect("config written");
+    let scheduler = container(deployment);
+    let args: Vec<String> = scheduler["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|a| {
+            if a == "/etc/gputopo/config.yaml" {
+                config_file.display().to_string()
+            } else {
+                a.to_owned()
+            }
+        })
+        .collect();
+    assert_eq!(args.len(), 3, "{args:?}");
+    let mut args = args;
+    args.push("--leader-elect=false".to_owned());
+    let port = free_port();
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for var in scheduler["env"].as_array().expect("env") {
+        let var_name = var["name"].as_str().expect("a name").to_owned();
+        let value = match (var_name.as_str(), var["value"].as_str()) {
+            ("GPUTOPO_SCHEDULER_LISTEN", _) => format!("127.0.0.1:{port}"),
+            (_, Some(v)) => v.to_owned(),
+            (_, None) => match var["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("metadata.namespace") => namespace.clone(),
+                Some("metadata.name") => "sched-e2e-replica".to_owned(),
+                other => panic!("{var_name} from {other:?}"),
+            },
+        };
+        vars.push((var_name, value));
+    }
+    vars.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+    let env_refs: Vec<(&str, &OsStr)> = vars
+        .iter()
+        .map(|(n, v)| (n.as_str(), OsStr::new(v.as_str())))
+        .collect();
+    let log = dir.path().join("scheduler.log");
+    let mut process = Process::spawn(
+        "gputopo-scheduler",
+        &scheduler_bin,
+        &args,
+        &env_refs,
+        log.clone(),
+    )
+    .expect("the scheduler starts");
+
+    // Ready: every watch listed, under the chart's ClusterRole.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        process
+            .check_running()
+            .unwrap_or_else(|e| panic!("the scheduler died: {e:#}"));
+        match http_get(port, "/readyz") {
+            Ok((200, _)) => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "scheduler not ready after 60 s: {other:?}; log:\n{}",
+                gputopo_testenv::process::tail(&log, 30)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let pod_for = |pod_name: &str, gpus: u32| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": pod_name},
+            "spec": {
+                "schedulerName": name,
+                "nodeSelector": {"e2e-group": group},
+                "containers": [{
+                    "name": "main",
+                    "image": "registry.invalid/train:1",
+                    "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}
+                }]
+            }
+        }))
+        .expect("a pod")
+    };
+    let pods = Api::<Pod>::namespaced(admin.clone(), &namespace);
+    pods.create(&PostParams::default(), &pod_for("train", 2))
+        .await
+        .expect("pod created");
+    pods.create(&PostParams::default(), &pod_for("too-big", 8))
+        .await
+        .expect("pod created");
+
+    // Annotated (pods patch), bound (pods/binding), Scheduled event
+    // (events.k8s.io create); the one that fits nowhere gets
+    // PodScheduled=False (pods/status patch).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(admin.clone(), &namespace);
+    loop {
+        process
+            .check_running()
+            .unwrap_or_else(|e| panic!("the scheduler died: {e:#}"));
+        let train = pods.get("train").await.expect("pod");
+        let too_big = pods.get("too-big").await.expect("pod");
+        let annotations = train.metadata.annotations.clone().unwrap_or_default();
+        let bound = train.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str());
+        let unschedulable = too_big
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("Unschedulable")
+                })
+            });
+        let reasons: Vec<String> = events
+            .list(&kube::api::ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter_map(|e| Some(format!("{}: {}", e.reason?, e.note.unwrap_or_default())))
+            .collect();
+        if bound
+            && annotations.contains_key("gputopo.dev/assigned-gpus")
+            && annotations.contains_key("scheduler.gputopo.dev/bottleneck")
+            && unschedulable
+            && reasons.iter().any(|r| r.starts_with("Scheduled:"))
+            && reasons.iter().any(|r| r.starts_with("FailedScheduling:"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 60 s: bound {bound}, annotations {annotations:?}, too-big unschedulable \
+             {unschedulable}, events {reasons:?}; log:\n{}",
+            gputopo_testenv::process::tail(&log, 40)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The GpuTopology was read (under the chart's ClusterRole): the pair is
+    // one of the node's NVLink pairs.
+    let train = pods.get("train").await.expect("pod");
+    let annotations = train.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations["scheduler.gputopo.dev/bottleneck"], "NV12",
+        "{annotations:?}"
+    );
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !log_text.contains("forbidden"),
+        "the chart's RBAC refused something:\n{log_text}"
+    );
+    process.kill();
+
+    // With leader election on, as the chart runs it: the chart's Role lets
+    // a replica take the Lease in the release namespace.
+    let lease_name = env_value(scheduler, "GPUTOPO_SCHEDULER_LEASE_NAME").expect("a lease name");
+    let port = free_port();
+    let mut elect_vars = vars.clone();
+    for (var_name, value) in &mut elect_vars {
+        if var_name == "GPUTOPO_SCHEDULER_LISTEN" {
+            *value = format!("127.0.0.1:{port}");
+        }
+    }
+    let elect_refs: Vec<(&str, &OsStr)> = elect_vars
+        .iter()
+        .map(|(n, v)| (n.as_str(), OsStr::new(v.as_str())))
+        .collect();
+    let elect_log = dir.path().join("scheduler-elect.log");
+    let mut elected = Process::spawn(
+        "gputopo-scheduler-elect",
+        &scheduler_bin,
+        &args[..3],
+        &elect_refs,
+        elect_log.clone(),
+    )
+    .expect("the scheduler starts");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), &namespace);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        elected
+            .check_running()
+            .unwrap_or_else(|e| panic!("the scheduler died: {e:#}"));
+        let holder = leases
+            .get_opt(lease_name)
+            .await
+            .expect("get lease")
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity);
+        if holder
+            .as_deref()
+            .is_some_and(|h| h.starts_with("sched-e2e-replica"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no Lease {namespace}/{lease_name} held after 30 s (holder {holder:?}); log:\n{}",
+            gputopo_testenv::process::tail(&elect_log, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    elected.kill();
 }

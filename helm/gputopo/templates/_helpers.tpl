@@ -69,6 +69,46 @@ app.kubernetes.io/component: agent
 {{- end }}
 {{- end }}
 
+{{- define "gputopo.scheduler.fullname" -}}
+{{- printf "%s-scheduler" (include "gputopo.fullname" . | trunc 53 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "gputopo.scheduler.selectorLabels" -}}
+{{ include "gputopo.selectorLabels" . }}
+app.kubernetes.io/component: scheduler
+{{- end }}
+
+{{- define "gputopo.scheduler.labels" -}}
+{{ include "gputopo.labels" . }}
+app.kubernetes.io/component: scheduler
+{{- end }}
+
+{{- define "gputopo.scheduler.serviceAccountName" -}}
+{{- if .Values.scheduler.serviceAccount.create }}
+{{- default (include "gputopo.scheduler.fullname" .) .Values.scheduler.serviceAccount.name }}
+{{- else }}
+{{- required "scheduler.serviceAccount.name: name the existing ServiceAccount when scheduler.serviceAccount.create is false" .Values.scheduler.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gputopo.scheduler.leaseName" -}}
+{{- default (include "gputopo.scheduler.fullname" .) .Values.scheduler.leaderElection.leaseName }}
+{{- end }}
+
+{{/*
+The scheduler's configuration file (README, "gputopo-scheduler").
+*/}}
+{{- define "gputopo.scheduler.config" -}}
+{{- $config := deepCopy .Values.scheduler.config }}
+{{- $_ := set $config "schedulerNames" (list .Values.scheduler.schedulerName) }}
+{{- /* keys replace the default preset (Helm merges maps: a user's keys would
+     otherwise sit beside the default preset, which the scheduler refuses). */}}
+{{- if and $config.networkTiers $config.networkTiers.keys }}
+{{- $_ := set $config "networkTiers" (dict "keys" $config.networkTiers.keys) }}
+{{- end }}
+{{- toYaml $config }}
+{{- end }}
+
 {{/*
 repository:tag (tag defaults to the chart's appVersion), or repository@digest.
 */}}
@@ -85,8 +125,8 @@ Value combinations that cannot work fail the render with a message, rather
 than install something that silently does less.
 */}}
 {{- define "gputopo.validate" -}}
-{{- if .Values.scheduler.enabled }}
-{{- fail "scheduler.enabled: the gputopo-scheduler is not part of this chart version yet (only the agent is); leave scheduler.enabled=false" }}
+{{- if .Values.scheduler.extender.enabled }}
+{{- fail "scheduler.extender.enabled: the scheduler-extender mode (kube-scheduler calling gputopo over HTTP) is not built yet; leave it false and point workloads at the secondary scheduler (spec.schedulerName)" }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects the agent's metrics Service" }}
