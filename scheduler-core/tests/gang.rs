@@ -35,30 +35,7 @@ fn nv12() -> Arc<NodeShape> {
 
 /// DGX-1 V100 hybrid cube-mesh (REFERENCE.md); SYS where no NVLink.
 fn dgx1() -> Arc<NodeShape> {
-    const NV: [(u32, u32, u32); 16] = [
-        (0, 1, 1),
-        (0, 2, 1),
-        (0, 3, 2),
-        (0, 4, 2),
-        (1, 2, 2),
-        (1, 3, 1),
-        (1, 5, 2),
-        (2, 3, 2),
-        (2, 6, 1),
-        (3, 7, 1),
-        (4, 5, 1),
-        (4, 6, 1),
-        (4, 7, 2),
-        (5, 6, 2),
-        (5, 7, 1),
-        (6, 7, 2),
-    ];
-    let class = |a: u32, b: u32| {
-        NV.iter()
-            .find(|&&(x, y, _)| (x, y) == (a.min(b), a.max(b)))
-            .map_or(LinkClass::Sys, |&(_, _, k)| LinkClass::Nv(k))
-    };
-    Arc::new(NodeShape::from_spec(&spec(8, class)).expect("valid shape"))
+    Arc::new(NodeShape::from_spec(&spec(8, common::dgx1_class)).expect("valid shape"))
 }
 
 const ALL: u32 = 0xff;
