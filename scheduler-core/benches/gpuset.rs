@@ -3,90 +3,27 @@
 //! Before the timings it prints the heuristic's gap to the exact optimum.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gputopo_api::{
-    Collective, GpuInfo, GpuLink, GpuTopologySpec, Interconnect, LinkClass, TopologySource,
-    TopologySummary,
-};
+use gputopo_api::{Collective, GpuTopologySpec, LinkClass};
 use gputopo_scheduler_core::gpuset::{Method, NodeShape, SetRequest, heuristic_gap};
 use std::hint::black_box;
 use std::time::Duration;
 
-/// A spec from a link function and a NUMA node per GPU.
+#[path = "../tests/common/mod.rs"]
+mod shared;
+
+use shared::dgx1_class;
+
+/// A spec from a link function and a NUMA node per GPU (80 GiB, MIG off).
 fn spec(
     n: u32,
     class: impl Fn(u32, u32) -> LinkClass,
     numa: impl Fn(u32) -> i32,
 ) -> GpuTopologySpec {
-    let gpus = (0..n)
-        .map(|i| GpuInfo {
-            index: i,
-            uuid: None,
-            product: None,
-            memory_mib: Some(81_920),
-            pci_bus_id: None,
-            numa_node: Some(numa(i)),
-            cpu_affinity: None,
-            mig_enabled: Some(false),
-            fabric: None,
-        })
-        .collect();
-    let mut links = Vec::new();
-    for a in 0..n {
-        for b in a + 1..n {
-            let c = class(a, b);
-            links.push(GpuLink {
-                a,
-                b,
-                link_type: c.link_type(),
-                nvlinks: c.nvlinks(),
-            });
-        }
-    }
-    GpuTopologySpec {
-        node_name: "bench".into(),
-        source: TopologySource::Fixture,
-        driver_version: None,
-        cuda_version: None,
-        gpus,
-        links,
-        nics: vec![],
-        islands: vec![],
-        summary: TopologySummary {
-            gpu_count: n,
-            product: None,
-            p2p_level: None,
-            all_to_all_nvlink: false,
-            largest_island: 0,
-            numa_nodes: None,
-            interconnect: Interconnect::NvlinkMesh,
-        },
-    }
-}
-
-/// DGX-1 V100 NVLinks per pair (REFERENCE.md); SYS otherwise.
-fn dgx1_class(a: u32, b: u32) -> LinkClass {
-    const NV: [(u32, u32, u32); 16] = [
-        (0, 1, 1),
-        (0, 2, 1),
-        (0, 3, 2),
-        (0, 4, 2),
-        (1, 2, 2),
-        (1, 3, 1),
-        (1, 5, 2),
-        (2, 3, 2),
-        (2, 6, 1),
-        (3, 7, 1),
-        (4, 5, 1),
-        (4, 6, 1),
-        (4, 7, 2),
-        (5, 6, 2),
-        (5, 7, 1),
-        (6, 7, 2),
-    ];
-    let (a, b) = (a.min(b), a.max(b));
-    NV.iter()
-        .find(|&&(x, y, _)| (x, y) == (a, b))
-        .map_or(LinkClass::Sys, |&(_, _, k)| LinkClass::Nv(k))
+    shared::spec_with(n, class, |i| shared::Gpu {
+        numa: Some(numa(i)),
+        memory_mib: Some(81_920),
+        mig: false,
+    })
 }
 
 fn dgx1_spec() -> GpuTopologySpec {

@@ -2,10 +2,7 @@
 //! by the `schedule` bench and the `snapshot_memory` example.
 #![allow(dead_code)]
 
-use gputopo_api::{
-    GpuInfo, GpuLink, GpuRequest, GpuTopologySpec, Interconnect, LinkClass, TopologySource,
-    TopologySummary,
-};
+use gputopo_api::{GpuRequest, GpuTopologySpec, LinkClass};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::resources::Resources;
@@ -15,83 +12,25 @@ use gputopo_scheduler_core::snapshot::{
 };
 use std::collections::BTreeMap;
 
-/// An 8-GPU board: `class` per pair, NUMA 0 for GPUs 0–3 and 1 for 4–7.
-pub fn spec(class: impl Fn(u32, u32) -> LinkClass) -> GpuTopologySpec {
-    let gpus = (0..8)
-        .map(|i| GpuInfo {
-            index: i,
-            uuid: Some(format!("GPU-{i:08x}-0000-4000-8000-000000000000")),
-            product: Some("NVIDIA H100 80GB HBM3".into()),
-            memory_mib: Some(81_559),
-            pci_bus_id: None,
-            numa_node: Some((i / 4) as i32),
-            cpu_affinity: None,
-            mig_enabled: Some(false),
-            fabric: None,
-        })
-        .collect();
-    let mut links = Vec::new();
-    for a in 0..8 {
-        for b in a + 1..8 {
-            let c = class(a, b);
-            links.push(GpuLink {
-                a,
-                b,
-                link_type: c.link_type(),
-                nvlinks: c.nvlinks(),
-            });
-        }
-    }
-    GpuTopologySpec {
-        node_name: "bench".into(),
-        source: TopologySource::Fixture,
-        driver_version: None,
-        cuda_version: None,
-        gpus,
-        links,
-        nics: vec![],
-        islands: vec![],
-        summary: TopologySummary {
-            gpu_count: 8,
-            product: None,
-            p2p_level: None,
-            all_to_all_nvlink: false,
-            largest_island: 0,
-            numa_nodes: None,
-            interconnect: Interconnect::Nvswitch,
-        },
-    }
-}
+/// The topology builders the tests use, so benches and tests measure the same shapes.
+#[path = "../../tests/common/mod.rs"]
+mod shared;
 
-pub fn dgx1_class(a: u32, b: u32) -> LinkClass {
-    const NV2: [(u32, u32); 8] = [
-        (0, 3),
-        (0, 4),
-        (1, 2),
-        (1, 5),
-        (2, 3),
-        (4, 7),
-        (5, 6),
-        (6, 7),
-    ];
-    const NV1: [(u32, u32); 8] = [
-        (0, 1),
-        (0, 2),
-        (1, 3),
-        (2, 6),
-        (3, 7),
-        (4, 5),
-        (4, 6),
-        (5, 7),
-    ];
-    let p = (a.min(b), a.max(b));
-    if NV2.contains(&p) {
-        LinkClass::Nv(2)
-    } else if NV1.contains(&p) {
-        LinkClass::Nv(1)
-    } else {
-        LinkClass::Sys
+pub use shared::dgx1_class;
+
+/// An 8-GPU H100 board: `class` per pair, NUMA 0 for GPUs 0–3 and 1 for 4–7.
+pub fn spec(class: impl Fn(u32, u32) -> LinkClass) -> GpuTopologySpec {
+    let mut spec = shared::spec_with(8, class, |i| shared::Gpu {
+        numa: Some((i / 4) as i32),
+        memory_mib: Some(81_559),
+        mig: false,
+    });
+    for g in &mut spec.gpus {
+        g.product = Some("NVIDIA H100 80GB HBM3".into());
+        // Real UUID shape: the snapshot packs these, which the memory figure counts.
+        g.uuid = Some(format!("GPU-{:08x}-0000-4000-8000-000000000000", g.index));
     }
+    spec
 }
 
 pub struct Rng(pub u64);
