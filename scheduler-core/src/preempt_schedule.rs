@@ -18,6 +18,7 @@ use crate::pod::PendingPod;
 use crate::preempt::{PreemptCluster, PreemptNode, PreemptionPolicy, Preemptor, Victim, propose};
 use crate::snapshot::{NodeId, Snapshot};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
+use std::collections::{BTreeSet, HashSet};
 use std::time::SystemTime;
 
 /// Who to evict, and where the preemptor's members go afterwards.
@@ -45,6 +46,21 @@ pub fn propose_preemption(
     policy: &PreemptionPolicy,
     now: Timestamp,
 ) -> Result<PreemptionPlan, String> {
+    propose_preemption_sparing(snapshot, members, config, policy, now, &BTreeSet::new())
+}
+
+/// [`propose_preemption`], never choosing a pod of `spared` (`namespace/name`)
+/// nor any member of a gang one of them belongs to: the scheduler passes the
+/// pods whose eviction the API server refused (a PodDisruptionBudget), so
+/// that the next proposal works around them.
+pub fn propose_preemption_sparing(
+    snapshot: &Snapshot,
+    members: &[PendingPod],
+    config: &SchedulerConfig,
+    policy: &PreemptionPolicy,
+    now: Timestamp,
+    spared: &BTreeSet<String>,
+) -> Result<PreemptionPlan, String> {
     let first = members.first().ok_or("nothing to place")?;
     let ctx = PodContext::new(snapshot, first, config);
     let request = ctx.set_request().copied().ok_or_else(|| {
@@ -64,6 +80,18 @@ pub fn propose_preemption(
         }
     }
     let now_st = system_time(now);
+    let gang_of = |p: &crate::snapshot::BoundPod| {
+        p.request
+            .as_ref()
+            .and_then(|r| r.gang.as_ref())
+            .map(|g| format!("{}/{}", p.namespace, g.name()))
+    };
+    // A gang is evicted whole or not at all: sparing one member spares all.
+    let spared_gangs: HashSet<String> = snapshot
+        .pods()
+        .filter(|(_, p)| spared.contains(&p.key()))
+        .filter_map(|(_, p)| gang_of(p))
+        .collect();
     let mut nodes = Vec::new();
     for i in 0..snapshot.len() {
         let node = snapshot.node(NodeId(i as u32));
@@ -79,6 +107,9 @@ pub fn propose_preemption(
         let victims = node
             .pods()
             .filter(|(_, p)| p.gpus != 0 && p.priority < first.priority)
+            .filter(|(_, p)| {
+                !spared.contains(&p.key()) && gang_of(p).is_none_or(|g| !spared_gangs.contains(&g))
+            })
             .map(|(id, p)| {
                 let request = p.request.as_ref();
                 Victim {
@@ -93,9 +124,7 @@ pub fn propose_preemption(
                     expected_completion: request
                         .and_then(|r| r.expected_completion)
                         .map(system_time),
-                    gang: request
-                        .and_then(|r| r.gang.as_ref())
-                        .map(|g| format!("{}/{}", p.namespace, g.name())),
+                    gang: gang_of(p),
                 }
             })
             .collect();

@@ -7,8 +7,9 @@ use common::{a100, gpu_node, holder, pod, snapshot};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::preempt::PreemptionPolicy;
-use gputopo_scheduler_core::preempt_schedule::propose_preemption;
+use gputopo_scheduler_core::preempt_schedule::{propose_preemption, propose_preemption_sparing};
 use gputopo_scheduler_core::schedule::{Decision, schedule};
+use std::collections::BTreeSet;
 
 fn now() -> Timestamp {
     "2026-11-21T12:00:00Z".parse().expect("a time")
@@ -59,4 +60,53 @@ fn evicts_inference_not_training_to_free_a_quad() {
     )
     .expect_err("no victim of equal priority");
     assert!(!e.is_empty());
+}
+
+#[test]
+fn a_spared_pod_is_worked_around_and_its_gang_spared_whole() {
+    // Two inference pods and a two-member inference gang, each on a quad.
+    let mut serve_a = holder("serve-a", "n1", &[0, 1, 2, 3], Some("inference"));
+    serve_a.start_time = Some("2026-11-21T09:00:00Z".parse().expect("time"));
+    let mut serve_b = holder("serve-b", "n1", &[4, 5, 6, 7], Some("inference"));
+    serve_b.start_time = Some("2026-11-21T09:00:00Z".parse().expect("time"));
+    let snap = snapshot(vec![gpu_node("n1", a100())], vec![serve_a, serve_b]);
+    let config = SchedulerConfig::default();
+    let mut preemptor = pod(4, &[("gputopo.dev/workload", "training")]);
+    preemptor.priority = 100;
+    let policy = PreemptionPolicy::default();
+
+    let first =
+        propose_preemption(&snap, &[preemptor.clone()], &config, &policy, now()).expect("a plan");
+    assert_eq!(first.victims.len(), 1, "{}", first.explanation);
+    let refused = first.victims[0].clone();
+    let other = if refused == "default/serve-a" {
+        "default/serve-b"
+    } else {
+        "default/serve-a"
+    };
+
+    // The API server refused that eviction (a PodDisruptionBudget): the
+    // next proposal takes the other quad.
+    let spared = BTreeSet::from([refused.clone()]);
+    let second = propose_preemption_sparing(
+        &snap,
+        &[preemptor.clone()],
+        &config,
+        &policy,
+        now(),
+        &spared,
+    )
+    .expect("a plan around the spared pod");
+    assert_eq!(
+        second.victims,
+        vec![other.to_string()],
+        "{}",
+        second.explanation
+    );
+
+    // Both spared: nothing is left to evict, and the answer says no.
+    let both = BTreeSet::from([refused, other.to_string()]);
+    assert!(
+        propose_preemption_sparing(&snap, &[preemptor], &config, &policy, now(), &both).is_err()
+    );
 }

@@ -12,11 +12,30 @@
 //! memoryTarget: {low: 0.70, high: 0.80}   # shared/inference GPU memory fill target
 //! spotInstanceTypes: []                   # node.kubernetes.io/instance-type values that are spot
 //! backoff: {initial: 1s, max: 30s, unschedulableTimeout: 60s}
+//! preemption:                             # evict lower-priority pods for a pod or gang that cannot fit
+//!   enabled: true
+//!   checkpointMaxAge: 30m                 # a training pod unsaved for longer is protected
+//!   finishWindow: 2h                      # a training pod finishing within this is protected
+//!   inferenceRestart: 6m                  # what evicting an inference pod costs per GPU
+//! gangs:
+//!   scheduleTimeout: 10m                  # a PodGroup's scheduleTimeoutSeconds, where it sets none
+//!   reservations: {enabled: true, maxFraction: 0.25, maxReservations: 4, ttl: 15m}
+//! profiles:                               # more spec.schedulerName values, each with its own scoring
+//!   - schedulerName: gputopo-cost
+//!     weights: {cost: 60}
+//!     preemption: {enabled: false}
 //! ```
+//!
+//! A profile starts from the file's top-level settings and overrides
+//! `weights`, `memoryTarget`, `spotInstanceTypes` and `preemption`: what
+//! decides between nodes. Network tiers and the Topology Manager policy
+//! describe the cluster, not a preference, so all profiles share them.
 
 use gputopo_scheduler_core::config::{
     MemoryTarget, NetworkTiers, SchedulerConfig, ScoreWeights, TopologyManagerPolicy,
 };
+use gputopo_scheduler_core::gang::ReservationPolicy;
+use gputopo_scheduler_core::preempt::PreemptionPolicy;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -71,13 +90,63 @@ impl Default for Backoff {
     }
 }
 
+/// Whether and how the scheduler evicts lower-priority pods.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Preemption {
+    pub enabled: bool,
+    pub policy: PreemptionPolicy,
+}
+
+impl Default for Preemption {
+    /// On, as kube-scheduler's, with scheduler-core's default costs.
+    fn default() -> Preemption {
+        Preemption {
+            enabled: true,
+            policy: PreemptionPolicy::default(),
+        }
+    }
+}
+
+/// How gangs wait.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gangs {
+    /// How long a gang may wait for a placement before its reservation is
+    /// released and its members are told so; a PodGroup's own
+    /// `scheduleTimeoutSeconds` takes precedence.
+    pub schedule_timeout: Duration,
+    /// Whether a waiting gang holds GPUs so that a stream of small pods
+    /// cannot starve it; `None`: it does not.
+    pub reservations: Option<ReservationPolicy>,
+}
+
+impl Default for Gangs {
+    fn default() -> Gangs {
+        Gangs {
+            schedule_timeout: Duration::from_secs(10 * 60),
+            reservations: Some(ReservationPolicy::default()),
+        }
+    }
+}
+
+/// What one `spec.schedulerName` decides with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    pub scheduler_name: String,
+    pub core: SchedulerConfig,
+    pub preemption: Preemption,
+}
+
 /// Everything the scheduler process is configured with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
-    /// `spec.schedulerName` values this scheduler serves.
+    /// `spec.schedulerName` values served with the top-level settings.
     pub scheduler_names: Vec<String>,
     pub core: SchedulerConfig,
     pub backoff: Backoff,
+    pub preemption: Preemption,
+    pub gangs: Gangs,
+    /// Further names, each with its own scoring (see the module docs).
+    pub profiles: Vec<Profile>,
 }
 
 impl Default for Settings {
@@ -86,7 +155,43 @@ impl Default for Settings {
             scheduler_names: vec![DEFAULT_SCHEDULER_NAME.to_string()],
             core: SchedulerConfig::default(),
             backoff: Backoff::default(),
+            preemption: Preemption::default(),
+            gangs: Gangs::default(),
+            profiles: Vec::new(),
         }
+    }
+}
+
+impl Settings {
+    /// Every `spec.schedulerName` served: the top-level names, then the profiles'.
+    pub fn all_scheduler_names(&self) -> Vec<String> {
+        let mut names = self.scheduler_names.clone();
+        names.extend(self.profiles.iter().map(|p| p.scheduler_name.clone()));
+        names
+    }
+
+    /// The scoring and preemption settings for pods naming `scheduler_name`
+    /// (the top-level ones unless a profile has that name).
+    pub fn profile_for(&self, scheduler_name: &str) -> (&SchedulerConfig, &Preemption) {
+        self.profiles
+            .iter()
+            .find(|p| p.scheduler_name == scheduler_name)
+            .map_or((&self.core, &self.preemption), |p| (&p.core, &p.preemption))
+    }
+
+    /// Replaces the top-level names (the `--scheduler-name` flag); an error
+    /// when one of them is also a profile's.
+    pub fn set_scheduler_names(&mut self, names: Vec<String>) -> Result<(), String> {
+        if let Some(clash) = names
+            .iter()
+            .find(|n| self.profiles.iter().any(|p| &p.scheduler_name == *n))
+        {
+            return Err(format!(
+                "--scheduler-name {clash} is also a profile's schedulerName in the configuration file; a name is served by one profile"
+            ));
+        }
+        self.scheduler_names = names;
+        Ok(())
     }
 }
 
@@ -100,6 +205,80 @@ struct FileConfig {
     memory_target: Option<MemoryTargetFile>,
     spot_instance_types: Option<Vec<String>>,
     backoff: Option<BackoffFile>,
+    preemption: Option<PreemptionFile>,
+    gangs: Option<GangsFile>,
+    profiles: Option<Vec<ProfileFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PreemptionFile {
+    enabled: Option<bool>,
+    checkpoint_max_age: Option<DurationFile>,
+    finish_window: Option<DurationFile>,
+    inference_restart: Option<DurationFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct GangsFile {
+    schedule_timeout: Option<DurationFile>,
+    reservations: Option<ReservationsFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReservationsFile {
+    enabled: Option<bool>,
+    max_fraction: Option<f64>,
+    max_reservations: Option<usize>,
+    ttl: Option<DurationFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProfileFile {
+    scheduler_name: String,
+    weights: Option<WeightsFile>,
+    memory_target: Option<MemoryTargetFile>,
+    spot_instance_types: Option<Vec<String>>,
+    preemption: Option<PreemptionFile>,
+}
+
+impl WeightsFile {
+    /// `base` with the weights this file sets.
+    // `..base` keeps any weight the file cannot name yet at its default.
+    #[allow(clippy::needless_update)]
+    fn over(&self, base: ScoreWeights) -> ScoreWeights {
+        ScoreWeights {
+            gpu_set: self.gpu_set.unwrap_or(base.gpu_set),
+            allocation: self.allocation.unwrap_or(base.allocation),
+            memory_fit: self.memory_fit.unwrap_or(base.memory_fit),
+            interference: self.interference.unwrap_or(base.interference),
+            preferred_domain: self.preferred_domain.unwrap_or(base.preferred_domain),
+            cost: self.cost.unwrap_or(base.cost),
+            node_preference: self.node_preference.unwrap_or(base.node_preference),
+            ..base
+        }
+    }
+}
+
+impl PreemptionFile {
+    /// `base` with what this file sets.
+    fn over(&self, base: Preemption) -> Preemption {
+        let p = base.policy;
+        Preemption {
+            enabled: self.enabled.unwrap_or(base.enabled),
+            policy: PreemptionPolicy {
+                checkpoint_max_age: self
+                    .checkpoint_max_age
+                    .map_or(p.checkpoint_max_age, |d| d.0),
+                finish_window: self.finish_window.map_or(p.finish_window, |d| d.0),
+                inference_restart: self.inference_restart.map_or(p.inference_restart, |d| d.0),
+                ..p
+            },
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -271,16 +450,7 @@ impl Settings {
             };
         }
         if let Some(w) = parsed.weights {
-            let d = ScoreWeights::default();
-            settings.core.weights = ScoreWeights {
-                gpu_set: w.gpu_set.unwrap_or(d.gpu_set),
-                allocation: w.allocation.unwrap_or(d.allocation),
-                memory_fit: w.memory_fit.unwrap_or(d.memory_fit),
-                interference: w.interference.unwrap_or(d.interference),
-                preferred_domain: w.preferred_domain.unwrap_or(d.preferred_domain),
-                cost: w.cost.unwrap_or(d.cost),
-                node_preference: w.node_preference.unwrap_or(d.node_preference),
-            };
+            settings.core.weights = w.over(settings.core.weights);
         }
         if let Some(p) = parsed.default_topology_manager_policy {
             settings.core.default_topology_manager_policy = p.0;
@@ -310,6 +480,82 @@ impl Settings {
                     ),
                 ));
             }
+        }
+        if let Some(p) = parsed.preemption {
+            settings.preemption = p.over(settings.preemption);
+        }
+        if let Some(g) = parsed.gangs {
+            if let Some(t) = g.schedule_timeout {
+                if t.0.is_zero() {
+                    return Err(inconsistent(
+                        "gangs.scheduleTimeout",
+                        "must be above zero (e.g. 10m)".into(),
+                    ));
+                }
+                settings.gangs.schedule_timeout = t.0;
+            }
+            if let Some(r) = g.reservations {
+                let base = settings.gangs.reservations.unwrap_or_default();
+                let policy = ReservationPolicy {
+                    max_fraction: r.max_fraction.unwrap_or(base.max_fraction),
+                    max_reservations: r.max_reservations.unwrap_or(base.max_reservations),
+                    ttl: r.ttl.map_or(base.ttl, |d| d.0),
+                };
+                if !(0.0..=1.0).contains(&policy.max_fraction) {
+                    return Err(inconsistent(
+                        "gangs.reservations.maxFraction",
+                        format!(
+                            "{} is not a fraction of the cluster's GPUs; accepted: 0 to 1",
+                            policy.max_fraction
+                        ),
+                    ));
+                }
+                if policy.ttl.is_zero() {
+                    return Err(inconsistent(
+                        "gangs.reservations.ttl",
+                        "must be above zero (e.g. 15m)".into(),
+                    ));
+                }
+                settings.gangs.reservations = r.enabled.unwrap_or(true).then_some(policy);
+            }
+        }
+        let mut seen: Vec<&str> = settings
+            .scheduler_names
+            .iter()
+            .map(String::as_str)
+            .collect();
+        for (i, p) in parsed.profiles.iter().flatten().enumerate() {
+            let name = p.scheduler_name.trim();
+            if name.is_empty() || seen.contains(&name) {
+                return Err(ConfigFileError::Inconsistent {
+                    file: file.to_path_buf(),
+                    field: "profiles",
+                    message: format!(
+                        "profiles[{i}].schedulerName {name:?} is empty or already served (names so far: {}); each name is served by one profile",
+                        seen.join(", ")
+                    ),
+                });
+            }
+            seen.push(name);
+            let mut core = settings.core.clone();
+            if let Some(w) = &p.weights {
+                core.weights = w.over(core.weights);
+            }
+            if let Some(t) = &p.memory_target {
+                core.memory_target = t.0;
+            }
+            if let Some(s) = &p.spot_instance_types {
+                core.spot_instance_types = s.clone();
+            }
+            let preemption = p
+                .preemption
+                .as_ref()
+                .map_or(settings.preemption, |f| f.over(settings.preemption));
+            settings.profiles.push(Profile {
+                scheduler_name: name.to_string(),
+                core,
+                preemption,
+            });
         }
         Ok(settings)
     }
@@ -374,5 +620,79 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("backoff") && e.contains("at most max"), "{e}");
+    }
+
+    #[test]
+    fn preemption_and_gangs_are_read() {
+        let s = parse(
+            "preemption: {enabled: false, checkpointMaxAge: 10m}\n\
+             gangs: {scheduleTimeout: 90s, reservations: {maxFraction: 0.5, ttl: 5m}}\n",
+        )
+        .unwrap();
+        assert!(!s.preemption.enabled);
+        assert_eq!(
+            s.preemption.policy.checkpoint_max_age,
+            Duration::from_secs(600)
+        );
+        assert_eq!(
+            s.preemption.policy.finish_window,
+            PreemptionPolicy::default().finish_window
+        );
+        assert_eq!(s.gangs.schedule_timeout, Duration::from_secs(90));
+        let r = s.gangs.reservations.expect("reservations on");
+        assert_eq!((r.max_fraction, r.ttl), (0.5, Duration::from_secs(300)));
+        assert_eq!(
+            r.max_reservations,
+            ReservationPolicy::default().max_reservations
+        );
+        let off = parse("gangs: {reservations: {enabled: false}}\n").unwrap();
+        assert_eq!(off.gangs.reservations, None);
+        let e = parse("gangs:\n  reservations: {maxFraction: 2}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("maxFraction") && e.contains("0 to 1"), "{e}");
+        let e = parse("preemption:\n  enabled: maybe\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("sched.yaml:2:") && e.contains("preemption.enabled"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn profiles_override_scoring_and_share_the_cluster_view() {
+        let s = parse(
+            "weights: {gpuSet: 70}\nnetworkTiers: {preset: aws}\n\
+             profiles:\n  - schedulerName: gputopo-cost\n    weights: {cost: 60}\n    preemption: {enabled: false}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            s.all_scheduler_names(),
+            ["gputopo-scheduler", "gputopo-cost"]
+        );
+        let (core, preemption) = s.profile_for("gputopo-cost");
+        assert_eq!(core.weights.cost, 60);
+        assert_eq!(core.weights.gpu_set, 70, "inherited from the top level");
+        assert_eq!(core.tiers, NetworkTiers::aws());
+        assert!(!preemption.enabled);
+        let (core, preemption) = s.profile_for("gputopo-scheduler");
+        assert_eq!(core.weights.cost, ScoreWeights::default().cost);
+        assert!(preemption.enabled);
+
+        let e = parse("profiles:\n  - schedulerName: gputopo-scheduler\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("already served"), "{e}");
+        let e = parse("profiles:\n  - schedulerName: x\n    networkTiers: {preset: aws}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("sched.yaml:3:") && e.contains("networkTiers"),
+            "{e}"
+        );
+        let mut s = parse("profiles:\n  - schedulerName: x\n").unwrap();
+        assert!(s.set_scheduler_names(vec!["x".into()]).is_err());
+        assert!(s.set_scheduler_names(vec!["y".into()]).is_ok());
     }
 }

@@ -144,11 +144,21 @@ async fn run(args: RunArgs) -> Result<()> {
         None => Settings::default(),
     };
     if !args.scheduler_name.is_empty() {
-        settings.scheduler_names = args.scheduler_name.clone();
+        settings
+            .set_scheduler_names(args.scheduler_name.clone())
+            .map_err(anyhow::Error::msg)?;
     }
-    let client = kube::Client::try_default()
+    let kube_config = kube::Config::infer()
         .await
+        .context("finding the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    let client = kube::Client::try_from(kube_config.clone())
         .context("connecting to the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    // Evictions answer 429 when a PodDisruptionBudget refuses: an answer,
+    // not a transient error to retry for a minute.
+    let mut eviction_config = kube_config.clone();
+    eviction_config.default_retry = false;
+    let eviction_client = kube::Client::try_from(eviction_config)
+        .context("connecting to the API server for evictions")?;
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(gputopo_scheduler::serve::readiness());
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -174,6 +184,7 @@ async fn run(args: RunArgs) -> Result<()> {
         info!("leader election off (--leader-elect=false): scheduling as the only replica");
         let (_leader_tx, leader_rx) = watch::channel(true);
         return Scheduler::new(client.clone(), settings, metrics)
+            .with_eviction_client(eviction_client)
             .run(readiness, shutdown, leader_rx)
             .await
             .context("scheduling");
@@ -189,7 +200,9 @@ async fn run(args: RunArgs) -> Result<()> {
     config.validate().context("--leader-elect-* flags")?;
     let elector = LeaderElector::new(client.clone(), config);
     let (leader_tx, leader_rx) = watch::channel(false);
-    let scheduling = Scheduler::new(client, settings, metrics).run(readiness, shutdown, leader_rx);
+    let scheduling = Scheduler::new(client, settings, metrics)
+        .with_eviction_client(eviction_client)
+        .run(readiness, shutdown, leader_rx);
     // Whichever ends first wins; losing the lease drops the scheduling
     // future at once, mid-cycle if need be, so no bind follows.
     tokio::select! {

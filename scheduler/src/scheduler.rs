@@ -7,27 +7,31 @@ use crate::cluster::{
     AssumeCache, Assumed, GangKey, Objects, build_snapshot, gang_size, is_pending_for, pod_key,
     queued, usage,
 };
-use crate::config::Settings;
+use crate::config::{Preemption, Settings};
 use crate::podgroup::PodGroup;
 use crate::queue::SchedulingQueue;
-use crate::serve::{AttemptLabels, BottleneckLabel, Metrics, Readiness};
+use crate::serve::{
+    AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, Readiness,
+};
 use futures::{FutureExt, StreamExt};
 use gputopo_api::keys::pod as pod_keys;
 use gputopo_api::{GpuTopology, WorkloadKind};
+use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
 use gputopo_scheduler_core::pod::{PendingPod, PodError};
+use gputopo_scheduler_core::preempt_schedule::propose_preemption_sparing;
 use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
 use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +82,22 @@ pub enum WriteError {
     },
     #[error("setting the PodScheduled condition of pod {pod}: {source}")]
     Condition { pod: String, source: kube::Error },
+    #[error("setting status.nominatedNodeName of pod {pod} to {node}: {source}")]
+    Nominate {
+        pod: String,
+        node: String,
+        source: kube::Error,
+    },
+}
+
+/// An eviction for preemption that did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum EvictError {
+    /// The API server said no: a PodDisruptionBudget allows no disruption now.
+    #[error("{0}")]
+    Refused(String),
+    #[error("evicting {pod}: {source}")]
+    Failed { pod: String, source: kube::Error },
 }
 
 impl WriteError {
@@ -86,7 +106,8 @@ impl WriteError {
         let source = match self {
             WriteError::Annotate { source, .. }
             | WriteError::Bind { source, .. }
-            | WriteError::Condition { source, .. } => source,
+            | WriteError::Condition { source, .. }
+            | WriteError::Nominate { source, .. } => source,
         };
         matches!(source, kube::Error::Api(s) if s.code == 404)
     }
@@ -237,6 +258,8 @@ pub fn scheduled_note(p: &Placement) -> String {
 /// The scheduler process: configuration, client, metrics, and its state.
 pub struct Scheduler {
     client: kube::Client,
+    /// For evictions: a client that does not retry 429s (see `with_eviction_client`).
+    eviction_client: kube::Client,
     settings: Settings,
     metrics: Arc<Metrics>,
     reporter: Reporter,
@@ -248,6 +271,9 @@ pub struct Scheduler {
     recorders: HashMap<(String, &'static str), (String, Recorder)>,
     queue: SchedulingQueue,
     assumed: AssumeCache,
+    /// When each gang waiting now was first seen pending: for
+    /// `gputopo_gang_wait_seconds` and the gang's schedule timeout.
+    gang_since: HashMap<GangKey, Instant>,
 }
 
 impl Scheduler {
@@ -263,10 +289,21 @@ impl Scheduler {
             recorders: HashMap::new(),
             queue: SchedulingQueue::new(settings.backoff),
             assumed: AssumeCache::default(),
+            gang_since: HashMap::new(),
+            eviction_client: client.clone(),
             client,
             settings,
             metrics,
         }
+    }
+
+    /// Evictions through `client`, which should not retry 429 Too Many
+    /// Requests: the API server's answer when a PodDisruptionBudget refuses,
+    /// which the default client would retry with backoff for about a minute,
+    /// stalling the scheduling loop.
+    pub fn with_eviction_client(mut self, client: kube::Client) -> Scheduler {
+        self.eviction_client = client;
+        self
     }
 
     /// Watches, waits for every store to be synced (then `readiness` turns
@@ -329,7 +366,7 @@ impl Scheduler {
             }
         }
         readiness.set_ready();
-        info!(names = ?self.settings.scheduler_names, "watches synced");
+        info!(names = ?self.settings.all_scheduler_names(), "watches synced");
         let mut leading = false;
         loop {
             let now_leading = *leader.borrow_and_update();
@@ -380,7 +417,7 @@ impl Scheduler {
         if forgotten > 0 {
             debug!(forgotten, "assumed pods now seen bound");
         }
-        let names = self.settings.scheduler_names.clone();
+        let names = self.settings.all_scheduler_names();
         let pending: Vec<&Arc<Pod>> = pods
             .iter()
             .filter(|p| is_pending_for(p, &names) && !self.assumed.contains(&pod_key(p)))
@@ -388,6 +425,21 @@ impl Scheduler {
         self.queue.sync(pending.iter().map(|p| queued(p)));
         let pending_keys: HashSet<String> = pending.iter().map(|p| pod_key(p)).collect();
         self.recorders.retain(|(k, _), _| pending_keys.contains(k));
+        let waiting_gangs: HashSet<GangKey> = pending
+            .iter()
+            .filter_map(|p| {
+                let gang = gputopo_api::GpuRequest::from_pod(p).ok()?.gang?;
+                Some(GangKey::of(
+                    p.metadata.namespace.as_deref().unwrap_or("default"),
+                    &gang,
+                ))
+            })
+            .collect();
+        self.gang_since.retain(|k, _| waiting_gangs.contains(k));
+        let now = Instant::now();
+        for k in waiting_gangs {
+            self.gang_since.entry(k).or_insert(now);
+        }
         let ready = self.queue.ready(Instant::now());
         if ready.is_empty() {
             return;
@@ -433,10 +485,15 @@ impl Scheduler {
                     continue;
                 }
             };
+            let (core, preemption) = {
+                let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+                let (c, p) = self.settings.profile_for(name.unwrap_or_default());
+                (c.clone(), *p)
+            };
             match pending.request.gang.clone() {
                 None => {
                     let t = Instant::now();
-                    let decision = schedule(&snapshot, &pending, &self.settings.core);
+                    let decision = schedule(&snapshot, &pending, &core);
                     self.metrics
                         .duration
                         .observe((build_time + t.elapsed()).as_secs_f64());
@@ -446,8 +503,15 @@ impl Scheduler {
                                 .await;
                         }
                         Decision::Unschedulable(u) => {
-                            self.failed(pod, Some(&pending), &u.message, "unschedulable")
-                                .await;
+                            let members = [(pod.clone(), pending.clone())];
+                            let (message, result) = match self
+                                .preempt(&snapshot, &by_key, &members, &core, &preemption)
+                                .await
+                            {
+                                Some((note, result)) => (format!("{}; {note}", u.message), result),
+                                None => (u.message.clone(), "unschedulable"),
+                            };
+                            self.failed(pod, Some(&pending), &message, result).await;
                         }
                     }
                 }
@@ -466,6 +530,22 @@ impl Scheduler {
                             ))
                         })
                         .collect();
+                    let timeout = match &gang {
+                        gputopo_api::GangRef::PodGroup { name } => groups
+                            .iter()
+                            .find(|g| {
+                                g.namespace().as_deref() == Some(pending.namespace.as_str())
+                                    && g.metadata.name.as_deref() == Some(name.as_str())
+                            })
+                            .and_then(|g| g.spec.schedule_timeout_seconds)
+                            .map(|s| Duration::from_secs(u64::from(s))),
+                        gputopo_api::GangRef::Annotation { .. } => None,
+                    }
+                    .unwrap_or(self.settings.gangs.schedule_timeout);
+                    let waited = self
+                        .gang_since
+                        .get(&key)
+                        .map_or(Duration::ZERO, |t| t.elapsed());
                     let annotated = match gang {
                         gputopo_api::GangRef::Annotation { size, .. } => Some(size),
                         gputopo_api::GangRef::PodGroup { .. } => None,
@@ -485,7 +565,7 @@ impl Scheduler {
                         Ok(_) => {
                             let list: Vec<PendingPod> =
                                 members.iter().map(|(_, p)| p.clone()).collect();
-                            schedule_gang(&snapshot, &list, &self.settings.core)
+                            schedule_gang(&snapshot, &list, &core)
                         }
                     };
                     self.metrics
@@ -498,7 +578,13 @@ impl Scheduler {
                                 .zip(placements)
                                 .map(|((pod, pending), p)| (pod, pending, p))
                                 .collect();
-                            self.bind_all(&mut snapshot, &all).await;
+                            if self.bind_all(&mut snapshot, &all).await {
+                                if let Some(since) = self.gang_since.remove(&key) {
+                                    self.metrics
+                                        .gang_wait
+                                        .observe(since.elapsed().as_secs_f64());
+                                }
+                            }
                         }
                         GangDecision::Placed(placements) => {
                             warn!(gang = %key, members = members.len(), placements = placements.len(), "the gang decision does not place every member; retrying later");
@@ -507,11 +593,28 @@ impl Scheduler {
                             }
                         }
                         GangDecision::Waiting { message } => {
-                            let result = if message.contains("waiting for the rest") {
-                                "waiting"
+                            let incomplete = message.contains("waiting for the rest");
+                            let (mut message, mut result) = if incomplete {
+                                (message, "waiting")
                             } else {
-                                "unschedulable"
+                                match self
+                                    .preempt(&snapshot, &by_key, &members, &core, &preemption)
+                                    .await
+                                {
+                                    Some((note, result)) => (format!("{message}; {note}"), result),
+                                    None => (message, "unschedulable"),
+                                }
                             };
+                            if waited > timeout {
+                                // What coscheduling's Permit timeout means here:
+                                // the gang is told, and keeps waiting unreserved.
+                                message = format!(
+                                    "{key} has waited {}s, longer than its schedule timeout ({}s): {message}",
+                                    waited.as_secs(),
+                                    timeout.as_secs()
+                                );
+                                result = "timeout";
+                            }
                             for (pod, pending) in &members {
                                 self.failed(pod, Some(pending), &message, result).await;
                             }
@@ -523,6 +626,239 @@ impl Scheduler {
         let u = usage(&snapshot);
         self.metrics.allocation.set(u.allocation_ratio);
         self.metrics.fragmentation.set(u.fragmentation_ratio);
+        let tiers = snapshot.tiers().keys();
+        self.metrics.domain_utilization.clear();
+        for (_, d) in snapshot.domains() {
+            if d.gpu_count() == 0 {
+                continue;
+            }
+            self.metrics
+                .domain_utilization
+                .get_or_create(&DomainLabels {
+                    tier: tiers.get(d.tier()).cloned().unwrap_or_default(),
+                    domain: d.name().to_string(),
+                })
+                .set(f64::from(d.gpus_used()) / f64::from(d.gpu_count()));
+        }
+    }
+
+    /// For `members` (one pod, or every member of a gang) that fit nowhere:
+    /// evicts the lower-priority pods scheduler-core proposes, through the
+    /// Eviction API so that PodDisruptionBudgets hold, and nominates the
+    /// nodes. `None` when preemption is off or not asked; otherwise a note
+    /// for the FailedScheduling message and the attempt's result label.
+    ///
+    /// Every eviction is first tried as a dry run: a budget that refuses one
+    /// victim spares it (and its gang) and the proposal is made again around
+    /// it, so that a refusal never leaves half a plan evicted.
+    async fn preempt(
+        &mut self,
+        snapshot: &Snapshot,
+        by_key: &HashMap<String, Arc<Pod>>,
+        members: &[(Arc<Pod>, PendingPod)],
+        core: &SchedulerConfig,
+        preemption: &Preemption,
+    ) -> Option<(String, &'static str)> {
+        if !preemption.enabled {
+            return None;
+        }
+        if members.iter().any(|(p, _)| {
+            p.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never")
+        }) {
+            return Some((
+                "preemption: not tried, preemptionPolicy is Never".into(),
+                "unschedulable",
+            ));
+        }
+        // Victims of an earlier round still terminating: wait for them
+        // rather than evict more.
+        for (pod, _) in members {
+            let Some(node) = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .filter(|n| !n.is_empty())
+            else {
+                continue;
+            };
+            let terminating = by_key
+                .values()
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_some()
+                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                })
+                .count();
+            if terminating > 0 {
+                return Some((
+                    format!(
+                        "preemption: nominated to {node}, waiting for {terminating} evicted pod(s) there to terminate"
+                    ),
+                    "preempting",
+                ));
+            }
+        }
+        let pendings: Vec<PendingPod> = members.iter().map(|(_, p)| p.clone()).collect();
+        let mut spared: BTreeSet<String> = BTreeSet::new();
+        // Each refusal spares at least one pod; a few rounds are enough in
+        // practice and bound the API calls of one cycle.
+        for _ in 0..4 {
+            let plan = match propose_preemption_sparing(
+                snapshot,
+                &pendings,
+                core,
+                &preemption.policy,
+                Timestamp::now(),
+                &spared,
+            ) {
+                Ok(plan) => plan,
+                Err(why) if spared.is_empty() => {
+                    return Some((format!("preemption: {why}"), "unschedulable"));
+                }
+                Err(why) => {
+                    return Some((
+                        format!(
+                            "preemption: {why} (PodDisruptionBudgets refused evicting {})",
+                            spared.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                        "unschedulable",
+                    ));
+                }
+            };
+            let mut refused = Vec::new();
+            for victim in &plan.victims {
+                match self.evict(victim, true).await {
+                    Ok(()) => {}
+                    Err(EvictError::Refused(_)) => refused.push(victim.clone()),
+                    Err(e) => return Some((format!("preemption: {e}"), "error")),
+                }
+            }
+            if !refused.is_empty() {
+                for _ in &refused {
+                    self.metrics
+                        .evictions
+                        .get_or_create(&EvictionLabels { result: "refused" })
+                        .inc();
+                }
+                spared.extend(refused);
+                continue;
+            }
+            let preemptors: Vec<String> = members.iter().map(|(p, _)| pod_key(p)).collect();
+            for victim in &plan.victims {
+                let result = self.evict(victim, false).await;
+                let label = match &result {
+                    Ok(()) => "evicted",
+                    Err(EvictError::Refused(_)) => "refused",
+                    Err(_) => "error",
+                };
+                self.metrics
+                    .evictions
+                    .get_or_create(&EvictionLabels { result: label })
+                    .inc();
+                if let Err(e) = result {
+                    // A budget changed between the dry run and now.
+                    return Some((format!("preemption: {e}"), "error"));
+                }
+                if let Some(v) = by_key.get(victim) {
+                    let node = v
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .unwrap_or_default();
+                    let note = format!(
+                        "Preempted by {} on node {node} ({})",
+                        preemptors.join(", "),
+                        plan.explanation
+                    );
+                    self.event(
+                        v,
+                        EventType::Normal,
+                        "Preempted",
+                        "Preempting",
+                        truncate(note),
+                    )
+                    .await;
+                }
+            }
+            for ((pod, _), (node, _)) in members.iter().zip(&plan.members) {
+                if let Err(e) = self.nominate(pod, node).await {
+                    warn!(error = %e, "nominated node not written");
+                }
+            }
+            let nodes: BTreeSet<&str> = plan.members.iter().map(|(n, _)| n.as_str()).collect();
+            info!(preemptors = ?preemptors, victims = ?plan.victims, gpu_hours_lost = plan.gpu_hours_lost, "preempting");
+            return Some((
+                format!(
+                    "preempting {} ({:.2} GPU-hours lost) to make room on {}: {}",
+                    plan.victims.join(", "),
+                    plan.gpu_hours_lost,
+                    nodes.into_iter().collect::<Vec<_>>().join(", "),
+                    plan.explanation
+                ),
+                "preempting",
+            ));
+        }
+        Some((
+            format!(
+                "preemption: every plan needed a pod that PodDisruptionBudgets protect ({})",
+                spared.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+            "unschedulable",
+        ))
+    }
+
+    /// Asks the API server to evict `victim` (`namespace/name`); a dry run
+    /// only checks that it would (PodDisruptionBudgets included).
+    async fn evict(&self, victim: &str, dry_run: bool) -> Result<(), EvictError> {
+        let (namespace, name) = victim.split_once('/').unwrap_or(("default", victim));
+        let api = Api::<Pod>::namespaced(self.eviction_client.clone(), namespace);
+        let params = EvictParams {
+            delete_options: None,
+            post_options: PostParams {
+                dry_run,
+                field_manager: None,
+            },
+        };
+        match api
+            .evict(name, &params)
+            .instrument(info_span!("evict_pod", pod = %victim, dry_run))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Already gone: what the eviction was for.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 429 => Err(EvictError::Refused(format!(
+                "evicting {victim} refused: {}",
+                s.message
+            ))),
+            Err(source) => Err(EvictError::Failed {
+                pod: victim.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Sets `status.nominatedNodeName`, as kube-scheduler does for a
+    /// preemptor: where it waits for its victims to go.
+    async fn nominate(&self, pod: &Pod, node: &str) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        let api = Api::<Pod>::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let patch = json!({"status": {"nominatedNodeName": node}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        api.patch_status(pod.name_any().as_str(), &params, &Patch::Merge(&patch))
+            .instrument(info_span!("nominate_pod", pod = %key, node))
+            .await
+            .map(|_| ())
+            .map_err(|source| WriteError::Nominate {
+                pod: key,
+                node: node.to_string(),
+                source,
+            })
     }
 
     /// Annotates every pod with its GPUs, then binds every pod, then says
@@ -531,20 +867,22 @@ impl Scheduler {
     /// `snapshot` (for the rest of the cycle) and the assume cache (until the
     /// watch shows it bound). A binding that fails after others succeeded
     /// cannot be undone: that member is retried alone (see the README).
+    /// Returns whether every pod was bound.
     async fn bind_all(
         &mut self,
         snapshot: &mut Snapshot,
         all: &[(Arc<Pod>, PendingPod, Placement)],
-    ) {
+    ) -> bool {
         for (pod, _, p) in all {
             if let Err(e) = self.annotate(pod, p).await {
                 warn!(error = %e, "placement not bound; retrying later");
                 for (pod, pending, _) in all {
                     self.write_failed(pod, Some(pending), &e);
                 }
-                return;
+                return false;
             }
         }
+        let mut all_bound = true;
         for (pod, pending, p) in all {
             let key = pod_key(pod);
             match self.bind(pod, p).await {
@@ -588,9 +926,11 @@ impl Scheduler {
                 Err(e) => {
                     warn!(error = %e, "binding failed");
                     self.write_failed(pod, Some(pending), &e);
+                    all_bound = false;
                 }
             }
         }
+        all_bound
     }
 
     fn write_failed(&mut self, pod: &Pod, pending: Option<&PendingPod>, e: &WriteError) {

@@ -24,6 +24,20 @@ pub struct BottleneckLabel {
     pub bottleneck: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DomainLabels {
+    /// The tier's node label key (`network.gputopo.dev/leaf`).
+    pub tier: String,
+    /// The label value naming the domain (`leaf-3`).
+    pub domain: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    /// `evicted` | `refused` (a PodDisruptionBudget) | `error`.
+    pub result: &'static str,
+}
+
 /// The scheduler's metrics, in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -33,6 +47,10 @@ pub struct Metrics {
     pub allocation: Gauge<f64, AtomicU64>,
     pub fragmentation: Gauge<f64, AtomicU64>,
     pub bottlenecks: Family<BottleneckLabel, Counter>,
+    /// From a gang's first member seen pending to its last member bound.
+    pub gang_wait: Histogram,
+    pub domain_utilization: Family<DomainLabels, Gauge<f64, AtomicU64>>,
+    pub evictions: Family<EvictionLabels, Counter>,
     /// 1 on the replica that holds the leader lease (or runs without
     /// leader election), 0 on a standby.
     pub leader: Gauge,
@@ -48,6 +66,25 @@ impl Metrics {
         let fragmentation = Gauge::<f64, AtomicU64>::default();
         let bottlenecks = Family::<BottleneckLabel, Counter>::default();
         let leader = Gauge::default();
+        // 0.5 s to ~4.5 h.
+        let gang_wait = Histogram::new(exponential_buckets(0.5, 2.0, 16));
+        let domain_utilization = Family::<DomainLabels, Gauge<f64, AtomicU64>>::default();
+        let evictions = Family::<EvictionLabels, Counter>::default();
+        registry.register(
+            "gang_wait_seconds",
+            "Time from a gang's first member seen pending to its last member bound",
+            gang_wait.clone(),
+        );
+        registry.register(
+            "domain_utilization_ratio",
+            "GPUs held (whole or shared) over GPUs listed, per network domain, at the last decision",
+            domain_utilization.clone(),
+        );
+        registry.register(
+            "preemption_evictions",
+            "Evictions asked of the API server for preemption, by result (evicted, refused by a PodDisruptionBudget, error)",
+            evictions.clone(),
+        );
         registry.register(
             "scheduling_duration_seconds",
             "Time to decide one pod or gang: snapshot, filter, score, choice (API writes excluded)",
@@ -91,6 +128,9 @@ impl Metrics {
             allocation,
             fragmentation,
             bottlenecks,
+            gang_wait,
+            domain_utilization,
+            evictions,
             leader,
         }
     }
@@ -132,6 +172,16 @@ mod tests {
         m.decisions.inc();
         m.allocation.set(0.5);
         m.leader.set(1);
+        m.gang_wait.observe(3.0);
+        m.domain_utilization
+            .get_or_create(&DomainLabels {
+                tier: "network.gputopo.dev/leaf".into(),
+                domain: "leaf-1".into(),
+            })
+            .set(0.25);
+        m.evictions
+            .get_or_create(&EvictionLabels { result: "refused" })
+            .inc();
         m.bottlenecks
             .get_or_create(&BottleneckLabel {
                 bottleneck: "NV2".into(),
@@ -146,6 +196,9 @@ mod tests {
             "gputopo_fragmentation_ratio",
             "gputopo_placement_bottleneck_total{bottleneck=\"NV2\"} 1",
             "gputopo_leader 1",
+            "gputopo_gang_wait_seconds_sum 3.0",
+            "gputopo_domain_utilization_ratio{tier=\"network.gputopo.dev/leaf\",domain=\"leaf-1\"} 0.25",
+            "gputopo_preemption_evictions_total{result=\"refused\"} 1",
         ] {
             assert!(text.contains(name), "{name} missing:\n{text}");
         }
