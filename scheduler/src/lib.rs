@@ -9,6 +9,7 @@ pub mod config;
 pub mod leader;
 pub mod podgroup;
 pub mod queue;
+pub mod reservations;
 pub mod scheduler;
 pub mod serve;
 

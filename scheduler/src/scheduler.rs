@@ -10,6 +10,7 @@ use crate::cluster::{
 use crate::config::{Preemption, Settings};
 use crate::podgroup::PodGroup;
 use crate::queue::SchedulingQueue;
+use crate::reservations::GangReservations;
 use crate::serve::{
     AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, Readiness,
 };
@@ -274,6 +275,9 @@ pub struct Scheduler {
     /// When each gang waiting now was first seen pending: for
     /// `gputopo_gang_wait_seconds` and the gang's schedule timeout.
     gang_since: HashMap<GangKey, Instant>,
+    /// GPUs held for waiting gangs; `None` when the configuration turns
+    /// reservations off.
+    reservations: Option<GangReservations>,
 }
 
 impl Scheduler {
@@ -290,6 +294,7 @@ impl Scheduler {
             queue: SchedulingQueue::new(settings.backoff),
             assumed: AssumeCache::default(),
             gang_since: HashMap::new(),
+            reservations: settings.gangs.reservations.map(GangReservations::new),
             eviction_client: client.clone(),
             client,
             settings,
@@ -465,6 +470,15 @@ impl Scheduler {
                     return;
                 }
             };
+        if let Some(r) = &mut self.reservations {
+            let gang_since = &self.gang_since;
+            for gang in r.prune(Instant::now(), |k| gang_since.contains_key(k)) {
+                info!(%gang, "reservation ended: lapsed or the gang stopped waiting");
+            }
+            for w in r.apply(&mut snapshot, None) {
+                warn!(warning = %w, "reservation");
+            }
+        }
         let build_time = started.elapsed();
         for w in &warnings {
             debug!(warning = %w, "snapshot");
@@ -550,6 +564,10 @@ impl Scheduler {
                         gputopo_api::GangRef::Annotation { size, .. } => Some(size),
                         gputopo_api::GangRef::PodGroup { .. } => None,
                     };
+                    // The gang's own reservation is free for it.
+                    if let Some(r) = &self.reservations {
+                        r.unapply(&mut snapshot, &key);
+                    }
                     let t = Instant::now();
                     let decision = match gang_size(&key, annotated, &sizes) {
                         Err(message) => GangDecision::Waiting { message },
@@ -584,6 +602,11 @@ impl Scheduler {
                                         .gang_wait
                                         .observe(since.elapsed().as_secs_f64());
                                 }
+                                if let Some(r) = &mut self.reservations {
+                                    r.release(&key);
+                                }
+                            } else {
+                                self.keep_reservation(&mut snapshot, &key);
                             }
                         }
                         GangDecision::Placed(placements) => {
@@ -591,6 +614,7 @@ impl Scheduler {
                             for (pod, _) in &members {
                                 self.queue.retry_later(&pod_key(pod), Instant::now());
                             }
+                            self.keep_reservation(&mut snapshot, &key);
                         }
                         GangDecision::Waiting { message } => {
                             let incomplete = message.contains("waiting for the rest");
@@ -608,13 +632,25 @@ impl Scheduler {
                             if waited > timeout {
                                 // What coscheduling's Permit timeout means here:
                                 // the gang is told, and keeps waiting unreserved.
+                                let released =
+                                    self.reservations.as_mut().is_some_and(|r| r.release(&key));
                                 message = format!(
-                                    "{key} has waited {}s, longer than its schedule timeout ({}s): {message}",
+                                    "{key} has waited {}s, longer than its schedule timeout ({}s){}: {message}",
                                     waited.as_secs(),
-                                    timeout.as_secs()
+                                    timeout.as_secs(),
+                                    if released {
+                                        "; its reservation is released"
+                                    } else {
+                                        ""
+                                    }
                                 );
                                 result = "timeout";
+                            } else if !incomplete && result == "unschedulable" {
+                                if let Some(note) = self.reserve(&snapshot, &key, &members, &core) {
+                                    message = format!("{message}; {note}");
+                                }
                             }
+                            self.keep_reservation(&mut snapshot, &key);
                             for (pod, pending) in &members {
                                 self.failed(pod, Some(pending), &message, result).await;
                             }
@@ -639,6 +675,55 @@ impl Scheduler {
                     domain: d.name().to_string(),
                 })
                 .set(f64::from(d.gpus_used()) / f64::from(d.gpu_count()));
+        }
+    }
+
+    /// Puts the gang's reservation (if any) back into this cycle's snapshot
+    /// after its own decision left it waiting.
+    fn keep_reservation(&self, snapshot: &mut Snapshot, key: &GangKey) {
+        if let Some(r) = &self.reservations {
+            for w in r.reapply(snapshot, key) {
+                warn!(warning = %w, "reservation");
+            }
+        }
+    }
+
+    /// For a complete gang that fits nowhere and preempts nothing: holds
+    /// the GPUs it would use once pods of no higher priority finish, or
+    /// says why not. `None` when reservations are off.
+    fn reserve(
+        &mut self,
+        snapshot: &Snapshot,
+        key: &GangKey,
+        members: &[(Arc<Pod>, PendingPod)],
+        core: &SchedulerConfig,
+    ) -> Option<String> {
+        let r = self.reservations.as_mut()?;
+        if let Some(held) = r.get(key) {
+            return Some(format!(
+                "holding its reservation of {} GPUs ({}) while they free up",
+                held.gpus,
+                held.describe()
+            ));
+        }
+        let pendings: Vec<PendingPod> = members.iter().map(|(_, p)| p.clone()).collect();
+        let Some(nodes) = GangReservations::propose(snapshot, &pendings, core) else {
+            return Some(
+                "no reservation: it would not fit even once every pod of no higher priority finished"
+                    .into(),
+            );
+        };
+        let cluster_gpus: u32 = snapshot.nodes().map(|n| n.gpus().count_ones()).sum();
+        match r.reserve(key, nodes, cluster_gpus, Instant::now()) {
+            Ok(held) => {
+                info!(gang = %key, gpus = held.gpus, nodes = %held.describe(), "reserved");
+                Some(format!(
+                    "reserved {} GPUs ({}) for it: no other pod may take them as they free up",
+                    held.gpus,
+                    held.describe()
+                ))
+            }
+            Err(why) => Some(format!("no reservation: {why}")),
         }
     }
 

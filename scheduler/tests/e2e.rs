@@ -138,6 +138,27 @@ impl SchedulerProcess {
         name: &str,
         extra: impl FnOnce(u16) -> (Vec<String>, Vec<(&'static str, String)>),
     ) -> SchedulerProcess {
+        SchedulerProcess::start_configured(env, name, "", extra).await
+    }
+
+    /// A scheduler whose configuration file has `config` after the usual
+    /// short backoff.
+    async fn start_with_config(env: &TestEnv, name: &str, config: &str) -> SchedulerProcess {
+        SchedulerProcess::start_configured(env, name, config, |port| {
+            (
+                vec!["--leader-elect-lease-name".into(), format!("{name}-{port}")],
+                vec![],
+            )
+        })
+        .await
+    }
+
+    async fn start_configured(
+        env: &TestEnv,
+        name: &str,
+        config_extra: &str,
+        extra: impl FnOnce(u16) -> (Vec<String>, Vec<(&'static str, String)>),
+    ) -> SchedulerProcess {
         let lease_namespace = lease_namespace(env).await;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -148,7 +169,9 @@ impl SchedulerProcess {
         let config = dir.join("config.yaml");
         std::fs::write(
             &config,
-            "backoff: {initial: 200ms, max: 2s, unschedulableTimeout: 10s}\n",
+            format!(
+                "backoff: {{initial: 200ms, max: 2s, unschedulableTimeout: 10s}}\n{config_extra}"
+            ),
         )
         .expect("writing the config");
         let (extra_args, extra_env) = extra(port);
@@ -1205,5 +1228,135 @@ async fn inference_pods_sharing_gpus_pack_and_never_touch_a_held_gpu() {
         per_gpu.len() <= 2,
         "six quarter-GPU pods spread over {} GPUs instead of packing: {per_gpu:?}",
         per_gpu.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_gang_holds_the_gpus_a_stream_of_small_pods_would_take() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("reserve");
+    for slot in ["a", "b"] {
+        fixture_node(
+            env,
+            &env.unique_name(&format!("a100-reserve-{slot}")),
+            DGX_A100,
+            &[
+                ("e2e-group", &group),
+                ("e2e-slot", slot),
+                ("gputopo.dev/spine", "spine-a"),
+                ("gputopo.dev/leaf", "leaf-1"),
+            ],
+        )
+        .await;
+    }
+    let sched = env.unique_name("sched-reserve");
+    // The shared cluster's size varies with the tests running beside this
+    // one: allow any fraction, so that only this test's nodes matter.
+    let s = SchedulerProcess::start_with_config(
+        env,
+        &sched,
+        "gangs: {reservations: {maxFraction: 1.0}}\n",
+    )
+    .await;
+    let ns = env.create_namespace("reserve").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    // Both nodes full of one-GPU pods of the gang's own priority:
+    // preemption cannot help, only waiting can.
+    for slot in ["a", "b"] {
+        for i in 0..8 {
+            create(
+                &pods,
+                &slot_pod(&format!("fill-{slot}-{i}"), &sched, &group, slot, 1, &[]),
+            )
+            .await;
+        }
+    }
+    for slot in ["a", "b"] {
+        for i in 0..8 {
+            bound(&pods, &format!("fill-{slot}-{i}"), &s).await;
+        }
+    }
+    for i in 0..2 {
+        create(
+            &pods,
+            &gpu_pod(
+                &format!("big-{i}"),
+                &sched,
+                &group,
+                8,
+                &[
+                    ("gputopo.dev/workload", "training"),
+                    ("gputopo.dev/gang", "big"),
+                    ("gputopo.dev/gang-size", "2"),
+                ],
+            ),
+        )
+        .await;
+    }
+    let e = wait_for(
+        "a FailedScheduling event saying the gang reserved its GPUs",
+        Duration::from_secs(60),
+        || async {
+            events(&client, &ns, "big-0", "FailedScheduling")
+                .await
+                .into_iter()
+                .find(|e| note(e).contains("reserved 16 GPUs"))
+        },
+        || s.log(),
+    )
+    .await;
+    assert!(
+        note(&e).contains("no other pod may take them"),
+        "{}",
+        note(&e)
+    );
+    // The stream: each time a GPU frees up, a new one-GPU pod arrives.
+    for slot in ["a", "b"] {
+        for i in 0..8 {
+            pods.delete(
+                &format!("fill-{slot}-{i}"),
+                &kube::api::DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("deleting a filler");
+            create(
+                &pods,
+                &gpu_pod(&format!("small-{slot}-{i}"), &sched, &group, 1, &[]),
+            )
+            .await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    for i in 0..2 {
+        let p = bound(&pods, &format!("big-{i}"), &s).await;
+        assert_eq!(gpus_of(&p).len(), 8);
+    }
+    let small_bound: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("small-"))
+                && node_of(p).is_some()
+        })
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert!(
+        small_bound.is_empty(),
+        "small pods took GPUs reserved for the gang: {small_bound:?}"
+    );
+    let metrics = s.get("/metrics").await.expect("metrics").1;
+    assert!(
+        metrics.contains("gputopo_gang_wait_seconds_count 1"),
+        "{metrics}"
     );
 }
