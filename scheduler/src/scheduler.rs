@@ -278,7 +278,16 @@ pub struct Scheduler {
     /// GPUs held for waiting gangs; `None` when the configuration turns
     /// reservations off.
     reservations: Option<GangReservations>,
+    /// Test failpoint: abort the process after this many bindings, as a
+    /// SIGKILL mid-gang would (see `FAILPOINT_EXIT_AFTER_BINDS`).
+    exit_after_binds: Option<u32>,
+    binds: u32,
 }
+
+/// Environment variable naming a number of bindings after which the
+/// process aborts: lets the end-to-end tests kill the scheduler between two
+/// members of a gang, which no signal sent from outside can time reliably.
+pub const FAILPOINT_EXIT_AFTER_BINDS: &str = "GPUTOPO_SCHEDULER_FAILPOINT_EXIT_AFTER_BINDS";
 
 impl Scheduler {
     pub fn new(client: kube::Client, settings: Settings, metrics: Arc<Metrics>) -> Scheduler {
@@ -295,6 +304,10 @@ impl Scheduler {
             assumed: AssumeCache::default(),
             gang_since: HashMap::new(),
             reservations: settings.gangs.reservations.map(GangReservations::new),
+            exit_after_binds: std::env::var(FAILPOINT_EXIT_AFTER_BINDS)
+                .ok()
+                .and_then(|v| v.parse().ok()),
+            binds: 0,
             eviction_client: client.clone(),
             client,
             settings,
@@ -972,6 +985,14 @@ impl Scheduler {
             let key = pod_key(pod);
             match self.bind(pod, p).await {
                 Ok(()) => {
+                    self.binds += 1;
+                    if self.exit_after_binds.is_some_and(|n| self.binds >= n) {
+                        warn!(
+                            binds = self.binds,
+                            "{FAILPOINT_EXIT_AFTER_BINDS} reached: aborting"
+                        );
+                        std::process::abort();
+                    }
                     if let Err(e) = snapshot.add_pod(p.bound_pod(pending)) {
                         warn!(pod = %key, error = %e, "adding the bound pod to this cycle's snapshot");
                     }

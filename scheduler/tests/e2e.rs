@@ -1360,3 +1360,88 @@ async fn a_waiting_gang_holds_the_gpus_a_stream_of_small_pods_would_take() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_killed_mid_gang_completes_it_after_restart_and_assigns_no_gpu_twice() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("midgang");
+    for i in 0..4 {
+        fixture_node(
+            env,
+            &env.unique_name(&format!("a100-midgang-{i}")),
+            DGX_A100,
+            &[
+                ("e2e-group", &group),
+                ("gputopo.dev/spine", "spine-a"),
+                ("gputopo.dev/leaf", "leaf-1"),
+            ],
+        )
+        .await;
+    }
+    let sched = env.unique_name("sched-midgang");
+    let ns = env.create_namespace("midgang").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    // The first process dies after its second binding, between members.
+    let mut s = SchedulerProcess::start_with(env, &sched, |port| {
+        (
+            vec![
+                "--leader-elect-lease-name".into(),
+                format!("{sched}-{port}"),
+            ],
+            vec![(
+                gputopo_scheduler::scheduler::FAILPOINT_EXIT_AFTER_BINDS,
+                "2".to_string(),
+            )],
+        )
+    })
+    .await;
+    for i in 0..4 {
+        create(
+            &pods,
+            &gpu_pod(
+                &format!("member-{i}"),
+                &sched,
+                &group,
+                8,
+                &[
+                    ("gputopo.dev/gang", "midgang"),
+                    ("gputopo.dev/gang-size", "4"),
+                ],
+            ),
+        )
+        .await;
+    }
+    wait_for(
+        "the first scheduler to abort mid-gang",
+        Duration::from_secs(60),
+        || {
+            let exited = s.process.check_running().is_err();
+            async move { exited.then_some(()) }
+        },
+        String::new,
+    )
+    .await;
+    let list = pods.list(&ListParams::default()).await.expect("pods").items;
+    let bound_now = list.iter().filter(|p| node_of(p).is_some()).count();
+    assert_eq!(
+        bound_now, 2,
+        "the failpoint should stop it after two bindings"
+    );
+    drop(s);
+
+    let s = SchedulerProcess::start(env, &sched).await;
+    let mut seen: BTreeSet<(String, u32)> = BTreeSet::new();
+    for i in 0..4 {
+        let p = bound(&pods, &format!("member-{i}"), &s).await;
+        let node = node_of(&p).expect("bound");
+        let gpus = gpus_of(&p);
+        assert_eq!(gpus.len(), 8, "member-{i}: {gpus:?}");
+        for g in gpus {
+            assert!(
+                seen.insert((node.clone(), g)),
+                "GPU {g} of {node} assigned twice"
+            );
+        }
+    }
+}
