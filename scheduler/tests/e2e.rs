@@ -34,6 +34,9 @@ use tokio::sync::OnceCell;
 
 const DGX1: &str = "nvidia/dgx1-v100-mlx5-no-numa-column-msccl-tools-topo-m.txt";
 const DGX_A100: &str = "nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt";
+const HGX_H100: &str = "nvidia/h100-8gpu-nv18-no-nic-nccl-topo-tutorial-space-expanded-topo-m.txt";
+/// Eight PCIe GPUs on two sockets: PHB pairs, NODE within a socket, SYS across.
+const PCIE_2SOCKET: &str = "nvidia/rtx4090-8gpu-pcie-2socket-vast-driver570-topo-m.txt";
 
 fn fixture(path: &str) -> String {
     let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -1444,4 +1447,116 @@ async fn a_scheduler_killed_mid_gang_completes_it_after_restart_and_assigns_no_g
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_fleet_on_four_leaves_places_each_pod_where_its_wires_are() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("fleet");
+    // Two spines, four leaves, one machine kind per leaf, two of each.
+    let mut leaf_of: BTreeMap<String, &str> = BTreeMap::new();
+    for (spine, leaf, kind, fixture_path) in [
+        ("spine-a", "leaf-1", "dgx1", DGX1),
+        ("spine-a", "leaf-2", "a100", DGX_A100),
+        ("spine-b", "leaf-3", "h100", HGX_H100),
+        ("spine-b", "leaf-4", "pcie", PCIE_2SOCKET),
+    ] {
+        for i in 0..2 {
+            let name = env.unique_name(&format!("{kind}-{i}"));
+            fixture_node(
+                env,
+                &name,
+                fixture_path,
+                &[
+                    ("e2e-group", &group),
+                    ("gputopo.dev/spine", spine),
+                    ("gputopo.dev/leaf", leaf),
+                ],
+            )
+            .await;
+            leaf_of.insert(name, leaf);
+        }
+    }
+    let sched = env.unique_name("sched-fleet");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("fleet").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let leaf = |p: &Pod| leaf_of[&node_of(p).expect("bound")];
+
+    // Eight GPUs all-to-all at NV18: only the H100s have it.
+    create(
+        &pods,
+        &gpu_pod(
+            "nv18",
+            &sched,
+            &group,
+            8,
+            &[("gputopo.dev/min-nvlink-level", "NV18")],
+        ),
+    )
+    .await;
+    let nv18 = bound(&pods, "nv18", &s).await;
+    assert_eq!(leaf(&nv18), "leaf-3");
+
+    // On the PCIe box: a pair behind one host bridge, a quad on one socket.
+    let mut pair = gpu_pod("pcie-pair", &sched, &group, 2, &[]);
+    let mut quad = gpu_pod("pcie-quad", &sched, &group, 4, &[]);
+    for p in [&mut pair, &mut quad] {
+        p.spec
+            .as_mut()
+            .expect("spec")
+            .node_selector
+            .get_or_insert_default()
+            .insert("gputopo.dev/leaf".into(), "leaf-4".into());
+    }
+    create(&pods, &pair).await;
+    let pair = bound(&pods, "pcie-pair", &s).await;
+    let gpus = gpus_of(&pair);
+    assert!(
+        [[0, 1], [2, 3], [4, 5], [6, 7]]
+            .iter()
+            .any(|p| p[..] == gpus[..]),
+        "the pair {gpus:?} is not behind one host bridge"
+    );
+    assert_eq!(
+        annotation(&pair, "scheduler.gputopo.dev/bottleneck").as_deref(),
+        Some("PHB")
+    );
+    create(&pods, &quad).await;
+    let quad = bound(&pods, "pcie-quad", &s).await;
+    let bottleneck = annotation(&quad, "scheduler.gputopo.dev/bottleneck");
+    assert_ne!(
+        bottleneck.as_deref(),
+        Some("SYS"),
+        "the quad {:?} crosses the sockets",
+        gpus_of(&quad)
+    );
+
+    // A two-node gang needing NV12: one H100 is taken, the DGX-1 and the
+    // PCIe boxes lack NV12, so both members go to the A100 leaf.
+    for i in 0..2 {
+        create(
+            &pods,
+            &gpu_pod(
+                &format!("gang-{i}"),
+                &sched,
+                &group,
+                8,
+                &[
+                    ("gputopo.dev/min-nvlink-level", "NV12"),
+                    ("gputopo.dev/gang", "fleet"),
+                    ("gputopo.dev/gang-size", "2"),
+                ],
+            ),
+        )
+        .await;
+    }
+    let mut nodes = BTreeSet::new();
+    for i in 0..2 {
+        let p = bound(&pods, &format!("gang-{i}"), &s).await;
+        assert_eq!(leaf(&p), "leaf-2", "gang-{i}");
+        nodes.insert(node_of(&p).expect("bound"));
+    }
+    assert_eq!(nodes.len(), 2, "one member per node");
 }
