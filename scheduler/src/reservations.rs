@@ -211,27 +211,9 @@ impl GangReservations {
                 continue;
             }
             for (node, mask) in &r.nodes {
-                let Some(id) = snapshot.node_id(node) else {
-                    warnings.push(format!(
-                        "{gang}: reserved node {node} is gone from the cluster"
-                    ));
-                    continue;
-                };
-                let free = snapshot.node(id).free_gpus() & mask;
-                if free == 0 {
-                    continue;
-                }
-                let held: Vec<u32> = (0..32).filter(|i| free & (1 << i) != 0).collect();
-                let mut input =
-                    BoundPodInput::new(&gang.namespace, &placeholder_name(gang, node), node);
-                input.requests = Resources {
-                    gpus: i64::from(free.count_ones()),
-                    ..Resources::default()
-                };
-                input.holding = GpuHolding::Whole(held);
-                input.priority = i32::MAX;
-                if let Err(e) = snapshot.add_pod(input) {
-                    warnings.push(format!("{gang}: reserving on {node}: {e}"));
+                let name = placeholder_name(&gang.to_string(), node);
+                if let Err(e) = hold(snapshot, &gang.namespace, &name, node, *mask) {
+                    warnings.push(format!("{gang}: {e}"));
                 }
             }
         }
@@ -244,7 +226,8 @@ impl GangReservations {
             return;
         };
         for node in r.nodes.keys() {
-            if let Some(id) = snapshot.pod_id(&gang.namespace, &placeholder_name(gang, node)) {
+            let name = placeholder_name(&gang.to_string(), node);
+            if let Some(id) = snapshot.pod_id(&gang.namespace, &name) {
                 snapshot.remove_pod(id);
             }
         }
@@ -268,8 +251,131 @@ impl GangReservations {
     }
 }
 
-fn placeholder_name(gang: &GangKey, node: &str) -> String {
-    format!("{PLACEHOLDER_PREFIX}{gang}:{node}")
+fn placeholder_name(owner: &str, node: &str) -> String {
+    format!("{PLACEHOLDER_PREFIX}{owner}:{node}")
+}
+
+/// Adds a placeholder pod `namespace/name` on `node` holding the GPUs of
+/// `mask` that are free there, at the highest priority.
+fn hold(
+    snapshot: &mut Snapshot,
+    namespace: &str,
+    name: &str,
+    node: &str,
+    mask: u32,
+) -> Result<(), String> {
+    let Some(id) = snapshot.node_id(node) else {
+        return Err(format!("node {node} is gone from the cluster"));
+    };
+    let free = snapshot.node(id).free_gpus() & mask;
+    if free == 0 {
+        return Ok(());
+    }
+    let held: Vec<u32> = (0..32).filter(|i| free & (1 << i) != 0).collect();
+    let mut input = BoundPodInput::new(namespace, name, node);
+    input.requests = Resources {
+        gpus: i64::from(free.count_ones()),
+        ..Resources::default()
+    };
+    input.holding = GpuHolding::Whole(held);
+    input.priority = i32::MAX;
+    snapshot
+        .add_pod(input)
+        .map(|_| ())
+        .map_err(|e| format!("holding GPUs on {node}: {e}"))
+}
+
+/// A preemptor's claim on the GPUs its victims free, as kube-scheduler's
+/// nominated pods: until it binds (or the claim lapses), other pods' decisions
+/// see those GPUs taken, so a lower-priority pod that happens to be tried
+/// first cannot take what the evictions were for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nomination {
+    pub node: String,
+    /// GPU mask (bit i = GPU i).
+    pub gpus: u32,
+    pub expires: Instant,
+}
+
+/// Every pending preemptor's nomination, by pod key (`namespace/name`).
+#[derive(Clone, Debug, Default)]
+pub struct Nominations {
+    by_pod: BTreeMap<String, Nomination>,
+}
+
+impl Nominations {
+    pub fn nominate(&mut self, pod: &str, node: &str, gpus: &[u32], expires: Instant) {
+        let mask = gpus.iter().fold(0u32, |m, g| m | (1 << g));
+        self.by_pod.insert(
+            pod.to_string(),
+            Nomination {
+                node: node.to_string(),
+                gpus: mask,
+                expires,
+            },
+        );
+    }
+
+    pub fn get(&self, pod: &str) -> Option<&Nomination> {
+        self.by_pod.get(pod)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_pod.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_pod.is_empty()
+    }
+
+    /// Drops lapsed nominations and those of pods for which `pending` is
+    /// false (bound, deleted).
+    pub fn prune(&mut self, now: Instant, pending: impl Fn(&str) -> bool) {
+        self.by_pod
+            .retain(|pod, n| n.expires > now && pending(pod.as_str()));
+    }
+
+    pub fn remove(&mut self, pod: &str) {
+        self.by_pod.remove(pod);
+    }
+
+    /// Adds a placeholder for every nomination but `except`'s (a pod key).
+    pub fn apply(&self, snapshot: &mut Snapshot, except: Option<&str>) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (pod, n) in &self.by_pod {
+            if Some(pod.as_str()) == except {
+                continue;
+            }
+            let (namespace, _) = pod.split_once('/').unwrap_or(("default", pod));
+            let name = placeholder_name(pod, &n.node);
+            if let Err(e) = hold(snapshot, namespace, &name, &n.node, n.gpus) {
+                warnings.push(format!("nomination of {pod}: {e}"));
+            }
+        }
+        warnings
+    }
+
+    /// Takes `pod`'s placeholder out (before its own decision).
+    pub fn unapply(&self, snapshot: &mut Snapshot, pod: &str) {
+        let Some(n) = self.by_pod.get(pod) else {
+            return;
+        };
+        let (namespace, _) = pod.split_once('/').unwrap_or(("default", pod));
+        if let Some(id) = snapshot.pod_id(namespace, &placeholder_name(pod, &n.node)) {
+            snapshot.remove_pod(id);
+        }
+    }
+
+    /// Puts `pod`'s placeholder back (it is still waiting).
+    pub fn reapply(&self, snapshot: &mut Snapshot, pod: &str) -> Vec<String> {
+        let Some(n) = self.by_pod.get(pod) else {
+            return Vec::new();
+        };
+        let only = Nominations {
+            by_pod: BTreeMap::from([(pod.to_string(), n.clone())]),
+        };
+        only.apply(snapshot, None)
+    }
 }
 
 #[cfg(test)]
@@ -453,6 +559,45 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("maxReservations"), "{e}");
         assert!(r.reserve(&key, vec![("n2".into(), 0x1)], 16, now).is_err());
+    }
+
+    #[test]
+    fn a_nomination_keeps_freed_gpus_for_its_preemptor() {
+        let mut snap = cluster();
+        let config = SchedulerConfig::default();
+        let n2 = snap.node_id("n2").expect("n2");
+        // n2 entirely nominated to one preemptor.
+        let mut nominations = Nominations::default();
+        let now = Instant::now();
+        nominations.nominate(
+            "ml/urgent",
+            "n2",
+            &[0, 1, 2, 3, 4, 5, 6, 7],
+            now + Duration::from_secs(60),
+        );
+        assert!(nominations.apply(&mut snap, None).is_empty());
+        assert_eq!(snap.node(n2).free_gpus(), 0);
+        let small = PendingPod::from_k8s(&pod("small", 1, None, 0, false)).expect("a pod");
+        assert!(
+            matches!(schedule(&snap, &small, &config), Decision::Unschedulable(_)),
+            "a lower-priority pod took the nominated GPUs"
+        );
+        nominations.unapply(&mut snap, "ml/urgent");
+        let urgent = PendingPod::from_k8s(&pod("urgent", 8, None, 100, false)).expect("a pod");
+        match schedule(&snap, &urgent, &config) {
+            Decision::Placed(p) => assert_eq!(p.node, "n2"),
+            other => panic!("the nominee cannot use its own GPUs: {other:?}"),
+        }
+        assert!(nominations.reapply(&mut snap, "ml/urgent").is_empty());
+        assert_eq!(snap.node(n2).free_gpus(), 0);
+        nominations.prune(now, |p| p != "ml/urgent");
+        assert!(
+            nominations.is_empty(),
+            "a bound preemptor keeps no nomination"
+        );
+        nominations.nominate("ml/x", "n2", &[0], now);
+        nominations.prune(now, |_| true);
+        assert!(nominations.is_empty(), "a lapsed nomination stays");
     }
 
     #[test]

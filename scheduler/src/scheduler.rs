@@ -10,7 +10,7 @@ use crate::cluster::{
 use crate::config::{Preemption, Settings};
 use crate::podgroup::PodGroup;
 use crate::queue::SchedulingQueue;
-use crate::reservations::GangReservations;
+use crate::reservations::{GangReservations, Nominations};
 use crate::serve::{
     AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, Readiness,
 };
@@ -47,6 +47,10 @@ pub const FIELD_MANAGER: &str = "gputopo-scheduler";
 /// Not under `gputopo.dev/`, where every key is a pod's request and an
 /// unknown one is an error.
 pub const BOTTLENECK_ANNOTATION: &str = "scheduler.gputopo.dev/bottleneck";
+
+/// How long a preemptor keeps its claim on the GPUs its victims free: well
+/// beyond the victims' default 30 s grace period.
+const NOMINATION_TTL: Duration = Duration::from_secs(5 * 60);
 
 /// The longest a quiet scheduler sleeps before looking at its queue again.
 const IDLE_WAKE: Duration = Duration::from_secs(5);
@@ -278,6 +282,8 @@ pub struct Scheduler {
     /// GPUs held for waiting gangs; `None` when the configuration turns
     /// reservations off.
     reservations: Option<GangReservations>,
+    /// Preemptors' claims on the GPUs their victims free.
+    nominations: Nominations,
     /// Test failpoint: abort the process after this many bindings, as a
     /// SIGKILL mid-gang would (see `FAILPOINT_EXIT_AFTER_BINDS`).
     exit_after_binds: Option<u32>,
@@ -308,6 +314,7 @@ impl Scheduler {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             binds: 0,
+            nominations: Nominations::default(),
             eviction_client: client.clone(),
             client,
             settings,
@@ -492,6 +499,11 @@ impl Scheduler {
                 warn!(warning = %w, "reservation");
             }
         }
+        self.nominations
+            .prune(Instant::now(), |k| pending_keys.contains(k));
+        for w in self.nominations.apply(&mut snapshot, None) {
+            warn!(warning = %w, "nomination");
+        }
         let build_time = started.elapsed();
         for w in &warnings {
             debug!(warning = %w, "snapshot");
@@ -519,6 +531,7 @@ impl Scheduler {
             };
             match pending.request.gang.clone() {
                 None => {
+                    self.nominations.unapply(&mut snapshot, &q.key);
                     let t = Instant::now();
                     let decision = schedule(&snapshot, &pending, &core);
                     self.metrics
@@ -530,6 +543,9 @@ impl Scheduler {
                                 .await;
                         }
                         Decision::Unschedulable(u) => {
+                            for w in self.nominations.reapply(&mut snapshot, &q.key) {
+                                warn!(warning = %w, "nomination");
+                            }
                             let members = [(pod.clone(), pending.clone())];
                             let (message, result) = match self
                                 .preempt(&snapshot, &by_key, &members, &core, &preemption)
@@ -577,9 +593,14 @@ impl Scheduler {
                         gputopo_api::GangRef::Annotation { size, .. } => Some(size),
                         gputopo_api::GangRef::PodGroup { .. } => None,
                     };
-                    // The gang's own reservation is free for it.
+                    // The gang's own reservation and nominations are free for it.
                     if let Some(r) = &self.reservations {
                         r.unapply(&mut snapshot, &key);
+                    }
+                    let member_keys: Vec<String> =
+                        members.iter().map(|(p, _)| pod_key(p)).collect();
+                    for k in &member_keys {
+                        self.nominations.unapply(&mut snapshot, k);
                     }
                     let t = Instant::now();
                     let decision = match gang_size(&key, annotated, &sizes) {
@@ -619,7 +640,7 @@ impl Scheduler {
                                     r.release(&key);
                                 }
                             } else {
-                                self.keep_reservation(&mut snapshot, &key);
+                                self.keep_reservation(&mut snapshot, &key, &member_keys);
                             }
                         }
                         GangDecision::Placed(placements) => {
@@ -627,7 +648,7 @@ impl Scheduler {
                             for (pod, _) in &members {
                                 self.queue.retry_later(&pod_key(pod), Instant::now());
                             }
-                            self.keep_reservation(&mut snapshot, &key);
+                            self.keep_reservation(&mut snapshot, &key, &member_keys);
                         }
                         GangDecision::Waiting { message } => {
                             let incomplete = message.contains("waiting for the rest");
@@ -658,12 +679,13 @@ impl Scheduler {
                                     }
                                 );
                                 result = "timeout";
-                            } else if !incomplete && result == "unschedulable" {
-                                if let Some(note) = self.reserve(&snapshot, &key, &members, &core) {
-                                    message = format!("{message}; {note}");
-                                }
+                            } else if !incomplete
+                                && result == "unschedulable"
+                                && let Some(note) = self.reserve(&snapshot, &key, &members, &core)
+                            {
+                                message = format!("{message}; {note}");
                             }
-                            self.keep_reservation(&mut snapshot, &key);
+                            self.keep_reservation(&mut snapshot, &key, &member_keys);
                             for (pod, pending) in &members {
                                 self.failed(pod, Some(pending), &message, result).await;
                             }
@@ -691,12 +713,17 @@ impl Scheduler {
         }
     }
 
-    /// Puts the gang's reservation (if any) back into this cycle's snapshot
-    /// after its own decision left it waiting.
-    fn keep_reservation(&self, snapshot: &mut Snapshot, key: &GangKey) {
+    /// Puts the gang's reservation and its members' nominations (if any)
+    /// back into this cycle's snapshot after its own decision left it waiting.
+    fn keep_reservation(&self, snapshot: &mut Snapshot, key: &GangKey, members: &[String]) {
         if let Some(r) = &self.reservations {
             for w in r.reapply(snapshot, key) {
                 warn!(warning = %w, "reservation");
+            }
+        }
+        for pod in members {
+            for w in self.nominations.reapply(snapshot, pod) {
+                warn!(warning = %w, "nomination");
             }
         }
     }
@@ -877,7 +904,13 @@ impl Scheduler {
                     .await;
                 }
             }
-            for ((pod, _), (node, _)) in members.iter().zip(&plan.members) {
+            for ((pod, _), (node, gpus)) in members.iter().zip(&plan.members) {
+                self.nominations.nominate(
+                    &pod_key(pod),
+                    node,
+                    gpus,
+                    Instant::now() + NOMINATION_TTL,
+                );
                 if let Err(e) = self.nominate(pod, node).await {
                     warn!(error = %e, "nominated node not written");
                 }
