@@ -4,6 +4,7 @@ pub mod filter;
 pub mod gang;
 pub mod gang_schedule;
 pub mod gpuset;
+pub mod node_fit;
 pub mod pod;
 pub mod preempt;
 pub mod preempt_schedule;

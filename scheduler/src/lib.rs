@@ -4,14 +4,17 @@
 //! with `gputopo-scheduler-core`; writes the chosen GPUs on the pod, binds
 //! it, and says why in an event. See the README's "gputopo-scheduler" section.
 
+pub mod annotations;
 pub mod cluster;
 pub mod config;
+pub mod extender;
 pub mod leader;
 pub mod podgroup;
 pub mod queue;
 pub mod reservations;
 pub mod scheduler;
 pub mod serve;
+pub mod watch;
 
 pub use config::{Backoff, ConfigFileError, Settings};
 pub use scheduler::{BOTTLENECK_ANNOTATION, FIELD_MANAGER, RunError, Scheduler};

@@ -32,6 +32,41 @@ enum Command {
     /// The API server is found as kubectl finds it (KUBECONFIG, ~/.kube/config,
     /// or the in-cluster service account).
     Run(RunArgs),
+    /// Serve kube-scheduler's extender API (filter, prioritize, bind): the
+    /// stock kube-scheduler schedules and calls gputopo for GPU topology.
+    /// See the README's "Extender mode" for its KubeSchedulerConfiguration.
+    Extender(ExtenderArgs),
+}
+
+#[derive(Args)]
+struct ExtenderArgs {
+    /// YAML configuration file, as for `run`: networkTiers, weights,
+    /// defaultTopologyManagerPolicy, memoryTarget, spotInstanceTypes apply;
+    /// schedulerNames, profiles, backoff, gangs and preemption are checked but
+    /// unused (kube-scheduler picks the pods, retries them and preempts).
+    #[arg(long, value_name = "FILE", env = "GPUTOPO_SCHEDULER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address for /healthz, /readyz (503 until the watches have listed) and /metrics.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "GPUTOPO_SCHEDULER_LISTEN",
+        default_value = "0.0.0.0:10261"
+    )]
+    listen: SocketAddr,
+    /// Address of the extender API: POST /filter, /prioritize, /bind (the
+    /// KubeSchedulerConfiguration's urlPrefix). The same address as
+    /// --listen serves everything on one port.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "GPUTOPO_SCHEDULER_EXTENDER_LISTEN",
+        default_value = "0.0.0.0:10262"
+    )]
+    extender_listen: SocketAddr,
+    /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
+    #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
+    log_json: bool,
 }
 
 #[derive(Args)]
@@ -90,7 +125,7 @@ struct LeaderArgs {
         value_name = "NAME"
     )]
     leader_elect_lease_name: String,
-    /// The Lease's namespace (created if missing, where RBAC allows).
+    /// The Lease's namespace; it must exist (the scheduler never creates namespaces).
     #[arg(
         long,
         env = "POD_NAMESPACE",
@@ -113,13 +148,16 @@ struct LeaderArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Command::Run(args) = cli.command;
+    let log_json = match &cli.command {
+        Command::Run(args) => args.log_json,
+        Command::Extender(args) => args.log_json,
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if args.log_json {
+    if log_json {
         builder.json().init();
     } else {
         builder.init();
@@ -128,7 +166,14 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .context("starting the async runtime")
-        .and_then(|rt| rt.block_on(run(args)));
+        .and_then(|rt| {
+            rt.block_on(async {
+                match cli.command {
+                    Command::Run(args) => run(args).await,
+                    Command::Extender(args) => extender(args).await,
+                }
+            })
+        });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -216,4 +261,29 @@ async fn run(args: RunArgs) -> Result<()> {
             Err(e).context("leader election")
         }
     }
+}
+
+async fn extender(args: ExtenderArgs) -> Result<()> {
+    let settings = match &args.config {
+        Some(file) => Settings::from_file(file)?,
+        None => Settings::default(),
+    };
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    let mut terminate =
+        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = terminate.recv() => info!("SIGTERM"),
+            _ = tokio::signal::ctrl_c() => info!("interrupted"),
+        }
+    };
+    let addresses = gputopo_scheduler::extender::Addresses {
+        listen: args.listen,
+        extender_listen: args.extender_listen,
+    };
+    gputopo_scheduler::extender::run(client, settings.core, addresses, shutdown)
+        .await
+        .context("serving the scheduler extender")
 }

@@ -3,6 +3,7 @@
 //! `scheduler-core`), then the API writes (annotations, binding, events,
 //! the PodScheduled condition), each in its own short `tracing` span.
 
+use crate::annotations::{assignment_patch, bottleneck_text};
 use crate::cluster::{
     AssumeCache, Assumed, GangKey, Objects, build_snapshot, gang_size, is_pending_for, pod_key,
     queued, usage,
@@ -14,8 +15,8 @@ use crate::reservations::{GangReservations, Nominations};
 use crate::serve::{
     AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, Readiness,
 };
-use futures::{FutureExt, StreamExt};
-use gputopo_api::keys::pod as pod_keys;
+use crate::watch::{always, pod_changes_cluster, reflect};
+use futures::FutureExt;
 use gputopo_api::{GpuTopology, WorkloadKind};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
@@ -29,7 +30,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -43,10 +44,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 /// The field manager of every write, and the events' reporting controller.
 pub const FIELD_MANAGER: &str = "gputopo-scheduler";
 
-/// Annotation with the placement's weakest link class (`NV2`, `PIX`, ...).
-/// Not under `gputopo.dev/`, where every key is a pod's request and an
-/// unknown one is an error.
-pub const BOTTLENECK_ANNOTATION: &str = "scheduler.gputopo.dev/bottleneck";
+pub use crate::annotations::BOTTLENECK_ANNOTATION;
 
 /// How long a preemptor keeps its claim on the GPUs its victims free: well
 /// beyond the victims' default 30 s grace period.
@@ -142,8 +140,8 @@ impl Signals {
     }
 }
 
-/// Starts a reflector for `api` feeding a store; every event pokes the loop
-/// (`changed` decides which count as cluster changes).
+/// Starts a reflector for `api`; every event pokes the loop (`changed`
+/// decides which count as cluster changes).
 fn watch<K>(
     api: Api<K>,
     what: &'static str,
@@ -159,38 +157,7 @@ where
         + Sync
         + 'static,
 {
-    let (store, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
-    );
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(e) => signals.poke(changed(&e)),
-                Err(e) => warn!(watch = what, error = %e, "watch error; retrying with backoff"),
-            }
-        }
-    });
-    store
-}
-
-fn pod_changes_cluster(e: &watcher::Event<Pod>) -> bool {
-    match e {
-        // A pending pod's update frees nothing; a bound one's (finished,
-        // resized) or a deletion may.
-        watcher::Event::Apply(p) => p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty()),
-        _ => true,
-    }
-}
-
-fn always<K>(_: &watcher::Event<K>) -> bool {
-    true
+    reflect(api, what, move |c| signals.poke(c), changed)
 }
 
 /// An empty store, for a resource the API server does not serve.
@@ -234,14 +201,6 @@ fn truncate(mut s: String) -> String {
         s.push_str("...");
     }
     s
-}
-
-fn bottleneck_text(p: &Placement) -> String {
-    match (p.bottleneck, p.topology_known) {
-        (Some(b), _) => b.to_string(),
-        (None, false) if p.gpus.len() > 1 && p.shared.is_none() => "unknown".into(),
-        (None, _) => "none".into(),
-    }
 }
 
 /// The `Scheduled` event's note: where, which GPUs, and why.
@@ -1094,11 +1053,7 @@ impl Scheduler {
             self.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let patch = json!({"metadata": {"annotations": {
-            pod_keys::ASSIGNED_GPUS: p.assigned_gpus(),
-            pod_keys::ASSIGNED_GPU_UUIDS: p.assigned_gpu_uuids(),
-            BOTTLENECK_ANNOTATION: bottleneck_text(p),
-        }}});
+        let patch = assignment_patch(p);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()

@@ -1,7 +1,9 @@
 //! A real, local Kubernetes control plane for integration tests.
 //!
 //! [`TestEnv`] starts `etcd` and `kube-apiserver` (and, on request,
-//! `kube-controller-manager`, `kube-scheduler` and `kwok`) as child processes
+//! `kube-controller-manager`, `kube-scheduler` and `kwok`; more
+//! kube-schedulers, each with a KubeSchedulerConfiguration of the test's own,
+//! with [`TestEnv::start_scheduler_with_config`]) as child processes
 //! on free loopback ports, with TLS and client-certificate authentication
 //! from a throw-away CA, RBAC on, and an audit log. Nothing is mocked: the
 //! binaries are the upstream ones, built from source by
@@ -553,6 +555,100 @@ impl TestEnv {
         self.wait_healthz("kube-scheduler", port).await
     }
 
+    /// Starts one more stock `kube-scheduler`, configured by `config` (a
+    /// `KubeSchedulerConfiguration` as JSON: its profiles, extenders,
+    /// backoff), and waits for its `/healthz`. Unlike
+    /// [`TestEnv::with_scheduler`], each call starts a process of its own,
+    /// owned by the returned handle (killed when it is dropped), so several
+    /// can run side by side: give each profile a `schedulerName` no other
+    /// scheduler serves.
+    ///
+    /// The harness fills in what only it knows: `apiVersion` and `kind` when
+    /// absent, `clientConnection.kubeconfig` (the `system:kube-scheduler`
+    /// identity, as [`TestEnv::with_scheduler`] uses) and
+    /// `leaderElection.leaderElect: false` (a shared lease would let only one
+    /// of several schedulers run). The file and the log are
+    /// `<name>-config.yaml` and `<name>.log` in [`TestEnv::dir`].
+    pub async fn start_scheduler_with_config(
+        &self,
+        name: &str,
+        config: serde_json::Value,
+    ) -> anyhow::Result<SchedulerProcess> {
+        let bin = binaries::locate(binaries::KUBERNETES, "kube-scheduler")?;
+        let kubeconfig = self.kubeconfig_for_user("system:kube-scheduler", &[])?;
+        let mut config = config;
+        let object = config
+            .as_object_mut()
+            .context("the KubeSchedulerConfiguration must be a JSON object")?;
+        object
+            .entry("apiVersion")
+            .or_insert_with(|| "kubescheduler.config.k8s.io/v1".into());
+        object
+            .entry("kind")
+            .or_insert_with(|| "KubeSchedulerConfiguration".into());
+        object.insert(
+            "clientConnection".into(),
+            serde_json::json!({"kubeconfig": kubeconfig}),
+        );
+        object.insert(
+            "leaderElection".into(),
+            serde_json::json!({"leaderElect": false}),
+        );
+        let config_file = self.dir.join(format!("{name}-config.yaml"));
+        // JSON is YAML.
+        std::fs::write(&config_file, serde_json::to_string_pretty(&config)?)?;
+        let [port] = free_ports()?;
+        let pki = &self.pki;
+        let args = vec![
+            format!("--config={}", config_file.display()),
+            format!("--authentication-kubeconfig={}", kubeconfig.display()),
+            format!("--authorization-kubeconfig={}", kubeconfig.display()),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", pki.serving.cert.display()),
+            format!("--tls-private-key-file={}", pki.serving.key.display()),
+            "--profiling=false".to_owned(),
+            "--v=2".to_owned(),
+        ];
+        let log = self.dir.join(format!("{name}.log"));
+        std::fs::write(&log, format!("# {} {}\n", bin.display(), args.join(" ")))?;
+        let mut process = Process::spawn(name, &bin, &args, &[], log.clone())?;
+        let client = self.loopback_client(port).await?;
+        let start = Instant::now();
+        loop {
+            let last = match tokio::time::timeout(Duration::from_secs(15), async {
+                let req = http::Request::get("/healthz").body(Vec::new())?;
+                let body = client.request_text(req).await?;
+                anyhow::ensure!(body.trim() == "ok", "/healthz: {body}");
+                Ok(())
+            })
+            .await
+            {
+                Ok(Ok(())) => break,
+                Ok(Err(e)) => format!("{e:#}"),
+                Err(_) => "the check itself took over 15 s".to_owned(),
+            };
+            if let Err(e) = process.check_running() {
+                process::PANICKED.store(true, Ordering::SeqCst);
+                return Err(e);
+            }
+            if start.elapsed() > START_TIMEOUT {
+                process::PANICKED.store(true, Ordering::SeqCst);
+                bail!(
+                    "{name} not healthy after {START_TIMEOUT:?} (last check: {last}); last lines of {}:\n{}",
+                    log.display(),
+                    process::tail(&log, 40)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Ok(SchedulerProcess {
+            process,
+            port,
+            config_file,
+        })
+    }
+
     /// Starts `kwok` (once): it plays the kubelet for the nodes annotated
     /// [`KWOK_NODE_ANNOTATION`] (see [`TestEnv::create_fake_gpu_node`]),
     /// keeps them Ready with lease heartbeats, and runs the pods bound to
@@ -616,14 +712,19 @@ impl TestEnv {
         self
     }
 
-    /// Polls `https://127.0.0.1:<port>/healthz`, served with the env's serving certificate.
-    async fn wait_healthz(&self, name: &str, port: u16) -> anyhow::Result<()> {
+    /// A client for `https://127.0.0.1:<port>`, which the env's serving certificate serves.
+    async fn loopback_client(&self, port: u16) -> anyhow::Result<Client> {
         let kc = Kubeconfig::read_from(&self.kubeconfig)?;
         let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
         config.cluster_url = format!("https://127.0.0.1:{port}").parse()?;
         config.connect_timeout = Some(Duration::from_secs(2));
         config.read_timeout = Some(Duration::from_secs(10));
-        let client = Client::try_from(config)?;
+        Ok(Client::try_from(config)?)
+    }
+
+    /// Polls `https://127.0.0.1:<port>/healthz`, served with the env's serving certificate.
+    async fn wait_healthz(&self, name: &str, port: u16) -> anyhow::Result<()> {
+        let client = self.loopback_client(port).await?;
         self.wait_until(name, START_TIMEOUT, || async {
             let req = http::Request::get("/healthz").body(Vec::new())?;
             let body = client.request_text(req).await?;
@@ -664,6 +765,40 @@ impl TestEnv {
                 process::tail(&self.dir.join("kwok.log"), 30)
             ),
         }
+    }
+}
+
+/// A `kube-scheduler` started by [`TestEnv::start_scheduler_with_config`];
+/// killed when dropped.
+pub struct SchedulerProcess {
+    process: Process,
+    port: u16,
+    config_file: PathBuf,
+}
+
+impl SchedulerProcess {
+    /// Its secure port (`/healthz`, `/metrics`), on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The configuration file it was started with, as the harness completed it.
+    pub fn config_file(&self) -> &Path {
+        &self.config_file
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.process.log
+    }
+
+    /// The last `lines` lines of its log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        process::tail(&self.process.log, lines)
+    }
+
+    /// `Err` with the exit status and the log's tail when it has exited.
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        self.process.check_running()
     }
 }
 

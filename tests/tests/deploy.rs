@@ -12,6 +12,10 @@
 //! - the scheduler's RBAC is exactly the listed rules, and the scheduler,
 //!   given exactly the chart's identity and configuration, binds and
 //!   annotates a pod that names the chart's scheduler;
+//! - with `scheduler.extender.enabled`, the chart runs the extender (one
+//!   replica, its Service, the smaller RBAC it uses, the
+//!   KubeSchedulerConfiguration snippet in NOTES), and the extender, given
+//!   exactly that identity, filters and binds a pod as kube-scheduler asks;
 //! - `helm install`, `upgrade` and `uninstall` work on the real API server,
 //!   and the uninstall leaves the CRD;
 //! - the Dockerfiles build what `scripts/static-build` checks in CI.
@@ -90,6 +94,17 @@ scheduler:
     - key: node-role.kubernetes.io/control-plane
       operator: Exists
       effect: NoSchedule
+"#;
+
+/// The extender mode, with values the extender mode ignores (replicas) or
+/// moves (port, weight).
+const EXTENDER_VALUES: &str = r#"
+scheduler:
+  replicas: 3
+  extender:
+    enabled: true
+    port: 8888
+    weight: 10
 "#;
 
 fn root() -> PathBuf {
@@ -277,6 +292,17 @@ fn helm_lint_passes_with_default_and_non_default_values() {
     ])
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.contains("0 chart(s) failed"), "{out}");
+
+    std::fs::write(values.path(), EXTENDER_VALUES).expect("values written");
+    let out = helm(&[
+        OsStr::new("lint"),
+        OsStr::new("--strict"),
+        chart.as_os_str(),
+        OsStr::new("--values"),
+        values.path().as_os_str(),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.contains("0 chart(s) failed"), "{out}");
 }
 
 #[test]
@@ -292,9 +318,22 @@ fn values_that_cannot_work_fail_the_render_with_a_reason() {
             "agent:\n  rescanInterval: \"60\"\n",
             "/agent/rescanInterval",
         ),
+        // One port serves the probes, the other kube-scheduler.
         (
-            "scheduler:\n  extender:\n    enabled: true\n",
-            "the scheduler-extender mode (kube-scheduler calling gputopo over HTTP) is not built yet",
+            "scheduler:\n  port: 9000\n  extender:\n    enabled: true\n    port: 9000\n",
+            "scheduler.extender.port (9000) must differ from scheduler.port",
+        ),
+        (
+            "scheduler:\n  enabled: false\n  extender:\n    enabled: true\n",
+            "scheduler.extender.enabled needs scheduler.enabled",
+        ),
+        (
+            "scheduler:\n  extender:\n    enabled: true\n    weight: 0\n",
+            "/scheduler/extender/weight",
+        ),
+        (
+            "scheduler:\n  extender:\n    enabled: true\n    url: http://x\n",
+            "additional properties 'url' not allowed",
         ),
         // The scheduler's configuration file refuses unknown fields; so does the chart.
         (
@@ -677,6 +716,10 @@ async fn every_rendered_object_passes_a_server_side_dry_run() {
         (
             "non-default values",
             render_ok(RELEASE, NAMESPACE, Some(NON_DEFAULT_VALUES)),
+        ),
+        (
+            "extender values",
+            render_ok(RELEASE, NAMESPACE, Some(EXTENDER_VALUES)),
         ),
         ("daemonset/", plain_manifests()),
     ] {
@@ -1086,6 +1129,69 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
     let ds = daemonsets.get(agent_name).await.expect("the DaemonSet");
     assert_eq!(gfd_env(&ds).as_deref(), Some("false"));
 
+    // To extender mode: NOTES print the KubeSchedulerConfiguration pointing
+    // at the extender's Service; the lease Role goes.
+    let out = helm_on(
+        env,
+        &[
+            "upgrade",
+            release,
+            "CHART",
+            "-n",
+            &namespace,
+            "--reuse-values",
+            "--set",
+            "scheduler.extender.enabled=true",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let service = "lifecycle-gputopo-scheduler-extender";
+    for line in [
+        "apiVersion: kubescheduler.config.k8s.io/v1".to_string(),
+        "kind: KubeSchedulerConfiguration".to_string(),
+        format!("- urlPrefix: http://{service}.{namespace}.svc:10262"),
+        "filterVerb: filter".to_string(),
+        "prioritizeVerb: prioritize".to_string(),
+        "bindVerb: bind".to_string(),
+        "weight: 5".to_string(),
+        "nodeCacheCapable: true".to_string(),
+        "- name: nvidia.com/gpu".to_string(),
+    ] {
+        assert!(out.contains(&line), "NOTES lack {line:?}: {out}");
+    }
+    // The snippet is a valid KubeSchedulerConfiguration fragment.
+    let snippet: String = out
+        .lines()
+        .skip_while(|l| !l.contains("apiVersion: kubescheduler.config.k8s.io/v1"))
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| format!("{}\n", &l[2..]))
+        .collect();
+    let config: Value = serde_yaml::from_str(&snippet).expect("the NOTES snippet is YAML");
+    assert_eq!(
+        config["extenders"][0]["managedResources"][0]["ignoredByScheduler"],
+        false
+    );
+    assert_eq!(config["extenders"][0]["httpTimeout"], "30s");
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), &namespace);
+    assert!(services.get_opt(service).await.expect("get").is_some());
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &namespace);
+    let deployment = deployments
+        .get("lifecycle-gputopo-scheduler")
+        .await
+        .expect("the scheduler Deployment");
+    let value = serde_json::to_value(&deployment).expect("serializes");
+    assert_eq!(container(&value)["args"][0], "extender");
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(client.clone(), &namespace);
+    assert!(
+        roles
+            .get_opt("lifecycle-gputopo-scheduler")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
     helm_on(env, &["uninstall", release, "-n", &namespace]).unwrap_or_else(|e| panic!("{e}"));
     assert!(daemonsets.get_opt(agent_name).await.expect("get").is_none());
     let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
@@ -1208,6 +1314,127 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
             .count();
         assert_eq!(bound_to_it, 2, "{what}");
     }
+}
+
+#[test]
+fn the_extenders_rbac_is_exactly_what_it_uses() {
+    // The extender watches what it decides from, annotates the pod and posts
+    // the binding; kube-scheduler writes the events, the pod conditions and
+    // does preemption. No PodGroups (no gangs in extender mode), no lease
+    // (one replica). `the_extender_binds_a_pod_with_exactly_the_charts_rbac`
+    // runs it under exactly these rules.
+    let cluster_wide = triples(&[
+        ("", "pods", &["get", "list", "watch", "patch"]),
+        ("", "nodes", &["get", "list", "watch"]),
+        ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
+        ("", "pods/binding", &["create"]),
+    ]);
+    let docs = render_ok("team-a", "gpu-infra", Some(EXTENDER_VALUES));
+    let role = scheduler_object(&docs, "ClusterRole").expect("a scheduler ClusterRole");
+    assert_eq!(permissions(role), cluster_wide);
+    assert!(scheduler_object(&docs, "Role").is_none(), "a lease Role");
+    assert!(scheduler_object(&docs, "RoleBinding").is_none());
+    let account = scheduler_object(&docs, "ServiceAccount").expect("a ServiceAccount");
+    let binding = scheduler_object(&docs, "ClusterRoleBinding").expect("a binding");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "gpu-infra"}])
+    );
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    let bound_to_it = docs
+        .iter()
+        .filter(|d| {
+            d["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+                && d["subjects"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|s| s["name"] == account["metadata"]["name"]))
+        })
+        .count();
+    assert_eq!(bound_to_it, 1);
+}
+
+#[test]
+fn the_extender_renders_as_asked() {
+    let docs = render_ok(RELEASE, NAMESPACE, Some(EXTENDER_VALUES));
+    let deployment = scheduler_object(&docs, "Deployment").expect("a Deployment");
+    let extender = container(deployment);
+    // One replica, whatever `replicas` says, replaced all at once: two
+    // extenders would each hand out GPUs the other just gave away.
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(deployment["spec"]["strategy"], json!({"type": "Recreate"}));
+    assert!(
+        scheduler_object(&docs, "PodDisruptionBudget").is_none(),
+        "one replica with minAvailable 1 would block every drain"
+    );
+    assert_eq!(
+        extender["args"],
+        json!(["extender", "--config", "/etc/gputopo/config.yaml"])
+    );
+    assert_eq!(
+        env_value(extender, "GPUTOPO_SCHEDULER_EXTENDER_LISTEN"),
+        Some("0.0.0.0:8888")
+    );
+    assert_eq!(
+        env_value(extender, "GPUTOPO_SCHEDULER_LISTEN"),
+        Some("0.0.0.0:10261")
+    );
+    // Nothing of the secondary scheduler's leader election.
+    let names: Vec<&str> = extender["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "GPUTOPO_SCHEDULER_EXTENDER_LISTEN",
+            "GPUTOPO_SCHEDULER_LISTEN",
+            "GPUTOPO_SCHEDULER_LOG_JSON",
+            "RUST_LOG"
+        ]
+    );
+    assert_eq!(
+        extender["ports"],
+        json!([
+            {"name": "http-metrics", "containerPort": 10261, "protocol": "TCP"},
+            {"name": "http-extender", "containerPort": 8888, "protocol": "TCP"}
+        ])
+    );
+    assert_eq!(extender["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // The Service kube-scheduler's urlPrefix names, and the metrics one.
+    let services: Vec<&Value> = docs
+        .iter()
+        .filter(|d| {
+            d["kind"] == "Service"
+                && d["metadata"]["labels"]["app.kubernetes.io/component"] == "scheduler"
+        })
+        .collect();
+    let names: Vec<&str> = services
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["gputopo-scheduler-extender", "gputopo-scheduler-metrics"]
+    );
+    let service = services[0];
+    assert_eq!(service["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "http-extender", "port": 8888, "targetPort": "http-extender", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    // The default render has no extender Service.
+    let defaults = render_ok(RELEASE, NAMESPACE, None);
+    assert!(
+        !defaults
+            .iter()
+            .any(|d| d["metadata"]["name"] == "gputopo-scheduler-extender")
+    );
 }
 
 #[test]
@@ -1690,4 +1917,255 @@ async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     elected.kill();
+}
+
+/// `POST path` with a JSON body on 127.0.0.1:port: the status code and body.
+fn http_post(port: u16, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+#[tokio::test]
+async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
+    let env = TestEnv::shared().await;
+    env.with_controller_manager().await;
+    env.with_kwok().await;
+    let admin = env.client().await;
+    let scheduler_bin = target_dir().join("gputopo-scheduler");
+    assert!(
+        scheduler_bin.exists(),
+        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
+        scheduler_bin.display()
+    );
+
+    // A release of its own in extender mode; only its identity is applied.
+    let namespace = env.create_namespace("gputopo-ext").await;
+    let docs = render_ok("ext", &namespace, Some(EXTENDER_VALUES));
+    let identity: Vec<Value> = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+        .iter()
+        .map(|kind| {
+            scheduler_object(&docs, kind)
+                .unwrap_or_else(|| panic!("the chart renders no scheduler {kind}"))
+                .clone()
+        })
+        .collect();
+    apply_kinds(
+        &admin,
+        &identity,
+        &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"],
+    )
+    .await;
+    let deployment = scheduler_object(&docs, "Deployment").expect("the Deployment");
+    let service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .expect("a service account");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            bound_object_ref: None,
+            expiration_seconds: Some(3600),
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &namespace)
+        .create_token_request(service_account, &PostParams::default(), &request)
+        .await
+        .expect("token issued")
+        .status
+        .expect("token status")
+        .token;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("extender.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: extender\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: extender}}\ncurrent-context: c\n",
+            env.apiserver_url(),
+            env.ca_cert_path().display()
+        ),
+    )
+    .expect("kubeconfig written");
+
+    // A kwok node with 4 GPUs in two NVLink pairs and its GpuTopology.
+    let node = env.unique_name("ext-node");
+    env.create_fake_gpu_node(&node, 4, &BTreeMap::new()).await;
+    let list: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root().join("fixtures/clusters/kube-list.yaml")).expect("fixture"),
+    )
+    .expect("YAML");
+    let mut topology = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["kind"] == "GpuTopology" && i["metadata"]["name"] == "gpu-a")
+        .expect("gpu-a's GpuTopology")
+        .clone();
+    topology["metadata"]["name"] = json!(node);
+    topology["spec"]["nodeName"] = json!(node);
+    topology
+        .as_object_mut()
+        .expect("an object")
+        .remove("status");
+    let topology: gputopo_api::GpuTopology =
+        serde_json::from_value(topology).expect("a GpuTopology");
+    Api::<gputopo_api::GpuTopology>::all(admin.clone())
+        .create(&PostParams::default(), &topology)
+        .await
+        .expect("GpuTopology created");
+
+    // The extender as the chart's container runs it: its args (the config
+    // file is the chart's ConfigMap's) and environment, ports moved to free
+    // loopback ones.
+    let config = scheduler_object(&docs, "ConfigMap").expect("the ConfigMap");
+    let config_file = dir.path().join("config.yaml");
+    std::fs::write(
+        &config_file,
+        config["data"]["config.yaml"].as_str().expect("config.yaml"),
+    )
+    .expect("config written");
+    let extender = container(deployment);
+    let args: Vec<String> = extender["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|a| {
+            if a == "/etc/gputopo/config.yaml" {
+                config_file.display().to_string()
+            } else {
+                a.to_owned()
+            }
+        })
+        .collect();
+    let (port, extender_port) = (free_port(), free_port());
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for var in extender["env"].as_array().expect("env") {
+        let var_name = var["name"].as_str().expect("a name").to_owned();
+        let value = match var_name.as_str() {
+            "GPUTOPO_SCHEDULER_LISTEN" => format!("127.0.0.1:{port}"),
+            "GPUTOPO_SCHEDULER_EXTENDER_LISTEN" => format!("127.0.0.1:{extender_port}"),
+            _ => var["value"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{var_name} has no plain value: {var}"))
+                .to_owned(),
+        };
+        vars.push((var_name, value));
+    }
+    vars.push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+    let env_refs: Vec<(&str, &OsStr)> = vars
+        .iter()
+        .map(|(n, v)| (n.as_str(), OsStr::new(v.as_str())))
+        .collect();
+    let log = dir.path().join("extender.log");
+    let mut process = Process::spawn(
+        "gputopo-extender",
+        &scheduler_bin,
+        &args,
+        &env_refs,
+        log.clone(),
+    )
+    .expect("the extender starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        process
+            .check_running()
+            .unwrap_or_else(|e| panic!("the extender died: {e:#}"));
+        match http_get(port, "/readyz") {
+            Ok((200, _)) => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "extender not ready after 60 s: {other:?}; log:\n{}",
+                gputopo_testenv::process::tail(&log, 30)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // What kube-scheduler would send for a 2-GPU pod that no scheduler serves.
+    let pods = Api::<Pod>::namespaced(admin.clone(), &namespace);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "train"},
+        "spec": {
+            "schedulerName": "nobody",
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/train:1",
+                "resources": {"limits": {"nvidia.com/gpu": "2"}}
+            }]
+        }
+    }))
+    .expect("a pod");
+    let pod = pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("pod created");
+    let filter = json!({"Pod": pod, "NodeNames": [node]}).to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, body) = http_post(extender_port, "/filter", &filter).expect("/filter answers");
+        assert_eq!(code, 200, "{body}");
+        let answer: Value = serde_json::from_str(&body).expect("JSON");
+        // The node and its GpuTopology reach the cache a moment apart.
+        if answer["NodeNames"] == json!([node]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node never passed: {answer}; log:\n{}",
+            gputopo_testenv::process::tail(&log, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let bind = json!({
+        "PodName": "train",
+        "PodNamespace": namespace,
+        "PodUID": pod.metadata.uid,
+        "Node": node,
+    })
+    .to_string();
+    let (code, body) = http_post(extender_port, "/bind", &bind).expect("/bind answers");
+    assert_eq!(
+        (code, body.as_str()),
+        (200, r#"{"Error":""}"#),
+        "log:\n{}",
+        gputopo_testenv::process::tail(&log, 30)
+    );
+    let train = pods.get("train").await.expect("pod");
+    assert_eq!(
+        train.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some(node.as_str())
+    );
+    let annotations = train.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations["scheduler.gputopo.dev/bottleneck"], "NV12",
+        "one of the node's NVLink pairs: {annotations:?}"
+    );
+    assert_eq!(
+        annotations["gputopo.dev/assigned-gpus"].split(',').count(),
+        2,
+        "{annotations:?}"
+    );
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !log_text.contains("forbidden"),
+        "the chart's RBAC refused something:\n{log_text}"
+    );
+    process.kill();
 }

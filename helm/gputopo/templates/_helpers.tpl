@@ -125,10 +125,20 @@ Value combinations that cannot work fail the render with a message, rather
 than install something that silently does less.
 */}}
 {{- define "gputopo.validate" -}}
-{{- if .Values.scheduler.extender.enabled }}
-{{- fail "scheduler.extender.enabled: the scheduler-extender mode (kube-scheduler calling gputopo over HTTP) is not built yet; leave it false and point workloads at the secondary scheduler (spec.schedulerName)" }}
+{{- if and .Values.scheduler.extender.enabled (not .Values.scheduler.enabled) }}
+{{- fail "scheduler.extender.enabled needs scheduler.enabled: the extender is the scheduler's Deployment running in extender mode" }}
+{{- end }}
+{{- if and .Values.scheduler.extender.enabled (eq (int .Values.scheduler.extender.port) (int .Values.scheduler.port)) }}
+{{- fail (printf "scheduler.extender.port (%d) must differ from scheduler.port, which serves /healthz, /readyz and /metrics" (int .Values.scheduler.extender.port)) }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects the agent's metrics Service" }}
 {{- end }}
+{{- end }}
+
+{{/*
+The extender's in-cluster URL, the KubeSchedulerConfiguration's urlPrefix.
+*/}}
+{{- define "gputopo.scheduler.extenderURL" -}}
+{{- printf "http://%s-extender.%s.svc:%d" (include "gputopo.scheduler.fullname" .) .Release.Namespace (int .Values.scheduler.extender.port) }}
 {{- end }}

@@ -1,0 +1,20 @@
+//! `gputopo-scheduler extender`: the kube-scheduler extender mode. The stock
+//! kube-scheduler keeps the queue, its own filters and scores, preemption and
+//! the events, and calls gputopo over HTTP (`k8s.io/kube-scheduler/extender/v1`)
+//! to filter the nodes by GPU topology, to score them, and to bind: the bind
+//! chooses the exact GPUs on the node kube-scheduler picked and writes them
+//! on the pod, as the secondary scheduler does. See the README's
+//! "Extender mode".
+//!
+//! - [`protocol`]: the JSON types and the pure translation to and from
+//!   scheduler-core (unit-tested with literal JSON);
+//! - [`http`]: the routes, status codes and metrics over a [`http::Backend`];
+//! - [`server`]: the backend with its watches and API writes, and [`run`];
+//! - [`metrics`]: what `/metrics` says in this mode.
+
+pub mod http;
+pub mod metrics;
+pub mod protocol;
+pub mod server;
+
+pub use server::{Addresses, BindError, Extender, ExtenderError, run};

@@ -1,0 +1,832 @@
+//! kube-scheduler's extender HTTP API v1 (`k8s.io/kube-scheduler/extender/v1`)
+//! as Rust types, and the pure translation between it and scheduler-core:
+//! no I/O, no clock, so every answer can be checked against literal JSON.
+//!
+//! The Go types have no JSON tags, so the fields are spelled as the Go
+//! fields are (`Pod`, `NodeNames`, `FailedNodes`, `Host`, `Score`, ...);
+//! kube-scheduler writes exactly those. Go decodes field names without
+//! regard to case, so the lowerCamel spellings are accepted too.
+//!
+//! - **filter** ([`filter`]): scheduler-core's filter for the pod on each
+//!   named node. A node it rejects goes to `FailedNodes` with the reason's
+//!   node-independent phrase (`too few free GPUs`, `no 4-GPU set with NV2`),
+//!   which kube-scheduler counts into its `FailedScheduling` message
+//!   (`0/5 nodes are available: 1 no 4-GPU set with NV24, ...`); to
+//!   `FailedAndUnresolvableNodes` when evicting pods could not help (see
+//!   [`gputopo_scheduler_core::node_fit::NodeRejection::resolvable`]), so
+//!   kube-scheduler's preemption leaves that node alone.
+//! - **prioritize** ([`prioritize`]): scheduler-core's node score, 0–100,
+//!   rounded to 0–10 ([`extender_score`]).
+//! - **bind** ([`plan_binding`]): the GPU set on the node kube-scheduler
+//!   chose; the caller writes it on the pod ([`assignment_patch`]) and
+//!   posts the binding ([`binding`]).
+
+pub use crate::annotations::{assignment_patch, bottleneck_text, unassignment_patch};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::node_fit::{NodeJudge, NodeVerdict, PlaceError};
+use gputopo_scheduler_core::pod::{PendingPod, PodError};
+use gputopo_scheduler_core::schedule::Placement;
+use gputopo_scheduler_core::snapshot::Snapshot;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The verbs' paths under the extender's address: the `filterVerb`,
+/// `prioritizeVerb` and `bindVerb` of the KubeSchedulerConfiguration are
+/// `filter`, `prioritize` and `bind`, and its `urlPrefix` is the address.
+pub const FILTER_PATH: &str = "/filter";
+pub const PRIORITIZE_PATH: &str = "/prioritize";
+pub const BIND_PATH: &str = "/bind";
+
+/// `MaxExtenderPriority`: kube-scheduler multiplies an extender's score by
+/// 100 / 10 and by the extender's `weight`.
+pub const MAX_EXTENDER_PRIORITY: i64 = 10;
+
+/// `FailedNodes` text for a node the extender's caches do not know yet.
+pub const NODE_NOT_CACHED: &str = "node(s) not yet in gputopo's node cache";
+
+const ARGS_SHAPE: &str = r#"kube-scheduler's ExtenderArgs: {"Pod": {...}, "NodeNames": ["node-1", ...]} (nodeCacheCapable: true) or {"Pod": {...}, "Nodes": {"items": [...]}}"#;
+const BINDING_SHAPE: &str = r#"kube-scheduler's ExtenderBindingArgs: {"PodName": "...", "PodNamespace": "...", "PodUID": "...", "Node": "..."}"#;
+
+/// A request body that cannot be used: the HTTP layer answers 400 with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("invalid {what} at {path}: {message}; expected {expected}")]
+    Invalid {
+        what: &'static str,
+        /// The field path, `Pod.spec.containers[0]`; `.` for the body itself.
+        path: String,
+        message: String,
+        expected: &'static str,
+    },
+    #[error("{what} has no {field}; expected {expected}")]
+    Missing {
+        what: &'static str,
+        field: &'static str,
+        expected: &'static str,
+    },
+}
+
+/// `ExtenderArgs` as sent.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ExtenderArgs {
+    #[serde(rename = "Pod", alias = "pod", default)]
+    pub pod: Option<Box<Pod>>,
+    /// Only when the extender is not `nodeCacheCapable`.
+    #[serde(rename = "Nodes", alias = "nodes", default)]
+    pub nodes: Option<NodeList>,
+    /// Only when the extender is `nodeCacheCapable`.
+    #[serde(rename = "NodeNames", alias = "nodeNames", default)]
+    pub node_names: Option<Vec<String>>,
+}
+
+/// A `v1.NodeList`, its items kept as sent so that they go back unchanged.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct NodeList {
+    #[serde(default)]
+    pub items: Option<Vec<Value>>,
+}
+
+/// The candidate nodes, in the form they came in (and go back in).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Candidates {
+    /// `NodeNames` (nodeCacheCapable: true).
+    Names(Vec<String>),
+    /// `Nodes`: each node's name and the object as sent.
+    Objects(Vec<(String, Value)>),
+}
+
+impl Candidates {
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Candidates::Names(n) => n.iter().map(String::as_str).collect(),
+            Candidates::Objects(o) => o.iter().map(|(n, _)| n.as_str()).collect(),
+        }
+    }
+}
+
+/// A filter or prioritize request, checked.
+#[derive(Clone, Debug)]
+pub struct ExtenderRequest {
+    pub pod: Pod,
+    pub candidates: Candidates,
+}
+
+impl ExtenderRequest {
+    /// `namespace/name` of the pod.
+    pub fn pod_key(&self) -> String {
+        crate::cluster::pod_key(&self.pod)
+    }
+}
+
+/// Reads a filter or prioritize body.
+pub fn decode_args(body: &[u8]) -> Result<ExtenderRequest, RequestError> {
+    let args: ExtenderArgs = decode(body, "ExtenderArgs", ARGS_SHAPE)?;
+    let missing = |field| RequestError::Missing {
+        what: "ExtenderArgs",
+        field,
+        expected: ARGS_SHAPE,
+    };
+    let pod = *args.pod.ok_or_else(|| missing("Pod"))?;
+    if pod.metadata.name.as_deref().is_none_or(str::is_empty) {
+        return Err(RequestError::Invalid {
+            what: "ExtenderArgs",
+            path: "Pod.metadata.name".into(),
+            message: "missing or empty".into(),
+            expected: ARGS_SHAPE,
+        });
+    }
+    let candidates = match (args.node_names, args.nodes) {
+        (Some(names), _) => Candidates::Names(names),
+        (None, Some(list)) => {
+            let items = list.items.unwrap_or_default();
+            let mut named = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                let Some(name) = item
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                else {
+                    return Err(RequestError::Invalid {
+                        what: "ExtenderArgs",
+                        path: format!("Nodes.items[{i}].metadata.name"),
+                        message: "missing or empty".into(),
+                        expected: ARGS_SHAPE,
+                    });
+                };
+                named.push((name.to_string(), item));
+            }
+            Candidates::Objects(named)
+        }
+        (None, None) => return Err(missing("NodeNames (nor Nodes)")),
+    };
+    Ok(ExtenderRequest { pod, candidates })
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &'static str,
+    expected: &'static str,
+) -> Result<T, RequestError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        RequestError::Invalid {
+            what,
+            path,
+            message: e.inner().to_string(),
+            expected,
+        }
+    })?;
+    de.end().map_err(|e| RequestError::Invalid {
+        what,
+        path: ".".into(),
+        message: e.to_string(),
+        expected,
+    })?;
+    Ok(value)
+}
+
+/// `ExtenderFilterResult`. Every field is written, as Go writes them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ExtenderFilterResult {
+    #[serde(rename = "Nodes")]
+    pub nodes: Option<NodeList>,
+    #[serde(rename = "NodeNames")]
+    pub node_names: Option<Vec<String>>,
+    #[serde(rename = "FailedNodes")]
+    pub failed_nodes: BTreeMap<String, String>,
+    #[serde(rename = "FailedAndUnresolvableNodes")]
+    pub failed_and_unresolvable_nodes: BTreeMap<String, String>,
+    #[serde(rename = "Error")]
+    pub error: String,
+}
+
+impl ExtenderFilterResult {
+    /// A failed filter: kube-scheduler reports `error` for the pod and retries it.
+    pub fn error(error: String) -> ExtenderFilterResult {
+        ExtenderFilterResult {
+            error,
+            ..ExtenderFilterResult::default()
+        }
+    }
+}
+
+/// One entry of `HostPriorityList`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HostPriority {
+    #[serde(rename = "Host")]
+    pub host: String,
+    #[serde(rename = "Score")]
+    pub score: i64,
+}
+
+/// `ExtenderBindingResult`: an empty `Error` means bound.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ExtenderBindingResult {
+    #[serde(rename = "Error")]
+    pub error: String,
+}
+
+/// The `FailedScheduling` message part for an unreadable pod.
+fn invalid_pod_message(e: &PodError) -> String {
+    format!("invalid {}: {e}", e.key())
+}
+
+/// Filters the candidates; see the module documentation.
+pub fn filter(
+    snapshot: &Snapshot,
+    config: &SchedulerConfig,
+    request: &ExtenderRequest,
+) -> ExtenderFilterResult {
+    let names = request.candidates.names();
+    let mut result = ExtenderFilterResult::default();
+    let mut passed: Vec<&str> = Vec::new();
+    match PendingPod::from_k8s(&request.pod) {
+        // The pod must be fixed: no node, and no eviction, helps.
+        Err(e) => {
+            let message = invalid_pod_message(&e);
+            for name in &names {
+                result
+                    .failed_and_unresolvable_nodes
+                    .insert((*name).to_string(), message.clone());
+            }
+        }
+        Ok(pending) => {
+            let judge = NodeJudge::new(snapshot, &pending, config);
+            for name in &names {
+                match judge.judge(name) {
+                    NodeVerdict::Fits { .. } => passed.push(name),
+                    NodeVerdict::Rejected(r) => {
+                        let text = r.reason.summaries().join(", ");
+                        let into = if r.resolvable {
+                            &mut result.failed_nodes
+                        } else {
+                            &mut result.failed_and_unresolvable_nodes
+                        };
+                        into.insert((*name).to_string(), text);
+                    }
+                    NodeVerdict::Unknown => {
+                        result
+                            .failed_nodes
+                            .insert((*name).to_string(), NODE_NOT_CACHED.into());
+                    }
+                }
+            }
+        }
+    }
+    match &request.candidates {
+        Candidates::Names(_) => {
+            result.node_names = Some(passed.iter().map(|n| n.to_string()).collect());
+        }
+        Candidates::Objects(objects) => {
+            let items = objects
+                .iter()
+                .filter(|(n, _)| passed.contains(&n.as_str()))
+                .map(|(_, o)| o.clone())
+                .collect();
+            result.nodes = Some(NodeList { items: Some(items) });
+        }
+    }
+    result
+}
+
+/// scheduler-core's 0–100 node score on kube-scheduler's 0–10 extender
+/// scale, rounded to the nearest (95 and up is 10, below 5 is 0).
+pub fn extender_score(score: u8) -> i64 {
+    ((i64::from(score.min(100)) + 5) / 10).clamp(0, MAX_EXTENDER_PRIORITY)
+}
+
+/// Scores the candidates: a node the filter would now reject, or does not
+/// know, scores 0; so does every node for an unreadable pod.
+pub fn prioritize(
+    snapshot: &Snapshot,
+    config: &SchedulerConfig,
+    request: &ExtenderRequest,
+) -> Vec<HostPriority> {
+    let names = request.candidates.names();
+    let pending = PendingPod::from_k8s(&request.pod).ok();
+    let judge = pending
+        .as_ref()
+        .map(|p| NodeJudge::new(snapshot, p, config));
+    names
+        .into_iter()
+        .map(|name| HostPriority {
+            host: name.to_string(),
+            score: match judge.as_ref().map(|j| j.judge(name)) {
+                Some(NodeVerdict::Fits { score, .. }) => extender_score(score),
+                _ => 0,
+            },
+        })
+        .collect()
+}
+
+/// `ExtenderBindingArgs` as sent.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ExtenderBindingArgs {
+    #[serde(rename = "PodName", alias = "podName", default)]
+    pub pod_name: String,
+    #[serde(rename = "PodNamespace", alias = "podNamespace", default)]
+    pub pod_namespace: String,
+    #[serde(rename = "PodUID", alias = "podUID", alias = "podUid", default)]
+    pub pod_uid: String,
+    #[serde(rename = "Node", alias = "node", default)]
+    pub node: String,
+}
+
+/// A bind request, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingRequest {
+    pub namespace: String,
+    pub name: String,
+    /// `None` when kube-scheduler sent none (it always does).
+    pub uid: Option<String>,
+    pub node: String,
+}
+
+impl BindingRequest {
+    /// `namespace/name`.
+    pub fn pod_key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Reads a bind body.
+pub fn decode_binding(body: &[u8]) -> Result<BindingRequest, RequestError> {
+    let args: ExtenderBindingArgs = decode(body, "ExtenderBindingArgs", BINDING_SHAPE)?;
+    let missing = |field| RequestError::Missing {
+        what: "ExtenderBindingArgs",
+        field,
+        expected: BINDING_SHAPE,
+    };
+    if args.pod_name.is_empty() {
+        return Err(missing("PodName"));
+    }
+    if args.pod_namespace.is_empty() {
+        return Err(missing("PodNamespace"));
+    }
+    if args.node.is_empty() {
+        return Err(missing("Node"));
+    }
+    Ok(BindingRequest {
+        namespace: args.pod_namespace,
+        name: args.pod_name,
+        uid: Some(args.pod_uid).filter(|u| !u.is_empty()),
+        node: args.node,
+    })
+}
+
+/// Why a bind cannot go ahead, decided before any write.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "pod {pod} has uid {actual}, the binding names uid {asked}: the pod was deleted and created again"
+    )]
+    UidMismatch {
+        pod: String,
+        asked: String,
+        actual: String,
+    },
+    #[error("pod {pod} is already bound to node {node}")]
+    AlreadyBound { pod: String, node: String },
+    #[error("{}", invalid_pod_message(.0))]
+    InvalidPod(PodError),
+    #[error("{0}")]
+    Place(PlaceError),
+}
+
+/// The placement for a bind request on exactly the node it names, `pod`
+/// being the pod as the extender's cache has it.
+pub fn plan_binding(
+    snapshot: &Snapshot,
+    config: &SchedulerConfig,
+    pod: &Pod,
+    request: &BindingRequest,
+) -> Result<Placement, PlanError> {
+    let key = request.pod_key();
+    if let (Some(asked), Some(actual)) = (&request.uid, &pod.metadata.uid)
+        && asked != actual
+    {
+        return Err(PlanError::UidMismatch {
+            pod: key,
+            asked: asked.clone(),
+            actual: actual.clone(),
+        });
+    }
+    if let Some(node) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+    {
+        return Err(PlanError::AlreadyBound {
+            pod: key,
+            node: node.to_string(),
+        });
+    }
+    let pending = PendingPod::from_k8s(pod).map_err(PlanError::InvalidPod)?;
+    NodeJudge::new(snapshot, &pending, config)
+        .place_on(&request.node)
+        .map_err(PlanError::Place)
+}
+
+/// The `pods/binding` object; with the uid, the API server refuses it for a
+/// pod of the same name created anew.
+pub fn binding(request: &BindingRequest) -> Binding {
+    Binding {
+        metadata: ObjectMeta {
+            name: Some(request.name.clone()),
+            namespace: Some(request.namespace.clone()),
+            uid: request.uid.clone(),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(request.node.clone()),
+            ..ObjectReference::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gputopo_agent::backend::nvidia_smi::facts_from_topo;
+    use gputopo_agent::normalize::normalize;
+    use gputopo_api::GpuTopology;
+    use gputopo_scheduler_core::snapshot::SnapshotBuilder;
+    use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+    use std::path::PathBuf;
+
+    fn dgx1(name: &str) -> GpuTopology {
+        let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/nvidia/dgx1-v100-mlx5-no-numa-column-msccl-tools-topo-m.txt");
+        let text = std::fs::read_to_string(&file).expect("the DGX-1 fixture");
+        let facts = facts_from_topo(&text).expect("the fixture parses");
+        GpuTopology::new(name, normalize(name, &facts).expect("it normalizes"))
+    }
+
+    fn node(name: &str, extra_spec: Value) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": extra_spec,
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}
+        }))
+        .expect("a node")
+    }
+
+    fn pod(value: Value) -> Pod {
+        serde_json::from_value(value).expect("a pod")
+    }
+
+    /// dgx1-a and dgx1-b: empty DGX-1s; dgx1-full: six GPUs held;
+    /// cordoned: a cordoned DGX-1.
+    fn cluster() -> Snapshot {
+        let config = SchedulerConfig::default();
+        let mut b = SnapshotBuilder::new(&config);
+        for (name, spec) in [
+            ("dgx1-a", json!({})),
+            ("dgx1-b", json!({})),
+            ("dgx1-full", json!({})),
+            ("cordoned", json!({"unschedulable": true})),
+        ] {
+            b.node(node_input(&node(name, spec), Some(&dgx1(name))).expect("node input"));
+        }
+        let holder = pod(json!({
+            "metadata": {"name": "holder", "namespace": "ml",
+                "annotations": {"gputopo.dev/assigned-gpus": "0,1,2,3,4,5"}},
+            "spec": {"nodeName": "dgx1-full", "containers": [{"name": "c",
+                "resources": {"limits": {"nvidia.com/gpu": "6"}}}]}
+        }));
+        b.pod(bound_pod_input(&holder).expect("readable").expect("bound"));
+        b.build().expect("snapshot")
+    }
+
+    fn gpu_pod(gpus: u32, annotations: Value) -> Value {
+        json!({
+            "metadata": {"name": "train", "namespace": "ml", "uid": "uid-1", "annotations": annotations},
+            "spec": {"containers": [{"name": "main", "image": "x",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}
+        })
+    }
+
+    fn body(v: Value) -> Vec<u8> {
+        serde_json::to_vec(&v).expect("JSON")
+    }
+
+    #[test]
+    fn filter_passes_the_nodes_that_fit_and_says_why_the_others_do_not() {
+        let request = decode_args(&body(json!({
+            "Pod": gpu_pod(4, json!({})),
+            "Nodes": null,
+            "NodeNames": ["dgx1-a", "dgx1-full", "cordoned", "ghost", "dgx1-b"]
+        })))
+        .expect("a valid request");
+        let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+        assert_eq!(
+            serde_json::to_value(&result).expect("JSON"),
+            json!({
+                "Nodes": null,
+                "NodeNames": ["dgx1-a", "dgx1-b"],
+                "FailedNodes": {
+                    "dgx1-full": "too few free GPUs",
+                    "ghost": "node(s) not yet in gputopo's node cache"
+                },
+                "FailedAndUnresolvableNodes": {"cordoned": "node(s) were unschedulable"},
+                "Error": ""
+            })
+        );
+    }
+
+    #[test]
+    fn a_gpu_set_no_node_can_ever_hold_is_unresolvable() {
+        // A DGX-1 has NV1 and NV2 links only: no eviction makes an NV24 quad.
+        let request = decode_args(&body(json!({
+            "Pod": gpu_pod(4, json!({"gputopo.dev/min-nvlink-level": "NV24"})),
+            "NodeNames": ["dgx1-a", "dgx1-full"]
+        })))
+        .expect("a valid request");
+        let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+        assert_eq!(
+            serde_json::to_value(&result).expect("JSON"),
+            json!({
+                "Nodes": null,
+                "NodeNames": [],
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {
+                    "dgx1-a": "no 4-GPU set with NV24",
+                    // Short of free GPUs first; freeing them would not help.
+                    "dgx1-full": "too few free GPUs"
+                },
+                "Error": ""
+            })
+        );
+    }
+
+    #[test]
+    fn filter_answers_in_the_form_it_was_asked() {
+        // Not nodeCacheCapable: the node objects come in and the passing
+        // ones go back unchanged.
+        let a = json!({"metadata": {"name": "dgx1-a", "labels": {"x": "1"}}, "status": {}});
+        let full = json!({"metadata": {"name": "dgx1-full"}});
+        let request = decode_args(&body(json!({
+            "Pod": gpu_pod(4, json!({})),
+            "Nodes": {"metadata": {}, "items": [a.clone(), full]},
+            "NodeNames": null
+        })))
+        .expect("a valid request");
+        let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+        let value = serde_json::to_value(&result).expect("JSON");
+        assert_eq!(value["Nodes"], json!({"items": [a]}));
+        assert_eq!(value["NodeNames"], Value::Null);
+        assert_eq!(
+            value["FailedNodes"],
+            json!({"dgx1-full": "too few free GPUs"})
+        );
+    }
+
+    #[test]
+    fn a_pod_with_a_bad_annotation_fails_every_node_naming_the_key() {
+        let request = decode_args(&body(json!({
+            "Pod": gpu_pod(4, json!({"gputopo.dev/collective": "mesh"})),
+            "NodeNames": ["dgx1-a", "dgx1-b"]
+        })))
+        .expect("the body itself is valid");
+        let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+        assert_eq!(result.node_names, Some(vec![]));
+        assert!(result.failed_nodes.is_empty());
+        let messages: Vec<&String> = result.failed_and_unresolvable_nodes.values().collect();
+        assert_eq!(messages.len(), 2);
+        for m in messages {
+            assert!(
+                m.starts_with("invalid gputopo.dev/collective: ") && m.contains("all-to-all"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn prioritize_maps_the_core_score_to_zero_to_ten() {
+        let snapshot = cluster();
+        let config = SchedulerConfig::default();
+        let request = decode_args(&body(json!({
+            "Pod": gpu_pod(2, json!({})),
+            "NodeNames": ["dgx1-a", "dgx1-full", "ghost"]
+        })))
+        .expect("a valid request");
+        let pending = PendingPod::from_k8s(&request.pod).expect("readable");
+        let judge = NodeJudge::new(&snapshot, &pending, &config);
+        let core = |n| match judge.judge(n) {
+            NodeVerdict::Fits { score, .. } => score,
+            other => panic!("{n}: {other:?}"),
+        };
+        let (a, full) = (core("dgx1-a"), core("dgx1-full"));
+        // The busier node packs better; both fit two GPUs.
+        assert_ne!(extender_score(a), extender_score(full), "{a} vs {full}");
+        assert_eq!(
+            serde_json::to_value(prioritize(&snapshot, &config, &request)).expect("JSON"),
+            json!([
+                {"Host": "dgx1-a", "Score": extender_score(a)},
+                {"Host": "dgx1-full", "Score": extender_score(full)},
+                {"Host": "ghost", "Score": 0}
+            ])
+        );
+    }
+
+    #[test]
+    fn scores_round_to_the_nearest_tenth() {
+        for (core, extender) in [
+            (0, 0),
+            (4, 0),
+            (5, 1),
+            (50, 5),
+            (94, 9),
+            (95, 10),
+            (100, 10),
+        ] {
+            assert_eq!(extender_score(core), extender, "{core}");
+        }
+        assert_eq!(extender_score(u8::MAX), MAX_EXTENDER_PRIORITY);
+    }
+
+    #[test]
+    fn bad_bodies_are_refused_naming_what_is_wrong() {
+        let err = |b: &[u8]| decode_args(b).expect_err("refused").to_string();
+        let e = err(b"<html>");
+        assert!(
+            e.starts_with("invalid ExtenderArgs at .: expected value at line 1 column 1"),
+            "{e}"
+        );
+        assert!(e.contains(r#""NodeNames": ["node-1", ...]"#), "{e}");
+        let e = err(br#"{"NodeNames": ["a"]}"#);
+        assert!(e.starts_with("ExtenderArgs has no Pod;"), "{e}");
+        let e = err(br#"{"Pod": {"metadata": {"name": "p"}}}"#);
+        assert!(
+            e.starts_with("ExtenderArgs has no NodeNames (nor Nodes);"),
+            "{e}"
+        );
+        let e = err(
+            br#"{"Pod": {"metadata": {"name": "p"}, "spec": {"containers": 3}}, "NodeNames": []}"#,
+        );
+        assert!(
+            e.starts_with("invalid ExtenderArgs at Pod.spec.containers: invalid type"),
+            "{e}"
+        );
+        let e = err(br#"{"Pod": {"metadata": {"name": "p"}}, "NodeNames": "a"}"#);
+        assert!(
+            e.starts_with("invalid ExtenderArgs at NodeNames: invalid type: string"),
+            "{e}"
+        );
+        let e = err(br#"{"Pod": {"metadata": {}}, "NodeNames": []}"#);
+        assert!(
+            e.starts_with("invalid ExtenderArgs at Pod.metadata.name: missing"),
+            "{e}"
+        );
+        let e =
+            err(br#"{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"metadata": {}}]}}"#);
+        assert!(
+            e.starts_with("invalid ExtenderArgs at Nodes.items[0].metadata.name: missing"),
+            "{e}"
+        );
+        let e = err(br#"{"Pod": {"metadata": {"name": "p"}}, "NodeNames": []} trailing"#);
+        assert!(
+            e.starts_with("invalid ExtenderArgs at .: trailing characters"),
+            "{e}"
+        );
+        // Go's decoder ignores the case of field names; the lowerCamel forms work.
+        let ok = decode_args(br#"{"pod": {"metadata": {"name": "p"}}, "nodeNames": ["a"]}"#)
+            .expect("lowerCamel accepted");
+        assert_eq!(ok.candidates, Candidates::Names(vec!["a".into()]));
+
+        let berr = |b: &[u8]| decode_binding(b).expect_err("refused").to_string();
+        let e = berr(br#"{"PodName": "p", "PodNamespace": "ml", "PodUID": "u"}"#);
+        assert!(e.starts_with("ExtenderBindingArgs has no Node;"), "{e}");
+        assert!(e.contains(r#""Node": "...""#), "{e}");
+        let e = berr(br#"{"PodName": "p", "Node": "n"}"#);
+        assert!(
+            e.starts_with("ExtenderBindingArgs has no PodNamespace;"),
+            "{e}"
+        );
+        let e = berr(br#"{"PodName": 7}"#);
+        assert!(
+            e.starts_with("invalid ExtenderBindingArgs at PodName: invalid type: integer"),
+            "{e}"
+        );
+        assert_eq!(
+            decode_binding(br#"{"PodName": "p", "PodNamespace": "ml", "PodUID": "", "Node": "n"}"#),
+            Ok(BindingRequest {
+                namespace: "ml".into(),
+                name: "p".into(),
+                uid: None,
+                node: "n".into()
+            })
+        );
+    }
+
+    fn bind_request(node: &str, uid: &str) -> BindingRequest {
+        decode_binding(&body(json!({
+            "PodName": "train", "PodNamespace": "ml", "PodUID": uid, "Node": node
+        })))
+        .expect("valid")
+    }
+
+    #[test]
+    fn binding_plans_the_nvlink_quad_on_the_chosen_node() {
+        let snapshot = cluster();
+        let config = SchedulerConfig::default();
+        let pod = pod(gpu_pod(4, json!({"gputopo.dev/workload": "training"})));
+        let p = plan_binding(&snapshot, &config, &pod, &bind_request("dgx1-b", "uid-1"))
+            .expect("dgx1-b holds four GPUs");
+        assert_eq!(p.node, "dgx1-b");
+        assert_eq!(p.gpus.len(), 4);
+        // Every hop of the quad's ring is NVLink on a DGX-1.
+        let bottleneck = bottleneck_text(&p);
+        assert!(bottleneck.starts_with("NV"), "{bottleneck}");
+        assert_eq!(
+            assignment_patch(&p),
+            json!({"metadata": {"annotations": {
+                "gputopo.dev/assigned-gpus": p.assigned_gpus(),
+                "gputopo.dev/assigned-gpu-uuids": null,
+                "scheduler.gputopo.dev/bottleneck": bottleneck,
+            }}})
+        );
+        // The same set schedule() picks for the node on its own.
+        let mut only = SnapshotBuilder::new(&config);
+        only.node(node_input(&node("dgx1-b", json!({})), Some(&dgx1("dgx1-b"))).expect("node"));
+        let alone = gputopo_scheduler_core::schedule::schedule(
+            &only.build().expect("snapshot"),
+            &PendingPod::from_k8s(&pod).expect("readable"),
+            &config,
+        );
+        assert_eq!(alone.placement().map(|a| &a.gpus), Some(&p.gpus));
+
+        let b = binding(&bind_request("dgx1-b", "uid-1"));
+        assert_eq!(
+            serde_json::to_value(&b).expect("JSON"),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "train", "namespace": "ml", "uid": "uid-1"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "dgx1-b"}
+            })
+        );
+    }
+
+    #[test]
+    fn binding_refuses_what_no_longer_holds() {
+        let snapshot = cluster();
+        let config = SchedulerConfig::default();
+        let p = pod(gpu_pod(4, json!({})));
+        let e = plan_binding(&snapshot, &config, &p, &bind_request("dgx1-full", "uid-1"))
+            .expect_err("two free GPUs")
+            .to_string();
+        let judged = PendingPod::from_k8s(&p).expect("readable");
+        let reason = match NodeJudge::new(&snapshot, &judged, &config).judge("dgx1-full") {
+            NodeVerdict::Rejected(r) => r.reason.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            e,
+            format!("node dgx1-full cannot take pod ml/train: {reason}")
+        );
+        assert!(reason.contains('4') && reason.contains('2'), "{reason}");
+        let e = plan_binding(&snapshot, &config, &p, &bind_request("ghost", "uid-1"))
+            .expect_err("unknown node")
+            .to_string();
+        assert_eq!(e, "node ghost is not in the cluster snapshot");
+        let e = plan_binding(&snapshot, &config, &p, &bind_request("dgx1-a", "uid-2"))
+            .expect_err("another pod")
+            .to_string();
+        assert!(
+            e.contains("has uid uid-1, the binding names uid uid-2"),
+            "{e}"
+        );
+        let mut bound = p.clone();
+        bound.spec.as_mut().expect("spec").node_name = Some("dgx1-a".into());
+        assert_eq!(
+            plan_binding(&snapshot, &config, &bound, &bind_request("dgx1-b", "uid-1")),
+            Err(PlanError::AlreadyBound {
+                pod: "ml/train".into(),
+                node: "dgx1-a".into()
+            })
+        );
+        let bad = pod(gpu_pod(4, json!({"gputopo.dev/gpu-memory": "lots"})));
+        let e = plan_binding(&snapshot, &config, &bad, &bind_request("dgx1-a", "uid-1"))
+            .expect_err("bad annotation")
+            .to_string();
+        assert!(e.starts_with("invalid gputopo.dev/gpu-memory: "), "{e}");
+        assert_eq!(
+            unassignment_patch(),
+            json!({"metadata": {"annotations": {
+                "gputopo.dev/assigned-gpus": null,
+                "gputopo.dev/assigned-gpu-uuids": null,
+                "scheduler.gputopo.dev/bottleneck": null,
+            }}})
+        );
+    }
+}

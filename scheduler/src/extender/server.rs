@@ -1,0 +1,471 @@
+//! The extender process: kube-runtime reflectors of Pods, Nodes and
+//! `GpuTopology` objects (kube-scheduler sends node names only, with
+//! `nodeCacheCapable: true`), the cluster snapshot built from them (cached
+//! until a watch or a bind changes something), and binds, one at a time.
+//!
+//! A bind chooses the GPUs on the node kube-scheduler picked, writes them on
+//! the pod (merge patch, field manager `gputopo-scheduler`), posts the
+//! `pods/binding` subresource with the pod's uid, and then *assumes* the
+//! pod (see [`crate::cluster::AssumeCache`]): until the watch shows it
+//! bound, every snapshot counts its GPUs, so the next bind never hands them
+//! out again. If the binding fails after the annotations were written, they
+//! are taken off again.
+
+use super::http::{self, Backend};
+use super::metrics::ExtenderMetrics;
+use super::protocol::{
+    BindingRequest, PlanError, assignment_patch, binding, plan_binding, unassignment_patch,
+};
+use crate::cluster::{AssumeCache, Assumed, Objects, build_snapshot, pod_key, usage};
+use crate::scheduler::FIELD_MANAGER;
+use crate::watch::{always, pod_changes_cluster, reflect};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use gputopo_api::GpuTopology;
+use gputopo_ops::Readiness;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::schedule::Placement;
+use gputopo_scheduler_core::snapshot::Snapshot;
+use k8s_openapi::api::core::v1::{Binding, Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// How long a bind waits for a pod kube-scheduler knows to reach this
+/// extender's pod cache (the two watches are milliseconds apart).
+const POD_CACHE_WAIT: Duration = Duration::from_secs(5);
+
+/// Why the extender stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtenderError {
+    #[error("listening on {addr} for {what}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("checking whether the API server serves {what}: {source}")]
+    Discover {
+        what: &'static str,
+        source: kube::Error,
+    },
+    #[error("the {what} watch ended before its first list completed")]
+    WatchEnded { what: &'static str },
+    #[error("the HTTP server for {what} stopped: {message}")]
+    Serve { what: &'static str, message: String },
+}
+
+/// Why a bind did not happen; the message goes back to kube-scheduler.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(
+        "pod {pod} is not in gputopo's pod cache after {}s; kube-scheduler will retry it",
+        waited.as_secs()
+    )]
+    NotCached { pod: String, waited: Duration },
+    #[error("pod {pod} was bound by this extender moments ago (its binding is still on its way)")]
+    AlreadyAssumed { pod: String },
+    #[error("{0}")]
+    Snapshot(String),
+    #[error("annotating pod {pod} with GPUs {gpus} on node {node}: {source}")]
+    Annotate {
+        pod: String,
+        gpus: String,
+        node: String,
+        source: kube::Error,
+    },
+    #[error("binding pod {pod} to node {node}: {source}")]
+    Bind {
+        pod: String,
+        node: String,
+        source: kube::Error,
+    },
+}
+
+/// Where the extender listens.
+#[derive(Clone, Copy, Debug)]
+pub struct Addresses {
+    /// `/healthz`, `/readyz`, `/metrics`.
+    pub listen: SocketAddr,
+    /// `/filter`, `/prioritize`, `/bind`; the same address serves all six.
+    pub extender_listen: SocketAddr,
+}
+
+/// A watch callback that bumps `generation` on every event that counts.
+fn bump(generation: &Arc<AtomicU64>) -> impl Fn(bool) + Send + 'static {
+    let generation = generation.clone();
+    move |changed| {
+        if changed {
+            generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// See the module documentation.
+pub struct Extender {
+    client: kube::Client,
+    config: SchedulerConfig,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    topologies: Store<GpuTopology>,
+    /// Bumped by every watch event that can change a snapshot, and by every bind.
+    generation: Arc<AtomicU64>,
+    cached: Mutex<Option<(u64, Arc<Snapshot>)>>,
+    assumed: Mutex<AssumeCache>,
+    binding: tokio::sync::Mutex<()>,
+    readiness: Arc<Readiness>,
+    metrics: Arc<ExtenderMetrics>,
+}
+
+impl Extender {
+    /// Starts the watches (the `GpuTopology` one only when its CRD is
+    /// served: without it every node is treated as having no topology).
+    pub async fn start(
+        client: kube::Client,
+        config: SchedulerConfig,
+        metrics: Arc<ExtenderMetrics>,
+        readiness: Arc<Readiness>,
+    ) -> Result<Arc<Extender>, ExtenderError> {
+        let generation = Arc::new(AtomicU64::new(0));
+        let topologies_api = Api::<GpuTopology>::all(client.clone());
+        let topologies = match topologies_api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => reflect(topologies_api, "GpuTopology", bump(&generation), always),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                warn!(
+                    "the API server does not serve gputopologies.gputopo.dev (CRD not installed); every node is treated as having no topology until a restart"
+                );
+                let (store, mut writer) = reflector::store();
+                writer.apply_watcher_event(&watcher::Event::Init);
+                writer.apply_watcher_event(&watcher::Event::InitDone);
+                store
+            }
+            Err(source) => {
+                return Err(ExtenderError::Discover {
+                    what: "GpuTopology",
+                    source,
+                });
+            }
+        };
+        let pods = reflect(
+            Api::all(client.clone()),
+            "Pod",
+            bump(&generation),
+            pod_changes_cluster,
+        );
+        let nodes = reflect(Api::all(client.clone()), "Node", bump(&generation), always);
+        Ok(Arc::new(Extender {
+            client,
+            config,
+            pods,
+            nodes,
+            topologies,
+            generation,
+            cached: Mutex::new(None),
+            assumed: Mutex::new(AssumeCache::default()),
+            binding: tokio::sync::Mutex::new(()),
+            readiness,
+            metrics,
+        }))
+    }
+
+    /// Waits until every watch has listed, then turns ready.
+    pub async fn wait_synced(&self) -> Result<(), ExtenderError> {
+        for (what, ready) in [
+            ("Pod", self.pods.wait_until_ready().boxed()),
+            ("Node", self.nodes.wait_until_ready().boxed()),
+            ("GpuTopology", self.topologies.wait_until_ready().boxed()),
+        ] {
+            self.readiness
+                .set_not_ready(format!("waiting for the {what} watch to sync"));
+            ready
+                .await
+                .map_err(|_| ExtenderError::WatchEnded { what })?;
+        }
+        self.readiness.set_ready();
+        Ok(())
+    }
+
+    fn build(&self) -> Result<Arc<Snapshot>, String> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        if let Some((g, s)) = lock(&self.cached).as_ref()
+            && *g == generation
+        {
+            return Ok(s.clone());
+        }
+        let pods = self.pods.state();
+        let nodes = self.nodes.state();
+        let topologies = self.topologies.state();
+        let by_key: HashMap<String, Arc<Pod>> =
+            pods.iter().map(|p| (pod_key(p), p.clone())).collect();
+        let objects = Objects {
+            nodes: &nodes,
+            topologies: &topologies,
+            pods: &pods,
+            groups: &[],
+        };
+        let (snapshot, warnings) = {
+            let mut assumed = lock(&self.assumed);
+            assumed.reconcile(&by_key);
+            build_snapshot(&objects, &assumed, &self.config)
+        }
+        .map_err(|e| format!("building the cluster snapshot: {e}"))?;
+        for w in &warnings {
+            debug!(warning = %w, "snapshot");
+        }
+        let snapshot = Arc::new(snapshot);
+        *lock(&self.cached) = Some((generation, snapshot.clone()));
+        Ok(snapshot)
+    }
+
+    /// The pod as the watch has it, waiting a little for a pod kube-scheduler
+    /// has just seen (or for the uid the binding names).
+    async fn cached_pod(&self, request: &BindingRequest) -> Result<Arc<Pod>, BindError> {
+        let reference = ObjectRef::<Pod>::new(&request.name).within(&request.namespace);
+        let started = Instant::now();
+        loop {
+            let pod = self.pods.get(&reference);
+            let current = pod.as_ref().is_some_and(|p| {
+                request.uid.is_none() || p.metadata.uid.as_ref() == request.uid.as_ref()
+            });
+            // The uid it names, or (after the wait) whatever pod has the
+            // name: plan_binding then says the uids differ.
+            if (current || started.elapsed() >= POD_CACHE_WAIT)
+                && let Some(pod) = pod
+            {
+                return Ok(pod);
+            }
+            if started.elapsed() >= POD_CACHE_WAIT {
+                return Err(BindError::NotCached {
+                    pod: request.pod_key(),
+                    waited: POD_CACHE_WAIT,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn bind_pod(&self, request: BindingRequest) -> Result<Placement, BindError> {
+        let _one_at_a_time = self.binding.lock().await;
+        let key = request.pod_key();
+        if lock(&self.assumed).contains(&key) {
+            // A retry of a bind that went through (kube-scheduler's call
+            // timed out): the pod is not ours to place twice.
+            let _ = self.build();
+            if lock(&self.assumed).contains(&key) {
+                return Err(BindError::AlreadyAssumed { pod: key });
+            }
+        }
+        let pod = self.cached_pod(&request).await?;
+        let snapshot = self.build().map_err(BindError::Snapshot)?;
+        let placement = plan_binding(&snapshot, &self.config, &pod, &request)?;
+        let pending = PendingPod::from_k8s(&pod).map_err(PlanError::InvalidPod)?;
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &request.namespace);
+        let annotate = !placement.gpus.is_empty();
+        if annotate {
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            pods.patch(
+                &request.name,
+                &params,
+                &Patch::Merge(&assignment_patch(&placement)),
+            )
+            .instrument(info_span!("annotate_pod", pod = %key, node = %placement.node, gpus = %placement.assigned_gpus()))
+            .await
+            .map_err(|source| BindError::Annotate {
+                pod: key.clone(),
+                gpus: placement.assigned_gpus(),
+                node: placement.node.clone(),
+                source,
+            })?;
+        }
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let bound = pods
+            .create_subresource::<Binding, serde_json::Value>(
+                "binding",
+                &request.name,
+                &params,
+                &binding(&request),
+            )
+            .instrument(info_span!("bind_pod", pod = %key, node = %placement.node))
+            .await;
+        if let Err(source) = bound {
+            if annotate {
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PatchParams::default()
+                };
+                if let Err(e) = pods
+                    .patch(&request.name, &params, &Patch::Merge(&unassignment_patch()))
+                    .await
+                {
+                    warn!(pod = %key, error = %e, "taking the GPU annotations off a pod that was not bound");
+                }
+            }
+            return Err(BindError::Bind {
+                pod: key,
+                node: placement.node.clone(),
+                source,
+            });
+        }
+        lock(&self.assumed).assume(
+            key,
+            Assumed {
+                uid: pod.metadata.uid.clone(),
+                input: placement.bound_pod(&pending),
+                since: Instant::now(),
+            },
+        );
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if let Ok(after) = self.build() {
+            let u = usage(&after);
+            self.metrics.allocation.set(u.allocation_ratio);
+            self.metrics.fragmentation.set(u.fragmentation_ratio);
+        }
+        Ok(placement)
+    }
+}
+
+impl Backend for Extender {
+    fn ready(&self) -> Result<(), String> {
+        if self.readiness.is_ready() {
+            Ok(())
+        } else {
+            Err(self.readiness.reason())
+        }
+    }
+
+    fn snapshot(&self) -> Result<Arc<Snapshot>, String> {
+        self.build()
+    }
+
+    fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, String>> {
+        Box::pin(async move { self.bind_pod(request).await.map_err(|e| e.to_string()) })
+    }
+}
+
+async fn listen(
+    addr: SocketAddr,
+    what: &'static str,
+) -> Result<tokio::net::TcpListener, ExtenderError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ExtenderError::Listen { addr, what, source })
+}
+
+/// Runs the extender until `shutdown` completes: `/healthz`, `/readyz`
+/// (503 until the watches have listed) and `/metrics` on `listen`, the
+/// extender verbs on `extender_listen` (one server when they are equal).
+pub async fn run(
+    client: kube::Client,
+    config: SchedulerConfig,
+    addresses: Addresses,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ExtenderError> {
+    let metrics = Arc::new(ExtenderMetrics::new());
+    let readiness = Arc::new(crate::serve::readiness());
+    let ops = gputopo_ops::router(metrics.clone(), readiness.clone());
+    let mut listeners = Vec::new();
+    if addresses.listen == addresses.extender_listen {
+        listeners.push((
+            "/healthz, /readyz, /metrics and the extender verbs",
+            listen(
+                addresses.listen,
+                "/healthz, /readyz, /metrics and the extender verbs",
+            )
+            .await?,
+        ));
+    } else {
+        listeners.push((
+            "/healthz, /readyz, /metrics",
+            listen(addresses.listen, "/healthz, /readyz, /metrics").await?,
+        ));
+        listeners.push((
+            "the extender verbs",
+            listen(addresses.extender_listen, "the extender verbs").await?,
+        ));
+    }
+    let extender = Extender::start(client, config, metrics.clone(), readiness.clone()).await?;
+    let verbs = http::router(extender.clone(), metrics);
+    let mut servers = tokio::task::JoinSet::new();
+    let routers = if addresses.listen == addresses.extender_listen {
+        vec![ops.merge(verbs)]
+    } else {
+        vec![ops, verbs]
+    };
+    for ((what, listener), app) in listeners.into_iter().zip(routers) {
+        info!(address = %listener.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string()), "serving {what}");
+        servers.spawn(async move { (what, axum::serve(listener, app).await) });
+    }
+    let stopped =
+        |r: Option<Result<(&'static str, std::io::Result<()>), tokio::task::JoinError>>| {
+            let (what, message) = match r {
+                Some(Ok((what, Ok(())))) => (what, "it returned".to_string()),
+                Some(Ok((what, Err(e)))) => (what, e.to_string()),
+                Some(Err(e)) => ("a listener", e.to_string()),
+                None => ("every listener", "no server left".to_string()),
+            };
+            ExtenderError::Serve { what, message }
+        };
+    let mut shutdown = std::pin::pin!(shutdown);
+    tokio::select! {
+        r = extender.wait_synced() => r?,
+        () = &mut shutdown => return Ok(()),
+        r = servers.join_next() => return Err(stopped(r)),
+    }
+    info!("watches synced; answering kube-scheduler's filter, prioritize and bind");
+    tokio::select! {
+        () = &mut shutdown => {
+            info!("stopping");
+            Ok(())
+        }
+        r = servers.join_next() => Err(stopped(r)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_errors_say_what_failed() {
+        let e = BindError::NotCached {
+            pod: "ml/p".into(),
+            waited: POD_CACHE_WAIT,
+        };
+        assert_eq!(
+            e.to_string(),
+            "pod ml/p is not in gputopo's pod cache after 5s; kube-scheduler will retry it"
+        );
+        let e = BindError::Plan(PlanError::AlreadyBound {
+            pod: "ml/p".into(),
+            node: "n1".into(),
+        });
+        assert_eq!(e.to_string(), "pod ml/p is already bound to node n1");
+    }
+}

@@ -1,0 +1,549 @@
+//! The extender mode end to end: the stock kube-scheduler (built from
+//! source, see gputopo-testenv) with a KubeSchedulerConfiguration whose
+//! extender is `gputopo-scheduler extender`, run as its own process with an
+//! admin kubeconfig; GPU nodes simulated by kwok with `GpuTopology` objects
+//! made from recorded `nvidia-smi topo -m` outputs.
+//!
+//! kube-scheduler keeps the queue and its own plugins and asks the extender
+//! to filter, to score and to bind. The test's pods name a profile of that
+//! kube-scheduler only (`schedulerName`), and a nodeSelector only its nodes.
+
+use gputopo_agent::backend::nvidia_smi::facts_from_topo;
+use gputopo_agent::normalize::normalize;
+use gputopo_api::GpuTopology;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::schedule::{Decision, schedule};
+use gputopo_scheduler_core::snapshot::SnapshotBuilder;
+use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_testenv::process::{Process, tail};
+use gputopo_testenv::{SchedulerProcess, TestEnv};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// DGX-1 V100: hybrid cube-mesh, NV1 and NV2 links, no NVLink between some pairs.
+const DGX1: &str = "nvidia/dgx1-v100-mlx5-no-numa-column-msccl-tools-topo-m.txt";
+/// Eight RTX 4090s on PCIe, no NVLink at all.
+const PCIE: &str = "nvidia/rtx4090-8gpu-pcie-2socket-vast-driver570-topo-m.txt";
+
+fn fixture(path: &str) -> String {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(path);
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))
+}
+
+/// The shared control plane with the controller manager (it lifts the
+/// not-ready taint off new nodes) and kwok.
+async fn env() -> &'static TestEnv {
+    let env = TestEnv::shared().await;
+    env.with_controller_manager().await;
+    env.with_kwok().await;
+    env
+}
+
+/// A kwok node built from a recorded machine, with the `GpuTopology` the
+/// agent would publish for it, once the node has lost its not-ready taint.
+async fn fixture_node(env: &TestEnv, name: &str, topo: &str, group: &str) -> (Node, GpuTopology) {
+    let facts = facts_from_topo(&fixture(topo)).expect("the fixture parses");
+    let spec = normalize(name, &facts).expect("the fixture normalizes");
+    let labels = BTreeMap::from([("e2e-group".to_string(), group.to_string())]);
+    let node = env
+        .create_fake_gpu_node(name, spec.gpus.len() as u32, &labels)
+        .await;
+    let mut topology = GpuTopology::new(name, spec);
+    topology.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: name.into(),
+        uid: node.metadata.uid.clone().expect("a created node has a uid"),
+        ..OwnerReference::default()
+    }]);
+    let created = Api::<GpuTopology>::all(env.client().await)
+        .create(&PostParams::default(), &topology)
+        .await
+        .unwrap_or_else(|e| panic!("creating GpuTopology {name}: {e}"));
+    let nodes = Api::<Node>::all(env.client().await);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let node = nodes.get(name).await.expect("the node");
+        let tainted = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+        if !tainted {
+            return (node, created);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {name} still tainted not-ready after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A running `gputopo-scheduler extender`; killed on drop.
+struct ExtenderProcess {
+    process: Process,
+    /// /healthz, /readyz, /metrics.
+    port: u16,
+    /// /filter, /prioritize, /bind.
+    extender_port: u16,
+}
+
+impl ExtenderProcess {
+    async fn start(env: &TestEnv) -> ExtenderProcess {
+        let (port, extender_port) = (free_port(), free_port());
+        let dir = env.dir().join(format!("extender-{extender_port}"));
+        std::fs::create_dir_all(&dir).expect("extender dir");
+        let config = dir.join("config.yaml");
+        std::fs::write(&config, "networkTiers: {preset: gputopo}\n").expect("writing the config");
+        let args = vec![
+            "extender".to_string(),
+            "--config".into(),
+            config.display().to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--extender-listen".into(),
+            format!("127.0.0.1:{extender_port}"),
+        ];
+        let vars: Vec<(&str, &std::ffi::OsStr)> = vec![
+            ("KUBECONFIG", env.kubeconfig_path().as_os_str()),
+            (
+                "RUST_LOG",
+                std::ffi::OsStr::new("info,gputopo_scheduler=debug"),
+            ),
+        ];
+        let process = Process::spawn(
+            "gputopo-extender",
+            std::path::Path::new(env!("CARGO_BIN_EXE_gputopo-scheduler")),
+            &args,
+            &vars,
+            dir.join("extender.log"),
+        )
+        .expect("starting gputopo-scheduler extender");
+        let mut e = ExtenderProcess {
+            process,
+            port,
+            extender_port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Err(err) = e.process.check_running() {
+                panic!("{err}");
+            }
+            if let Some((200, _)) = request(port, "GET", "/readyz", "").await {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the extender is not ready after 60 s:\n{}",
+                e.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        e
+    }
+
+    async fn post(&self, path: &str, body: &str) -> (u16, String) {
+        request(self.extender_port, "POST", path, body)
+            .await
+            .unwrap_or_else(|| panic!("POST {path}: no answer; log:\n{}", self.log()))
+    }
+
+    fn log(&self) -> String {
+        tail(&self.process.log, 60)
+    }
+}
+
+/// A plain HTTP/1.1 request on 127.0.0.1: (status, body).
+async fn request(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let (method, path, body) = (method.to_string(), path.to_string(), body.to_string());
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        let status = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+        Some((status, body))
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+fn gpu_pod(
+    name: &str,
+    scheduler: &str,
+    group: &str,
+    gpus: u32,
+    annotations: &[(&str, &str)],
+) -> Pod {
+    let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"e2e-group": group},
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/train:1",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}
+            }]
+        }
+    }))
+    .expect("a pod")
+}
+
+fn node_of(pod: &Pod) -> Option<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
+}
+
+fn annotation(pod: &Pod, key: &str) -> Option<String> {
+    pod.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+fn gpus_of(pod: &Pod) -> Vec<u32> {
+    annotation(pod, "gputopo.dev/assigned-gpus")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("an index"))
+        .collect()
+}
+
+/// The events regarding `pod` with `reason`.
+async fn events(client: &kube::Client, ns: &str, pod: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("listing events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
+
+/// Polls until `check` returns `Some`, at most 90 s; the panic shows both logs.
+async fn wait_for<T, F, Fut>(
+    what: &str,
+    ext: &ExtenderProcess,
+    ks: &SchedulerProcess,
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within 90 s\nextender log:\n{}\nkube-scheduler log:\n{}",
+            ext.log(),
+            ks.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_scheduler_places_gpu_pods_through_the_extender() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("ext");
+    let dgx1 = env.unique_name("ext-dgx1");
+    let pcie = env.unique_name("ext-pcie");
+    let (dgx1_node, dgx1_topology) = fixture_node(env, &dgx1, DGX1, &group).await;
+    fixture_node(env, &pcie, PCIE, &group).await;
+    let ext = ExtenderProcess::start(env).await;
+
+    // The HTTP contract as kube-scheduler meets it. A body that is not
+    // ExtenderArgs: 400, naming the field.
+    let (code, body) = ext
+        .post(
+            "/filter",
+            r#"{"Pod": {"metadata": {"name": "x"}}, "NodeNames": 5}"#,
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.starts_with("invalid ExtenderArgs at NodeNames: invalid type: integer"),
+        "{body}"
+    );
+    // A 4-GPU pod asking for NVLink: the DGX-1 passes; the PCIe box fails,
+    // and no eviction could help it.
+    let quad = |name: &str, scheduler: &str| {
+        gpu_pod(
+            name,
+            scheduler,
+            &group,
+            4,
+            &[
+                ("gputopo.dev/workload", "training"),
+                ("gputopo.dev/min-nvlink-level", "1"),
+            ],
+        )
+    };
+    let mut probe = quad("probe", "nobody");
+    probe.metadata.namespace = Some("default".into());
+    let (code, body) = ext
+        .post(
+            "/filter",
+            &json!({"Pod": probe, "Nodes": null, "NodeNames": [dgx1, pcie]}).to_string(),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        answer,
+        json!({
+            "Nodes": null,
+            "NodeNames": [dgx1],
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": {pcie.clone(): "no 4-GPU set with NV1"},
+            "Error": ""
+        })
+    );
+
+    // kube-scheduler with a profile of its own and gputopo as its extender,
+    // configured as the README shows.
+    let profile = env.unique_name("gputopo-extender");
+    let mut ks = env
+        .start_scheduler_with_config(
+            &env.unique_name("kube-scheduler-extender"),
+            json!({
+                "podInitialBackoffSeconds": 1,
+                "podMaxBackoffSeconds": 2,
+                "profiles": [{"schedulerName": profile}],
+                "extenders": [{
+                    "urlPrefix": format!("http://127.0.0.1:{}", ext.extender_port),
+                    "filterVerb": "filter",
+                    "prioritizeVerb": "prioritize",
+                    "bindVerb": "bind",
+                    "weight": 5,
+                    "enableHTTPS": false,
+                    "nodeCacheCapable": true,
+                    "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": false}],
+                    "ignorable": false,
+                    "httpTimeout": "30s"
+                }]
+            }),
+        )
+        .await
+        .expect("kube-scheduler starts with the extender configuration");
+
+    // Two NVLink quads at once. kube-scheduler alone could put either on
+    // the PCIe box (8 free GPUs); the extender's filter leaves only the
+    // DGX-1, and its serialized binds give the two pods disjoint sets.
+    let ns = env.create_namespace("ext").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    for name in ["quad-a", "quad-b"] {
+        pods.create(&PostParams::default(), &quad(name, &profile))
+            .await
+            .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    }
+    let mut bound = Vec::new();
+    for name in ["quad-a", "quad-b"] {
+        let pod = wait_for(&format!("pod {name} bound"), &ext, &ks, || async {
+            pods.get(name).await.ok().filter(|p| node_of(p).is_some())
+        })
+        .await;
+        bound.push(pod);
+    }
+    ks.check_running().expect("kube-scheduler still runs");
+    for pod in &bound {
+        assert_eq!(node_of(pod).as_deref(), Some(dgx1.as_str()), "{pod:?}");
+        assert_eq!(gpus_of(pod).len(), 4, "{:?}", pod.metadata.annotations);
+        let bottleneck = annotation(pod, "scheduler.gputopo.dev/bottleneck").unwrap_or_default();
+        assert!(
+            bottleneck.starts_with("NV"),
+            "an NVLink-connected quad: {bottleneck}"
+        );
+        assert!(
+            annotation(pod, "gputopo.dev/assigned-gpu-uuids").is_none(),
+            "a bare topo -m names no UUID: {:?}",
+            pod.metadata.annotations
+        );
+    }
+    let (a, b) = (gpus_of(&bound[0]), gpus_of(&bound[1]));
+    let all: BTreeSet<u32> = a.iter().chain(&b).copied().collect();
+    assert_eq!(all.len(), 8, "{a:?} and {b:?} overlap");
+    // The first bound got the set scheduler-core picks on the empty node.
+    let config = SchedulerConfig::default();
+    let mut builder = SnapshotBuilder::new(&config);
+    builder.node(node_input(&dgx1_node, Some(&dgx1_topology)).expect("node input"));
+    let mut alone = quad("quad-a", &profile);
+    alone.metadata.namespace = Some(ns.clone());
+    let expected = match schedule(
+        &builder.build().expect("snapshot"),
+        &PendingPod::from_k8s(&alone).expect("readable"),
+        &config,
+    ) {
+        Decision::Placed(p) => p.gpus,
+        Decision::Unschedulable(u) => panic!("scheduler-core does not place it: {}", u.message),
+    };
+    assert!(
+        a == expected || b == expected,
+        "neither {a:?} nor {b:?} is scheduler-core's {expected:?}"
+    );
+    // kube-scheduler itself says Scheduled: it bound through the extender.
+    let scheduled = wait_for("a Scheduled event for quad-a", &ext, &ks, || async {
+        events(&client, &ns, "quad-a", "Scheduled")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        scheduled.reporting_controller.as_deref(),
+        Some(profile.as_str())
+    );
+    assert_eq!(
+        scheduled.note.as_deref(),
+        Some(format!("Successfully assigned {ns}/quad-a to {dgx1}").as_str()),
+        "{scheduled:?}"
+    );
+
+    // A second DGX-1: a pair now fits it and the PCIe box alike, as far as
+    // kube-scheduler's own plugins can tell (both empty, same capacity).
+    // The extender's score tells them apart, and the pair goes where it says.
+    let dgx1_b = env.unique_name("ext-dgx1");
+    fixture_node(env, &dgx1_b, DGX1, &group).await;
+    let pair = gpu_pod(
+        "pair",
+        &profile,
+        &group,
+        2,
+        &[("gputopo.dev/workload", "training")],
+    );
+    let mut probe = pair.clone();
+    probe.metadata.namespace = Some(ns.clone());
+    let scores = wait_for(
+        "the new node in the extender's cache",
+        &ext,
+        &ks,
+        || async {
+            let (code, body) = ext
+                .post(
+                    "/prioritize",
+                    &json!({"Pod": probe, "NodeNames": [pcie, dgx1_b]}).to_string(),
+                )
+                .await;
+            assert_eq!(code, 200, "{body}");
+            let scores: Value = serde_json::from_str(&body).expect("JSON");
+            (scores[1]["Score"].as_i64() > Some(0)).then_some(scores)
+        },
+    )
+    .await;
+    let (pcie_score, dgx1_b_score) = (
+        scores[0]["Score"].as_i64().unwrap_or(-1),
+        scores[1]["Score"].as_i64().unwrap_or(-1),
+    );
+    assert!(
+        (0..=10).contains(&pcie_score) && dgx1_b_score > pcie_score,
+        "an NV2 pair outscores a PIX pair: {scores}"
+    );
+    pods.create(&PostParams::default(), &pair)
+        .await
+        .expect("creating pair");
+    let pair = wait_for("pod pair bound", &ext, &ks, || async {
+        pods.get("pair").await.ok().filter(|p| node_of(p).is_some())
+    })
+    .await;
+    assert_eq!(node_of(&pair).as_deref(), Some(dgx1_b.as_str()));
+    assert_eq!(
+        annotation(&pair, "scheduler.gputopo.dev/bottleneck").as_deref(),
+        Some("NV2"),
+        "{:?}",
+        pair.metadata.annotations
+    );
+
+    // No node can hold an NV24 pair: kube-scheduler's FailedScheduling event
+    // carries the extender's reason for both nodes it asked about, beside
+    // its own for the full DGX-1.
+    pods.create(
+        &PostParams::default(),
+        &gpu_pod(
+            "nv24",
+            &profile,
+            &group,
+            2,
+            &[("gputopo.dev/min-nvlink-level", "NV24")],
+        ),
+    )
+    .await
+    .expect("creating nv24");
+    let failed = wait_for("a FailedScheduling event for nv24", &ext, &ks, || async {
+        events(&client, &ns, "nv24", "FailedScheduling")
+            .await
+            .into_iter()
+            .find(|e| {
+                e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("no 2-GPU set with NV24"))
+            })
+    })
+    .await;
+    let note = failed.note.clone().unwrap_or_default();
+    assert_eq!(
+        failed.reporting_controller.as_deref(),
+        Some(profile.as_str())
+    );
+    assert!(note.starts_with("0/"), "{note}");
+    assert!(note.contains("2 no 2-GPU set with NV24"), "{note}");
+    assert!(note.contains("1 Insufficient nvidia.com/gpu"), "{note}");
+    let nv24 = pods.get("nv24").await.expect("nv24");
+    assert!(node_of(&nv24).is_none());
+    assert!(annotation(&nv24, "gputopo.dev/assigned-gpus").is_none());
+
+    let (code, metrics) = request(ext.port, "GET", "/metrics", "")
+        .await
+        .expect("/metrics answers");
+    assert_eq!(code, 200);
+    for line in [
+        "gputopo_placement_decisions_total 3",
+        "gputopo_extender_requests_total{verb=\"bind\",result=\"ok\"} 3",
+        "gputopo_extender_requests_total{verb=\"filter\",result=\"bad_request\"} 1",
+        "gputopo_extender_requests_total{verb=\"prioritize\",result=\"ok\"} ",
+        "gputopo_extender_filtered_nodes_total{verdict=\"unresolvable\"} ",
+        "gputopo_gpu_allocation_ratio",
+    ] {
+        assert!(metrics.contains(line), "{line} missing:\n{metrics}");
+    }
+    let log = std::fs::read_to_string(&ext.process.log).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+}
