@@ -1,9 +1,9 @@
 //! What a placement writes on its pod, the same in both modes: the chosen
-//! GPUs, their UUIDs and the bottleneck link, as merge patches.
+//! GPUs, their UUIDs and the bottleneck link.
 
 use gputopo_api::keys::pod as pod_keys;
 use gputopo_scheduler_core::schedule::Placement;
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// Annotation with the placement's weakest link class (`NV2`, `PIX`, ...).
 /// Not under `gputopo.dev/`, where every key is a pod's request and an
@@ -21,24 +21,18 @@ pub fn bottleneck_text(p: &Placement) -> String {
     }
 }
 
-/// The merge patch that writes the placement on the pod, as the secondary
-/// scheduler writes it: `gputopo.dev/assigned-gpus`,
-/// `gputopo.dev/assigned-gpu-uuids` (removed when a UUID is unknown) and
-/// `scheduler.gputopo.dev/bottleneck`.
-pub fn assignment_patch(p: &Placement) -> Value {
-    json!({"metadata": {"annotations": {
-        pod_keys::ASSIGNED_GPUS: p.assigned_gpus(),
-        pod_keys::ASSIGNED_GPU_UUIDS: p.assigned_gpu_uuids(),
-        BOTTLENECK_ANNOTATION: bottleneck_text(p),
-    }}})
-}
-
-/// The merge patch that takes the assignment off again (a binding that
-/// failed after the annotations were written).
-pub fn unassignment_patch() -> Value {
-    json!({"metadata": {"annotations": {
-        pod_keys::ASSIGNED_GPUS: null,
-        pod_keys::ASSIGNED_GPU_UUIDS: null,
-        BOTTLENECK_ANNOTATION: null,
-    }}})
+/// The placement's annotations (`gputopo.dev/assigned-gpus`,
+/// `gputopo.dev/assigned-gpu-uuids`, `scheduler.gputopo.dev/bottleneck`), as
+/// a `pods/binding` request carries them: the API server copies them onto
+/// the pod as it binds it, so node and GPUs are written by one request. A
+/// UUID that is not known is left out.
+pub fn assignment_annotations(p: &Placement) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::from([
+        (pod_keys::ASSIGNED_GPUS.to_string(), p.assigned_gpus()),
+        (BOTTLENECK_ANNOTATION.to_string(), bottleneck_text(p)),
+    ]);
+    if let Some(uuids) = p.assigned_gpu_uuids() {
+        a.insert(pod_keys::ASSIGNED_GPU_UUIDS.to_string(), uuids);
+    }
+    a
 }

@@ -3,7 +3,7 @@
 //! `scheduler-core`), then the API writes (annotations, binding, events,
 //! the PodScheduled condition), each in its own short `tracing` span.
 
-use crate::annotations::{assignment_patch, bottleneck_text};
+use crate::annotations::{assignment_annotations, bottleneck_text};
 use crate::cluster::{
     AssumeCache, Assumed, GangKey, Objects, build_snapshot, gang_size, is_pending_for, pod_key,
     queued, usage,
@@ -71,13 +71,7 @@ pub enum RunError {
 /// A pod write that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
-    #[error("annotating pod {pod} with its GPUs on node {node}: {source}")]
-    Annotate {
-        pod: String,
-        node: String,
-        source: kube::Error,
-    },
-    #[error("binding pod {pod} to node {node}: {source}")]
+    #[error("binding pod {pod} (with its GPUs) to node {node}: {source}")]
     Bind {
         pod: String,
         node: String,
@@ -107,8 +101,7 @@ impl WriteError {
     /// The pod is gone: nothing to retry.
     pub fn pod_gone(&self) -> bool {
         let source = match self {
-            WriteError::Annotate { source, .. }
-            | WriteError::Bind { source, .. }
+            WriteError::Bind { source, .. }
             | WriteError::Condition { source, .. }
             | WriteError::Nominate { source, .. } => source,
         };
@@ -463,7 +456,9 @@ impl Scheduler {
         for w in self.nominations.apply(&mut snapshot, None) {
             warn!(warning = %w, "nomination");
         }
-        let build_time = started.elapsed();
+        // The snapshot is built once per cycle: its time is charged to the
+        // cycle's first decision, not to every one.
+        let mut build_time = started.elapsed();
         for w in &warnings {
             debug!(warning = %w, "snapshot");
         }
@@ -495,7 +490,7 @@ impl Scheduler {
                     let decision = schedule(&snapshot, &pending, &core);
                     self.metrics
                         .duration
-                        .observe((build_time + t.elapsed()).as_secs_f64());
+                        .observe((std::mem::take(&mut build_time) + t.elapsed()).as_secs_f64());
                     match decision {
                         Decision::Placed(p) => {
                             self.bind_all(&mut snapshot, &[(pod.clone(), pending.clone(), p)])
@@ -581,7 +576,7 @@ impl Scheduler {
                     };
                     self.metrics
                         .duration
-                        .observe((build_time + t.elapsed()).as_secs_f64());
+                        .observe((std::mem::take(&mut build_time) + t.elapsed()).as_secs_f64());
                     match decision {
                         GangDecision::Placed(placements) if placements.len() == members.len() => {
                             let all: Vec<(Arc<Pod>, PendingPod, Placement)> = members
@@ -951,27 +946,19 @@ impl Scheduler {
             })
     }
 
-    /// Annotates every pod with its GPUs, then binds every pod, then says
-    /// so in events. All members of a gang are annotated before any is
-    /// bound, so an annotation failure binds none. Each bound pod joins
-    /// `snapshot` (for the rest of the cycle) and the assume cache (until the
-    /// watch shows it bound). A binding that fails after others succeeded
-    /// cannot be undone: that member is retried alone (see the README).
+    /// Binds every pod, its GPUs written on it by the same request (the
+    /// binding's annotations, which the API server copies onto the pod), then
+    /// says so in an event. So a pod is never bound without its GPUs nor
+    /// annotated without its node. Each bound pod joins `snapshot` (for the
+    /// rest of the cycle) and the assume cache (until the watch shows it
+    /// bound). A gang member whose binding fails after others succeeded
+    /// cannot undo theirs: it is retried alone (see the README).
     /// Returns whether every pod was bound.
     async fn bind_all(
         &mut self,
         snapshot: &mut Snapshot,
         all: &[(Arc<Pod>, PendingPod, Placement)],
     ) -> bool {
-        for (pod, _, p) in all {
-            if let Err(e) = self.annotate(pod, p).await {
-                warn!(error = %e, "placement not bound; retrying later");
-                for (pod, pending, _) in all {
-                    self.write_failed(pod, Some(pending), &e);
-                }
-                return false;
-            }
-        }
         let mut all_bound = true;
         for (pod, pending, p) in all {
             let key = pod_key(pod);
@@ -1047,30 +1034,6 @@ impl Scheduler {
             .inc();
     }
 
-    async fn annotate(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
-        let key = pod_key(pod);
-        let api = Api::<Pod>::namespaced(
-            self.client.clone(),
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-        );
-        let patch = assignment_patch(p);
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        api.patch(pod.name_any().as_str(), &params, &Patch::Merge(&patch))
-            .instrument(
-                info_span!("annotate_pod", pod = %key, node = %p.node, gpus = %p.assigned_gpus()),
-            )
-            .await
-            .map(|_| ())
-            .map_err(|source| WriteError::Annotate {
-                pod: key,
-                node: p.node.clone(),
-                source,
-            })
-    }
-
     async fn bind(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
         let key = pod_key(pod);
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -1080,6 +1043,7 @@ impl Scheduler {
                 name: pod.metadata.name.clone(),
                 namespace: Some(namespace.to_string()),
                 uid: pod.metadata.uid.clone(),
+                annotations: Some(assignment_annotations(p)),
                 ..ObjectMeta::default()
             },
             target: ObjectReference {
@@ -1217,14 +1181,18 @@ impl Scheduler {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = entry
-            .1
-            .publish(&event, &reference)
-            .instrument(info_span!("event", pod = %key, reason))
-            .await
-        {
-            warn!(pod = %key, reason, error = %e, "event not written");
-        }
+        // Published in the background: an event is a report, not part of
+        // the decision, and awaiting it would add a write per pod to every
+        // cycle (the recorder serializes its own series updates).
+        let recorder = entry.1.clone();
+        tokio::spawn(
+            async move {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    warn!(pod = %key, reason, error = %e, "event not written");
+                }
+            }
+            .instrument(info_span!("event", reason)),
+        );
     }
 }
 

@@ -1255,7 +1255,7 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
     // Widening either role (a verb, a resource, a wildcard) fails here: say
     // in the README and the template why the scheduler needs it first.
     let cluster_wide = triples(&[
-        ("", "pods", &["get", "list", "watch", "patch"]),
+        ("", "pods", &["get", "list", "watch"]),
         ("", "nodes", &["get", "list", "watch"]),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         (
@@ -1318,13 +1318,13 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
 
 #[test]
 fn the_extenders_rbac_is_exactly_what_it_uses() {
-    // The extender watches what it decides from, annotates the pod and posts
-    // the binding; kube-scheduler writes the events, the pod conditions and
+    // The extender watches what it decides from and posts the binding,
+    // which carries the GPU annotations; kube-scheduler writes the events, the pod conditions and
     // does preemption. No PodGroups (no gangs in extender mode), no lease
     // (one replica). `the_extender_binds_a_pod_with_exactly_the_charts_rbac`
     // runs it under exactly these rules.
     let cluster_wide = triples(&[
-        ("", "pods", &["get", "list", "watch", "patch"]),
+        ("", "pods", &["get", "list", "watch"]),
         ("", "nodes", &["get", "list", "watch"]),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         ("", "pods/binding", &["create"]),
@@ -1802,7 +1802,7 @@ async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
         .await
         .expect("pod created");
 
-    // Annotated (pods patch), bound (pods/binding), Scheduled event
+    // Bound with its GPU annotations (pods/binding), Scheduled event
     // (events.k8s.io create); the one that fits nowhere gets
     // PodScheduled=False (pods/status patch).
     let deadline = Instant::now() + Duration::from_secs(60);

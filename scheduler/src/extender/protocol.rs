@@ -18,10 +18,10 @@
 //! - **prioritize** ([`prioritize`]): scheduler-core's node score, 0–100,
 //!   rounded to 0–10 ([`extender_score`]).
 //! - **bind** ([`plan_binding`]): the GPU set on the node kube-scheduler
-//!   chose; the caller writes it on the pod ([`assignment_patch`]) and
-//!   posts the binding ([`binding`]).
+//!   chose, posted as the binding ([`binding`]) whose annotations carry
+//!   the GPUs: the API server copies them onto the pod as it binds it.
 
-pub use crate::annotations::{assignment_patch, bottleneck_text, unassignment_patch};
+pub use crate::annotations::{assignment_annotations, bottleneck_text};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::node_fit::{NodeJudge, NodeVerdict, PlaceError};
 use gputopo_scheduler_core::pod::{PendingPod, PodError};
@@ -434,12 +434,15 @@ pub fn plan_binding(
 
 /// The `pods/binding` object; with the uid, the API server refuses it for a
 /// pod of the same name created anew.
-pub fn binding(request: &BindingRequest) -> Binding {
+pub fn binding(request: &BindingRequest, placement: &Placement) -> Binding {
+    // A pod without GPUs gets no GPU annotations.
+    let annotations = (!placement.gpus.is_empty()).then(|| assignment_annotations(placement));
     Binding {
         metadata: ObjectMeta {
             name: Some(request.name.clone()),
             namespace: Some(request.namespace.clone()),
             uid: request.uid.clone(),
+            annotations,
             ..ObjectMeta::default()
         },
         target: ObjectReference {
@@ -747,14 +750,6 @@ mod tests {
         // Every hop of the quad's ring is NVLink on a DGX-1.
         let bottleneck = bottleneck_text(&p);
         assert!(bottleneck.starts_with("NV"), "{bottleneck}");
-        assert_eq!(
-            assignment_patch(&p),
-            json!({"metadata": {"annotations": {
-                "gputopo.dev/assigned-gpus": p.assigned_gpus(),
-                "gputopo.dev/assigned-gpu-uuids": null,
-                "scheduler.gputopo.dev/bottleneck": bottleneck,
-            }}})
-        );
         // The same set schedule() picks for the node on its own.
         let mut only = SnapshotBuilder::new(&config);
         only.node(node_input(&node("dgx1-b", json!({})), Some(&dgx1("dgx1-b"))).expect("node"));
@@ -765,13 +760,17 @@ mod tests {
         );
         assert_eq!(alone.placement().map(|a| &a.gpus), Some(&p.gpus));
 
-        let b = binding(&bind_request("dgx1-b", "uid-1"));
+        let b = binding(&bind_request("dgx1-b", "uid-1"), &p);
         assert_eq!(
             serde_json::to_value(&b).expect("JSON"),
             json!({
                 "apiVersion": "v1",
                 "kind": "Binding",
-                "metadata": {"name": "train", "namespace": "ml", "uid": "uid-1"},
+                "metadata": {"name": "train", "namespace": "ml", "uid": "uid-1",
+                    "annotations": {
+                        "gputopo.dev/assigned-gpus": p.assigned_gpus(),
+                        "scheduler.gputopo.dev/bottleneck": bottleneck,
+                    }},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": "dgx1-b"}
             })
         );
@@ -820,13 +819,5 @@ mod tests {
             .expect_err("bad annotation")
             .to_string();
         assert!(e.starts_with("invalid gputopo.dev/gpu-memory: "), "{e}");
-        assert_eq!(
-            unassignment_patch(),
-            json!({"metadata": {"annotations": {
-                "gputopo.dev/assigned-gpus": null,
-                "gputopo.dev/assigned-gpu-uuids": null,
-                "scheduler.gputopo.dev/bottleneck": null,
-            }}})
-        );
     }
 }

@@ -13,14 +13,12 @@
 
 use super::http::{self, Backend};
 use super::metrics::ExtenderMetrics;
-use super::protocol::{
-    BindingRequest, PlanError, assignment_patch, binding, plan_binding, unassignment_patch,
-};
+use super::protocol::{BindingRequest, PlanError, binding, plan_binding};
 use crate::cluster::{AssumeCache, Assumed, Objects, build_snapshot, pod_key, usage};
 use crate::scheduler::FIELD_MANAGER;
 use crate::watch::{always, pod_changes_cluster, reflect};
-use futures::future::BoxFuture;
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -28,7 +26,7 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Binding, Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use std::collections::HashMap;
@@ -77,14 +75,7 @@ pub enum BindError {
     AlreadyAssumed { pod: String },
     #[error("{0}")]
     Snapshot(String),
-    #[error("annotating pod {pod} with GPUs {gpus} on node {node}: {source}")]
-    Annotate {
-        pod: String,
-        gpus: String,
-        node: String,
-        source: kube::Error,
-    },
-    #[error("binding pod {pod} to node {node}: {source}")]
+    #[error("binding pod {pod} (with its GPUs) to node {node}: {source}")]
     Bind {
         pod: String,
         node: String,
@@ -277,58 +268,25 @@ impl Extender {
         let placement = plan_binding(&snapshot, &self.config, &pod, &request)?;
         let pending = PendingPod::from_k8s(&pod).map_err(PlanError::InvalidPod)?;
         let pods = Api::<Pod>::namespaced(self.client.clone(), &request.namespace);
-        let annotate = !placement.gpus.is_empty();
-        if annotate {
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PatchParams::default()
-            };
-            pods.patch(
-                &request.name,
-                &params,
-                &Patch::Merge(&assignment_patch(&placement)),
-            )
-            .instrument(info_span!("annotate_pod", pod = %key, node = %placement.node, gpus = %placement.assigned_gpus()))
-            .await
-            .map_err(|source| BindError::Annotate {
-                pod: key.clone(),
-                gpus: placement.assigned_gpus(),
-                node: placement.node.clone(),
-                source,
-            })?;
-        }
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let bound = pods
-            .create_subresource::<Binding, serde_json::Value>(
-                "binding",
-                &request.name,
-                &params,
-                &binding(&request),
-            )
-            .instrument(info_span!("bind_pod", pod = %key, node = %placement.node))
-            .await;
-        if let Err(source) = bound {
-            if annotate {
-                let params = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PatchParams::default()
-                };
-                if let Err(e) = pods
-                    .patch(&request.name, &params, &Patch::Merge(&unassignment_patch()))
-                    .await
-                {
-                    warn!(pod = %key, error = %e, "taking the GPU annotations off a pod that was not bound");
-                }
-            }
-            return Err(BindError::Bind {
-                pod: key,
-                node: placement.node.clone(),
-                source,
-            });
-        }
+        // One request: the binding's annotations (the GPUs) are copied onto
+        // the pod as it is bound, so neither happens without the other.
+        pods.create_subresource::<Binding, serde_json::Value>(
+            "binding",
+            &request.name,
+            &params,
+            &binding(&request, &placement),
+        )
+        .instrument(info_span!("bind_pod", pod = %key, node = %placement.node, gpus = %placement.assigned_gpus()))
+        .await
+        .map_err(|source| BindError::Bind {
+            pod: key.clone(),
+            node: placement.node.clone(),
+            source,
+        })?;
         lock(&self.assumed).assume(
             key,
             Assumed {
