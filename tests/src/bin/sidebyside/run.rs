@@ -1,0 +1,512 @@
+//! One trial: a fresh control plane, the nodes, one scheduler, the
+//! workload submitted with concurrency, and a watch that timestamps binds.
+
+use super::audit::{self, ApiWrites};
+use super::cluster::{self, NodePlan, retry};
+use super::topo::Model;
+use super::workload::{self, PodPlan};
+use anyhow::{Context, Result, bail};
+use futures::StreamExt;
+use gputopo_api::keys::pod as pod_keys;
+use gputopo_testenv::TestEnv;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::watcher;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// Which scheduler a trial runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Which {
+    #[serde(rename = "kube-scheduler")]
+    Stock,
+    #[serde(rename = "gputopo-scheduler")]
+    Gputopo,
+}
+
+impl Which {
+    pub fn name(self) -> &'static str {
+        match self {
+            Which::Stock => "kube-scheduler",
+            Which::Gputopo => "gputopo-scheduler",
+        }
+    }
+
+    /// The pods' `spec.schedulerName`.
+    pub fn scheduler_name(self) -> &'static str {
+        match self {
+            Which::Stock => "default-scheduler",
+            Which::Gputopo => "gputopo-scheduler",
+        }
+    }
+}
+
+/// What a trial is run with.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub nodes: usize,
+    pub nodes_per_leaf: usize,
+    pub leaves_per_spine: usize,
+    pub fill: f64,
+    pub seed: u64,
+    /// Pods of 9 GPUs added to the workload (no node holds one).
+    pub too_big: usize,
+    /// Create every pod first, then start the scheduler: its drain rate
+    /// without pod creation competing for the API server and the cores.
+    pub backlog: bool,
+    /// Requests in flight while creating nodes and pods.
+    pub concurrency: usize,
+    /// The longest a trial waits for its pods, seconds.
+    pub timeout_s: u64,
+    /// With every pod bound or reported unschedulable, the trial ends after
+    /// this long without a bind, seconds.
+    pub quiet_s: u64,
+    pub kube_scheduler_qps: u32,
+    pub kube_scheduler_exempt: bool,
+    pub gputopo_scheduler: PathBuf,
+    pub fixtures: PathBuf,
+    /// Copy each control plane's logs (audit log, components) under here.
+    pub keep_logs: Option<PathBuf>,
+}
+
+/// A pod at the end of a trial.
+#[derive(Clone, Debug, Serialize)]
+pub struct PodResult {
+    pub name: String,
+    pub kind: workload::Kind,
+    pub gpus: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gang: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `gputopo.dev/assigned-gpus` as written by the scheduler (gputopo only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assigned_gpus: Option<String>,
+    /// Seconds from the first create request to the pod's creation.
+    pub created_s: f64,
+    /// Seconds from the first create request to the bind, as the watch saw it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_s: Option<f64>,
+    /// PodScheduled=False message when not bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unschedulable: Option<String>,
+}
+
+/// Setup and timing of a trial, seconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    pub control_plane_s: f64,
+    pub nodes_s: f64,
+    pub scheduler_start_s: f64,
+    /// When the scheduler was ready, seconds from the first create request
+    /// (negative: before it; positive with --backlog).
+    pub scheduler_ready_s: f64,
+    /// First create request to the last create response.
+    pub create_s: f64,
+    /// Why the wait ended: `all bound`, `settled`, `stalled` or `timeout`.
+    pub ended: String,
+    pub wait_s: f64,
+    /// Load average (1 min) before the pods and at the end.
+    pub loadavg_before: Option<f64>,
+    pub loadavg_after: Option<f64>,
+}
+
+/// Everything one trial measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Trial {
+    pub scheduler: Which,
+    pub timings: Timings,
+    /// gputopo-scheduler's own metrics at the end (decision time, attempts).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub scheduler_metrics: BTreeMap<String, f64>,
+    /// The scheduler's API writes, from the API server's audit log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_writes: Option<ApiWrites>,
+    pub pods: Vec<PodResult>,
+    /// Where the control plane's logs were copied (`--keep-logs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs: Option<String>,
+}
+
+#[derive(Default)]
+struct Seen {
+    bound_at: Option<Instant>,
+    unschedulable: bool,
+}
+
+fn node_of(p: &Pod) -> Option<String> {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
+}
+
+fn unschedulable_message(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
+pub fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn log(which: Which, msg: impl std::fmt::Display) {
+    eprintln!("[{}] {msg}", which.name());
+}
+
+/// Starts `which` and waits until it is ready: (process, metrics port).
+async fn start_scheduler(
+    which: Which,
+    env: &TestEnv,
+    settings: &Settings,
+) -> Result<(gputopo_testenv::process::Process, Option<u16>)> {
+    Ok(match which {
+        Which::Stock => (
+            cluster::start_kube_scheduler(
+                env,
+                settings.kube_scheduler_qps,
+                settings.kube_scheduler_exempt,
+            )
+            .await?,
+            None,
+        ),
+        Which::Gputopo => {
+            let g = cluster::start_gputopo(env, &settings.gputopo_scheduler).await?;
+            (g.process, Some(g.port))
+        }
+    })
+}
+
+/// Runs one trial on a fresh control plane.
+pub async fn run_trial(
+    which: Which,
+    settings: &Settings,
+    models: &[Model],
+    nodes: &[NodePlan],
+    plans: &[PodPlan],
+) -> Result<Trial> {
+    let mut timings = Timings::default();
+    let t = Instant::now();
+    log(which, "starting etcd, kube-apiserver and kwok");
+    let env = TestEnv::start().await?;
+    env.with_kwok().await;
+    timings.control_plane_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let client = env.client().await;
+    log(which, format!("creating {} nodes", nodes.len()));
+    cluster::create_nodes(&client, nodes, models, settings.concurrency).await?;
+    cluster::wait_nodes_ready(&client, nodes.len(), Duration::from_secs(600)).await?;
+    timings.nodes_s = t.elapsed().as_secs_f64();
+    log(
+        which,
+        format!("{} nodes Ready in {:.1} s", nodes.len(), timings.nodes_s),
+    );
+    let ns = env.create_namespace("bench").await;
+
+    // The scheduler process (killed on drop) and gputopo's metrics port;
+    // with --backlog started only once every pod exists.
+    let mut sched = None;
+    let mut ready_at = Instant::now();
+    if !settings.backlog {
+        let t = Instant::now();
+        sched = Some(start_scheduler(which, &env, settings).await?);
+        timings.scheduler_start_s = t.elapsed().as_secs_f64();
+        ready_at = Instant::now();
+    }
+
+    // The watch that timestamps binds, synced before the first pod.
+    let pods_api = Api::<Pod>::namespaced(client.clone(), &ns);
+    let seen: Arc<Mutex<HashMap<String, Seen>>> = Arc::default();
+    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+    let watch = {
+        let seen = seen.clone();
+        let api = pods_api.clone();
+        tokio::spawn(async move {
+            let mut synced = Some(synced_tx);
+            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+            while let Some(event) = stream.next().await {
+                let pod = match event {
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = synced.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    Ok(_) => continue,
+                    Err(e) => {
+                        eprintln!("pod watch: {e}");
+                        continue;
+                    }
+                };
+                let now = Instant::now();
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                let s = seen.entry(name).or_default();
+                if s.bound_at.is_none() && node_of(&pod).is_some() {
+                    s.bound_at = Some(now);
+                }
+                s.unschedulable = unschedulable_message(&pod).is_some();
+            }
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(60), synced_rx)
+        .await
+        .context("the pod watch did not sync in 60 s")??;
+    timings.loadavg_before = loadavg();
+
+    // Submit every pod, `concurrency` requests in flight, in workload order.
+    log(
+        which,
+        format!(
+            "submitting {} pods ({} GPUs)",
+            plans.len(),
+            plans.iter().map(|p| p.gpus).sum::<u32>()
+        ),
+    );
+    let start = Instant::now();
+    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let creating = {
+        let created = created.clone();
+        let api = pods_api.clone();
+        let objects: Vec<Pod> = plans
+            .iter()
+            .map(|p| workload::pod(p, which.scheduler_name()))
+            .collect();
+        let concurrency = settings.concurrency;
+        tokio::spawn(async move {
+            let limit = Arc::new(Semaphore::new(concurrency.max(1)));
+            let mut tasks = JoinSet::new();
+            for pod in objects {
+                let permit = limit.clone().acquire_owned().await?;
+                let api = api.clone();
+                let created = created.clone();
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    let pp = PostParams::default();
+                    retry(&format!("creating pod {name}"), || api.create(&pp, &pod)).await?;
+                    created
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name, Instant::now());
+                    anyhow::Ok(())
+                });
+                while let Some(r) = tasks.try_join_next() {
+                    r??;
+                }
+            }
+            while let Some(r) = tasks.join_next().await {
+                r??;
+            }
+            anyhow::Ok(Instant::now())
+        })
+    };
+    let mut creating = Some(creating);
+    let mut created_at: Option<Instant> = None;
+    if settings.backlog {
+        let done = creating.take().expect("just set").await??;
+        created_at = Some(done);
+        log(
+            which,
+            format!(
+                "all {} pods created in {:.1} s; starting the scheduler",
+                plans.len(),
+                (done - start).as_secs_f64()
+            ),
+        );
+        let t = Instant::now();
+        sched = Some(start_scheduler(which, &env, settings).await?);
+        timings.scheduler_start_s = t.elapsed().as_secs_f64();
+        ready_at = Instant::now();
+    }
+    let (mut scheduler, metrics_port) = sched.expect("started above");
+    timings.scheduler_ready_s = if ready_at >= start {
+        (ready_at - start).as_secs_f64()
+    } else {
+        -(start - ready_at).as_secs_f64()
+    };
+
+    let total = plans.len();
+    let deadline = start.max(ready_at) + Duration::from_secs(settings.timeout_s);
+    let quiet = Duration::from_secs(settings.quiet_s);
+    let stall = (quiet * 4).max(Duration::from_secs(60));
+    let mut last_progress = Instant::now();
+    let ended = loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if let Some(handle) = creating.as_mut()
+            && handle.is_finished()
+        {
+            let done = creating.take().expect("checked").await??;
+            created_at = Some(done);
+            log(
+                which,
+                format!(
+                    "all {total} pods created in {:.1} s",
+                    (done - start).as_secs_f64()
+                ),
+            );
+        }
+        let (bound, reported, last_bind) = {
+            let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            let bound = seen.values().filter(|s| s.bound_at.is_some()).count();
+            let reported = seen
+                .values()
+                .filter(|s| s.bound_at.is_none() && s.unschedulable)
+                .count();
+            let last = seen.values().filter_map(|s| s.bound_at).max();
+            (bound, reported, last)
+        };
+        scheduler.check_running()?;
+        let now = Instant::now();
+        if last_progress.elapsed() >= Duration::from_secs(5) {
+            last_progress = now;
+            log(
+                which,
+                format!(
+                    "{:>6.1} s: created {}, bound {bound}, unschedulable {reported}",
+                    (now - start).as_secs_f64(),
+                    created.lock().map(|c| c.len()).unwrap_or(0)
+                ),
+            );
+        }
+        let Some(created_at) = created_at else {
+            if now > deadline {
+                break "timeout";
+            }
+            continue;
+        };
+        let last_activity = last_bind.map_or(created_at, |b| b.max(created_at));
+        if bound == total {
+            break "all bound";
+        }
+        if bound + reported == total && now - last_activity >= quiet {
+            break "settled";
+        }
+        if now - last_activity >= stall {
+            break "stalled";
+        }
+        if now > deadline {
+            break "timeout";
+        }
+    };
+    timings.ended = ended.to_string();
+    timings.wait_s = start.elapsed().as_secs_f64();
+    if let Some(done) = created_at {
+        timings.create_s = (done - start).as_secs_f64();
+    }
+    timings.loadavg_after = loadavg();
+    log(
+        which,
+        format!("ended ({ended}) after {:.1} s", timings.wait_s),
+    );
+
+    let mut scheduler_metrics = BTreeMap::new();
+    if let Some(port) = metrics_port
+        && let Some((200, text)) = cluster::http_get(port, "/metrics").await
+    {
+        scheduler_metrics = cluster::keep_metrics(&text);
+    }
+    // Stop the scheduler before reading the final state: nothing moves after.
+    drop(scheduler);
+    let lp = ListParams::default();
+    let list = retry("listing the pods", || pods_api.list(&lp)).await?;
+    watch.abort();
+    let by_name: HashMap<String, Pod> = list
+        .items
+        .into_iter()
+        .filter_map(|p| Some((p.metadata.name.clone()?, p)))
+        .collect();
+    let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    let created = created.lock().unwrap_or_else(|e| e.into_inner());
+    let end = Instant::now();
+    let mut pods = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let pod = by_name.get(&plan.name);
+        let node = pod.and_then(node_of);
+        let bound_at = seen.get(&plan.name).and_then(|s| s.bound_at);
+        let bound_s = match (&node, bound_at) {
+            (Some(_), Some(t)) => Some((t - start).as_secs_f64()),
+            // Bound, but the watch had not shown it yet: at the end.
+            (Some(_), None) => Some((end - start).as_secs_f64()),
+            (None, _) => None,
+        };
+        pods.push(PodResult {
+            name: plan.name.clone(),
+            kind: plan.kind,
+            gpus: plan.gpus,
+            gang: plan.gang.as_ref().map(|g| g.0.clone()),
+            assigned_gpus: pod.and_then(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()?
+                    .get(pod_keys::ASSIGNED_GPUS)
+                    .cloned()
+            }),
+            created_s: created
+                .get(&plan.name)
+                .map_or(f64::NAN, |t| (*t - start).as_secs_f64()),
+            bound_s,
+            unschedulable: if node.is_none() {
+                pod.and_then(unschedulable_message)
+            } else {
+                None
+            },
+            node,
+        });
+    }
+    if pods.iter().all(|p| p.node.is_none()) && !pods.is_empty() {
+        let log = env.dir().join(match which {
+            Which::Stock => "kube-scheduler.log",
+            Which::Gputopo => "gputopo-scheduler.log",
+        });
+        bail!(
+            "{}: no pod was bound; last lines of {}:\n{}",
+            which.name(),
+            log.display(),
+            gputopo_testenv::process::tail(&log, 30)
+        );
+    }
+    let bound = pods.iter().filter(|p| p.node.is_some()).count();
+    let user = match which {
+        Which::Stock => "system:kube-scheduler",
+        Which::Gputopo => gputopo_testenv::ADMIN_USER,
+    };
+    let api_writes = audit::scheduler_writes(env.audit_log_path(), user, bound);
+    let mut logs = None;
+    if let Some(keep) = &settings.keep_logs {
+        let to = keep.join(which.name());
+        std::fs::create_dir_all(&to)?;
+        for entry in std::fs::read_dir(env.dir())? {
+            let path = entry?.path();
+            if path.is_file() && path.extension().is_some_and(|e| e == "log") {
+                std::fs::copy(&path, to.join(path.file_name().unwrap_or_default()))?;
+            }
+        }
+        logs = Some(to.display().to_string());
+    }
+    Ok(Trial {
+        scheduler: which,
+        timings,
+        scheduler_metrics,
+        api_writes,
+        pods,
+        logs,
+    })
+}
