@@ -164,3 +164,111 @@ fn csv_errors_name_file_line_column_and_what_is_accepted() {
         .to_string();
     assert!(e.contains("line 2") && e.contains("gpu_milli"), "{e}");
 }
+
+#[test]
+fn trace_pods_arrive_shuffled_before_their_resampled_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let pods = write(dir.path(), "pods.csv", &pods());
+    let mut cluster = simulate::load_cluster(&nodes).unwrap();
+    let workload = simulate::load_workload(&pods, &mut cluster).unwrap();
+    // As for a cluster of 100 GPUs: the 40 pods ask 82.5, so copies follow.
+    let total_milli = 100 * 1000;
+    let (all, units) =
+        simulate::arrival_plan(&workload, total_milli, &options(PolicyKind::Fgd, 5)).unwrap();
+    let originals = workload.pods.len();
+    assert!(all.len() > originals, "inflation adds copies");
+    let mut first: Vec<usize> = units[..originals].iter().map(|u| u[0]).collect();
+    assert_ne!(first, (0..originals).collect::<Vec<_>>(), "shuffled");
+    first.sort_unstable();
+    assert_eq!(
+        first,
+        (0..originals).collect::<Vec<_>>(),
+        "every trace pod first, once"
+    );
+    assert!(units[originals..].iter().all(|u| u[0] >= originals));
+}
+
+/// A topology-rich cluster on two leaves, written with absolute fixture paths.
+fn rich_cluster(dir: &Path) -> PathBuf {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    let text = format!(
+        "tiers: gputopo
+topologies:
+  dgx1: {{file: {}}}
+  a100: {{file: {}}}
+  pcie: {{file: {}}}
+nodes:
+  - {{name: \"dgx1-{{i}}\", count: 3, topology: dgx1, labels: {{gputopo.dev/spine: s, gputopo.dev/leaf: l1}}, allocatable: {{cpu: 80, memory: 512Gi}}}}
+  - {{name: \"pcie-{{i}}\", count: 2, topology: pcie, labels: {{gputopo.dev/spine: s, gputopo.dev/leaf: l1}}, allocatable: {{cpu: 64, memory: 256Gi}}}}
+  - {{name: \"a100-{{i}}\", count: 4, topology: a100, labels: {{gputopo.dev/spine: s, gputopo.dev/leaf: l2}}, allocatable: {{cpu: 128, memory: 1Ti}}}}
+",
+        f("recorded/dgx1-v100-nvml.yaml"),
+        f("nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt"),
+        f("nvidia/rtx4090-8gpu-pcie-2socket-vast-driver570-topo-m.txt"),
+    );
+    write(dir, "rich.yaml", &text)
+}
+
+#[test]
+fn topology_metrics_hold_their_invariants() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_file = rich_cluster(dir.path());
+    let workload = write(
+        dir.path(),
+        "w.yaml",
+        &gputopo::simulate::generate::workload_yaml(80, 11),
+    );
+    for policy in [
+        PolicyKind::Gputopo,
+        PolicyKind::Fgd,
+        PolicyKind::BestFit,
+        PolicyKind::Random,
+        PolicyKind::GpuAllocator,
+    ] {
+        let mut cluster = simulate::load_cluster(&cluster_file).unwrap();
+        let w = simulate::load_workload(&workload, &mut cluster).unwrap();
+        let last_arrival = w.pods.iter().map(|p| p.arrival).fold(0.0, f64::max);
+        let mut o = options(policy, 3);
+        o.inflate = None;
+        o.order = Order::Arrival;
+        let r = simulate::simulate(&cluster, &w, &o).unwrap();
+        let t = r
+            .topology
+            .as_ref()
+            .expect("wired nodes give topology metrics");
+        // Queued units start once room appears; every unit fits the empty cluster.
+        assert_eq!(r.pods_failed, 0, "{policy:?}");
+        assert_eq!(r.pods_placed, r.pods_arrived);
+        let (p50, p99) = (r.queue_time_p50_s.unwrap(), r.queue_time_p99_s.unwrap());
+        assert!(0.0 <= p50 && p50 <= p99, "{policy:?}: {p50} {p99}");
+        assert!(r.makespan_s.unwrap() > last_arrival, "{policy:?}");
+        assert!(t.multi_gpu_pods > 0);
+        let optimal = t.on_optimal_set_pct.unwrap();
+        assert!((0.0..=100.0).contains(&optimal));
+        assert_eq!(t.bottlenecks.values().sum::<u64>(), t.multi_gpu_pods);
+        let rank = t.mean_bottleneck_rank.unwrap();
+        assert!((1.0..=23.0).contains(&rank), "{rank}");
+        assert_eq!(t.gangs_placed, r.gangs_placed);
+        assert!(t.gangs_spanning_leaves <= t.gangs_placed);
+        // Pods only take slots away from the empty cluster (4 NVSwitch nodes;
+        // a DGX-1 has no 8-GPU all-NVLink set, a PCIe box none).
+        assert_eq!(t.full_nvlink_slots8_at_start, 4);
+        let (min, mean) = (
+            t.full_nvlink_slots8_min.unwrap(),
+            t.full_nvlink_slots8_mean.unwrap(),
+        );
+        assert!(min as f64 <= mean && mean <= 4.0, "{min} {mean}");
+        assert!(t.full_nvlink_slots8_at_end <= 4);
+        assert!(
+            r.points
+                .iter()
+                .all(|p| p.full_nvlink_slots8.is_some_and(|s| s <= 4))
+        );
+        if policy == PolicyKind::Gputopo {
+            // scheduler-core's set choice is exact: always the node's best.
+            assert_eq!(optimal, 100.0);
+        }
+    }
+}

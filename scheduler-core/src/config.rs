@@ -3,9 +3,11 @@
 //! signals. Plain data with documented defaults; `SchedulerConfig::default()`
 //! is what the scheduler runs without a configuration file.
 
+use crate::fragmentation::TargetWorkload;
 use gputopo_api::keys::node as node_keys;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// The most network tiers a configuration may name.
 pub const MAX_TIERS: usize = 8;
@@ -31,6 +33,8 @@ pub enum ConfigError {
     },
     #[error("memory target {low}..{high} is not a range inside 0..1")]
     MemoryTarget { low: f64, high: f64 },
+    #[error("target workload: {detail}")]
+    TargetWorkload { detail: String },
 }
 
 /// The network tiers, as node label keys, outermost first (the convention of
@@ -241,6 +245,14 @@ pub struct ScoreWeights {
     pub cost: u32,
     /// Fewer untolerated `PreferNoSchedule` taints. Default 5.
     pub node_preference: u32,
+    /// GPU fragmentation against the configured target workload (FGD's
+    /// measure, [`crate::fragmentation`]): the node where placement leaves
+    /// the least free GPU that the expected pods could not use. Applies only
+    /// when [`SchedulerConfig::target_workload`] is set. Default 1000: one
+    /// point of the part (it moves in whole points) weighs 10, a quarter of
+    /// the GPU-set part's whole range, so what the cluster can still take
+    /// comes first and the other parts decide among nodes it rates alike.
+    pub fragmentation: u32,
 }
 
 impl Default for ScoreWeights {
@@ -253,6 +265,7 @@ impl Default for ScoreWeights {
             preferred_domain: 10,
             cost: 10,
             node_preference: 5,
+            fragmentation: 1000,
         }
     }
 }
@@ -309,6 +322,10 @@ pub struct SchedulerConfig {
     /// providers without a capacity-type label. Read when a snapshot is built.
     pub spot_instance_types: Vec<String>,
     pub memory_target: MemoryTarget,
+    /// The pods the cluster is expected to run, for the fragmentation part of
+    /// the score; `None` (the default) leaves that part out. Shared so that
+    /// cloning a configuration stays cheap.
+    pub target_workload: Option<Arc<TargetWorkload>>,
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@
 //! reasons are `Rejection`s (`Copy`) until a message is wanted.
 
 use crate::config::SchedulerConfig;
+use crate::fragmentation;
 use crate::gpuset::{NoFitReason, Picker, SetPick, SetRequest, ShapeError};
 use crate::pod::PendingPod;
 use crate::resources::{self, format_amount};
@@ -51,6 +52,7 @@ use crate::snapshot::{
 };
 use gputopo_api::{GpuShare, LinkClass};
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a node cannot take the pod. `Display` gives the node's detail;
 /// [`FilterReason::summaries`] the phrases the aggregated message counts.
@@ -334,6 +336,8 @@ pub(crate) struct PodContext<'a> {
     pub(crate) preferred: Vec<DomainId>,
     /// The best bottleneck rank any shape offers `k` GPUs on an empty node.
     pub(crate) cluster_best_rank: u32,
+    /// The configured target workload, compiled (see [`crate::fragmentation`]).
+    pub(crate) fragmentation: Option<fragmentation::Compiled>,
 }
 
 impl<'a> PodContext<'a> {
@@ -465,6 +469,10 @@ impl<'a> PodContext<'a> {
             gpu,
             preferred,
             cluster_best_rank,
+            fragmentation: config
+                .target_workload
+                .as_ref()
+                .map(|t| fragmentation::Compiled::new(snapshot, Arc::clone(t))),
         }
     }
 
@@ -726,7 +734,9 @@ impl<'a> PodContext<'a> {
     /// The GPU for a shared pod: among GPUs no pod holds whole (and not MIG
     /// unless the pod asks for MIG), with room in ‰ and in memory, the one
     /// whose memory use after placement is nearest the target band (packing
-    /// toward 70–80 %); ties to the fuller GPU, then the lower index.
+    /// toward 70–80 %); ties to the fuller GPU, then the lower index. With a
+    /// target workload configured, the GPU that leaves the node's
+    /// fragmentation lowest comes first, and the above decides among equals.
     fn fit_share(
         &self,
         node: &Node,
@@ -751,7 +761,26 @@ impl<'a> PodContext<'a> {
             pool &= !s.shape.mig_mask();
         }
         let target = self.config.memory_target;
+        let frag = self.fragmentation.as_ref().map(|c| {
+            let state = c.state(node, hot);
+            let cpu = state
+                .cpu_milli
+                .saturating_sub(self.pod.requests.cpu_milli.max(0));
+            (c, state, cpu)
+        });
+        // Lower is better: the node's fragmentation after placement on the GPU.
+        let frag_after = |gpu: u32, milli: u32| match &frag {
+            Some((c, state, cpu)) => {
+                let mut free = state.free;
+                if let Some(slot) = free.get_mut(gpu as usize) {
+                    *slot = slot.saturating_sub(milli);
+                }
+                c.measure(state, *cpu, &free[..state.len])
+            }
+            None => 0.0,
+        };
         let mut best: Option<(f64, f64, u32, u32, u64)> = None;
+        let mut best_frag = f64::INFINITY;
         let mut best_free_milli = 0u32;
         let mut best_free_mib: Option<u64> = None;
         let mut rest = pool;
@@ -786,12 +815,17 @@ impl<'a> PodContext<'a> {
                 _ => f64::from(used.milli + milli) / 1000.0,
             };
             let closeness = target.fit(fill);
+            let after = frag_after(gpu, milli);
             let better = match best {
                 None => true,
-                Some((c, f, ..)) => closeness > c || (closeness == c && fill > f),
+                Some((c, f, ..)) => {
+                    after < best_frag
+                        || (after == best_frag && (closeness > c || (closeness == c && fill > f)))
+                }
             };
             if better {
                 best = Some((closeness, fill, gpu, milli, mib));
+                best_frag = after;
             }
         }
         match best {

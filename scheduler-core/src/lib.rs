@@ -1,6 +1,7 @@
 pub mod config;
 pub mod explain;
 pub mod filter;
+pub mod fragmentation;
 pub mod gang;
 pub mod gang_schedule;
 pub mod gpuset;

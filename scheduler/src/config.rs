@@ -20,6 +20,12 @@
 //! gangs:
 //!   scheduleTimeout: 10m                  # a PodGroup's scheduleTimeoutSeconds, where it sets none
 //!   reservations: {enabled: true, maxFraction: 0.25, maxReservations: 4, ttl: 15m}
+//! targetWorkload:                         # the pods the cluster expects: turns on the fragmentation score
+//!   modelLabel: nvidia.com/gpu.product    # node label naming the GPU model (the default)
+//!   podTypes:
+//!     - {cpuMilli: 8000, gpus: 1, weight: 5}
+//!     - {cpuMilli: 4000, gpus: 1, gpuMilli: 250, weight: 3}   # a quarter of one GPU
+//!     - {cpuMilli: 32000, gpus: 8, models: [NVIDIA-H100-80GB-HBM3], weight: 1}
 //! profiles:                               # more spec.schedulerName values, each with its own scoring
 //!   - schedulerName: gputopo-cost
 //!     weights: {cost: 60}
@@ -34,10 +40,12 @@
 use gputopo_scheduler_core::config::{
     MemoryTarget, NetworkTiers, SchedulerConfig, ScoreWeights, TopologyManagerPolicy,
 };
+use gputopo_scheduler_core::fragmentation::{DEFAULT_MODEL_LABEL, PodType, TargetWorkload};
 use gputopo_scheduler_core::gang::ReservationPolicy;
 use gputopo_scheduler_core::preempt::PreemptionPolicy;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The name pods set in `spec.schedulerName` when none is configured.
@@ -207,7 +215,39 @@ struct FileConfig {
     backoff: Option<BackoffFile>,
     preemption: Option<PreemptionFile>,
     gangs: Option<GangsFile>,
+    target_workload: Option<TargetWorkloadFile>,
     profiles: Option<Vec<ProfileFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TargetWorkloadFile {
+    model_label: Option<String>,
+    pod_types: Vec<PodTypeFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PodTypeFile {
+    #[serde(default)]
+    cpu_milli: u64,
+    #[serde(default)]
+    gpus: u32,
+    /// Milli-GPU per GPU: 1000 for whole GPUs, less for a share of one.
+    #[serde(default = "whole_gpu")]
+    gpu_milli: u32,
+    #[serde(default)]
+    models: Vec<String>,
+    #[serde(default = "unit_weight")]
+    weight: f64,
+}
+
+fn whole_gpu() -> u32 {
+    1000
+}
+
+fn unit_weight() -> f64 {
+    1.0
 }
 
 #[derive(Deserialize)]
@@ -258,6 +298,7 @@ impl WeightsFile {
             preferred_domain: self.preferred_domain.unwrap_or(base.preferred_domain),
             cost: self.cost.unwrap_or(base.cost),
             node_preference: self.node_preference.unwrap_or(base.node_preference),
+            fragmentation: self.fragmentation.unwrap_or(base.fragmentation),
             ..base
         }
     }
@@ -355,6 +396,7 @@ struct WeightsFile {
     preferred_domain: Option<u32>,
     cost: Option<u32>,
     node_preference: Option<u32>,
+    fragmentation: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -519,6 +561,23 @@ impl Settings {
                 settings.gangs.reservations = r.enabled.unwrap_or(true).then_some(policy);
             }
         }
+        if let Some(t) = parsed.target_workload {
+            if t.pod_types.is_empty() {
+                return Err(inconsistent(
+                    "targetWorkload.podTypes",
+                    "name at least one pod type, or leave targetWorkload out".into(),
+                ));
+            }
+            let types = t.pod_types.into_iter().map(|p| PodType {
+                weight: p.weight,
+                models: p.models,
+                ..PodType::new(p.cpu_milli, p.gpus, p.gpu_milli)
+            });
+            let workload = TargetWorkload::new(types)
+                .map_err(|e| inconsistent("targetWorkload.podTypes", e.to_string()))?
+                .with_model_label(t.model_label.unwrap_or_else(|| DEFAULT_MODEL_LABEL.into()));
+            settings.core.target_workload = Some(Arc::new(workload));
+        }
         let mut seen: Vec<&str> = settings
             .scheduler_names
             .iter()
@@ -658,6 +717,38 @@ mod tests {
             e.starts_with("sched.yaml:2:") && e.contains("preemption.enabled"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_target_workload_turns_on_the_fragmentation_score() {
+        assert!(parse("# none\n").unwrap().core.target_workload.is_none());
+        let s = parse(
+            "weights: {fragmentation: 500}\ntargetWorkload:\n  podTypes:\n\
+             \x20   - {cpuMilli: 8000, gpus: 1, weight: 3}\n\
+             \x20   - {cpuMilli: 4000, gpus: 1, gpuMilli: 250}\n",
+        )
+        .unwrap();
+        let w = s.core.target_workload.expect("a target workload");
+        assert_eq!(w.types().len(), 2);
+        assert_eq!(w.model_label(), DEFAULT_MODEL_LABEL);
+        let total: f64 = w.types().iter().map(|t| t.weight).sum();
+        assert!((total - 1.0).abs() < 1e-9, "weights renormalised: {total}");
+        assert_eq!(s.core.weights.fragmentation, 500);
+        let e = parse("targetWorkload:\n  podTypes:\n    - {gpus: 2, gpuMilli: 500}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("targetWorkload.podTypes") && e.contains("share"),
+            "{e}"
+        );
+        let e = parse("targetWorkload:\n  podTypes:\n    - {gpus: 1, milli: 5}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("sched.yaml:3:") && e.contains("milli"), "{e}");
+        let e = parse("targetWorkload: {podTypes: []}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least one pod type"), "{e}");
     }
 
     #[test]

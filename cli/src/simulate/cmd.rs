@@ -128,6 +128,127 @@ fn read_published(path: &Path) -> Result<Published> {
     Ok(map)
 }
 
+/// Topology metrics (runs that report them), mean over seeds per workload
+/// and policy.
+fn topology_table(by_workload: &BTreeMap<String, Vec<SimResult>>) -> String {
+    let mut md = String::new();
+    for (workload, runs) in by_workload {
+        // Trace runs (shuffled, synthesised wiring) are about allocation.
+        if runs
+            .iter()
+            .all(|r| r.topology.is_none() || r.order != Order::Arrival)
+        {
+            continue;
+        }
+        let _ = write!(
+            md,
+            "\n## Topology metrics: {workload}\n\nMean over seeds. Optimal: multi-GPU pods on a set whose ring bottleneck is the best the node's free GPUs offered; rank: `LinkClass::rank` (SYS 1, NODE 2, PHB 3, PXB 4, PIX 5, NV1 6 … NV18 23); slots: complete 8-GPU NVLink slots left (mean and least over arrivals); queue and makespan in seconds.\n\n| policy | seeds | pods failed | multi-GPU pods | optimal % | mean bottleneck rank | SYS/NODE/PHB bottlenecks % | gangs over >1 leaf / placed | 8-GPU slots mean / min | queue p50 / p99 s | makespan s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        );
+        for kind in PolicyKind::ALL {
+            let list: Vec<&SimResult> = runs
+                .iter()
+                .filter(|r| {
+                    r.policy == kind.name() && r.topology.is_some() && r.order == Order::Arrival
+                })
+                .collect();
+            if list.is_empty() {
+                continue;
+            }
+            let n = list.len() as f64;
+            let mean = |f: &dyn Fn(&SimResult) -> Option<f64>| -> String {
+                let v: Vec<f64> = list.iter().filter_map(|r| f(r)).collect();
+                if v.is_empty() {
+                    "–".into()
+                } else {
+                    format!("{:.1}", v.iter().sum::<f64>() / v.len() as f64)
+                }
+            };
+            let t = |r: &SimResult| r.topology.clone().unwrap_or_default();
+            let slow = |r: &SimResult| {
+                let t = t(r);
+                let pcie: u64 = ["SYS", "NODE", "PHB"]
+                    .iter()
+                    .filter_map(|k| t.bottlenecks.get(*k))
+                    .sum();
+                (t.multi_gpu_pods > 0).then(|| pcie as f64 * 100.0 / t.multi_gpu_pods as f64)
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} | {} |",
+                kind.name(),
+                list.len(),
+                list.iter().map(|r| r.pods_failed).sum::<u64>() as f64 / n,
+                mean(&|r| Some(t(r).multi_gpu_pods as f64)),
+                mean(&|r| t(r).on_optimal_set_pct),
+                mean(&|r| t(r).mean_bottleneck_rank),
+                mean(&slow),
+                mean(&|r| Some(t(r).gangs_spanning_leaves as f64)),
+                mean(&|r| Some(t(r).gangs_placed as f64)),
+                mean(&|r| t(r).full_nvlink_slots8_mean),
+                mean(&|r| t(r).full_nvlink_slots8_min.map(|m| m as f64)),
+                mean(&|r| r.queue_time_p50_s),
+                mean(&|r| r.queue_time_p99_s),
+                mean(&|r| r.makespan_s),
+            );
+        }
+    }
+    md
+}
+
+/// Policies × workloads at 100 % arrived, ours with the published figure
+/// beside it, and per published policy the lists within one point.
+fn pivot(at_100: &BTreeMap<(String, String), (f64, Option<f64>)>) -> String {
+    let workloads: Vec<&String> = {
+        let mut w: Vec<&String> = at_100.keys().map(|k| &k.1).collect();
+        w.sort();
+        w.dedup();
+        w
+    };
+    let short = |w: &str| w.trim_start_matches("openb_pod_list_").to_string();
+    let mut md =
+        String::from("\n## Policies × workloads at 100 % arrived: ours (published)\n\n| policy |");
+    for w in &workloads {
+        let _ = write!(md, " {} |", short(w));
+    }
+    md.push_str(" within 1 point |\n| --- |");
+    for _ in &workloads {
+        md.push_str(" --- |");
+    }
+    md.push_str(" --- |\n");
+    for kind in PolicyKind::ALL {
+        let policy = kind.name();
+        if !workloads
+            .iter()
+            .any(|w| at_100.contains_key(&(policy.to_string(), (*w).clone())))
+        {
+            continue;
+        }
+        let _ = write!(md, "| {policy} |");
+        let (mut close, mut compared) = (0, 0);
+        for w in &workloads {
+            match at_100.get(&(policy.to_string(), (*w).clone())) {
+                Some((ours, Some(p))) => {
+                    compared += 1;
+                    if (ours - p).abs() <= 1.0 {
+                        close += 1;
+                    }
+                    let _ = write!(md, " {ours:.2} ({p:.2}) |");
+                }
+                Some((ours, None)) => {
+                    let _ = write!(md, " {ours:.2} |");
+                }
+                None => md.push_str(" |"),
+            }
+        }
+        if compared > 0 {
+            let _ = writeln!(md, " {close} of {compared} |");
+        } else {
+            md.push_str(" – |\n");
+        }
+    }
+    md
+}
+
 pub fn report(dir: &Path, published: Option<&Path>) -> ExitCode {
     match report_inner(dir, published) {
         Ok(()) => ExitCode::SUCCESS,
@@ -154,6 +275,8 @@ fn report_inner(dir: &Path, published: Option<&Path>) -> Result<()> {
     let mut md = String::from(
         "# Simulation summary\n\nGPU allocation % at 100 % arrived demand, mean over seeds (min–max); published: FGD authors' cached results.\n\n| workload | policy | seeds | ours | published | Δ | frag % (ours / published) | runtime s |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
+    // (policy, workload) -> (ours, published) at 100 % arrived, for the pivot.
+    let mut at_100: BTreeMap<(String, String), (f64, Option<f64>)> = BTreeMap::new();
     for (workload, runs) in &by_workload {
         let mut by_policy: BTreeMap<&str, Vec<&SimResult>> = BTreeMap::new();
         for r in runs {
@@ -196,6 +319,10 @@ fn report_inner(dir: &Path, published: Option<&Path>) -> Result<()> {
                     pubd.map_or(String::new(), |p| format!("{:.2}", p.1)),
                 );
                 if pct == 100 {
+                    at_100.insert(
+                        (policy.to_string(), workload.clone()),
+                        (mean, pubd.map(|p| p.0)),
+                    );
                     let _ = writeln!(
                         md,
                         "| {workload} | {policy} | {} | {mean:.2} ({min:.2}–{max:.2}) | {} | {} | {frag:.2} / {} | {runtime:.1} |",
@@ -209,6 +336,8 @@ fn report_inner(dir: &Path, published: Option<&Path>) -> Result<()> {
         }
         charts(&dir.join("plots").join(workload), workload, runs)?;
     }
+    md.push_str(&pivot(&at_100));
+    md.push_str(&topology_table(&by_workload));
     let write = |name: &str, text: &str| {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| path.display().to_string())

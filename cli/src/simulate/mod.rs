@@ -11,24 +11,46 @@
 //!
 //! # The protocol (FGD, Weng et al. ATC'23)
 //!
-//! Arrival units (a pod, or a gang's members together) arrive one at a time:
-//! with `--inflate X`, pods are first resampled with replacement (seeded)
-//! and appended to the trace until the arrived GPU demand reaches X × the
-//! cluster's GPUs; the order is then shuffled by the seed (`Order::Shuffle`,
-//! the default for CSV traces) or kept by arrival time (`Order::Arrival`,
-//! the default for workload YAML, where pods with a duration end and free
-//! their resources). A unit the policy cannot place fails and is counted;
-//! it is never retried and nothing is ever evicted. After each arrival the
-//! arrived demand (sum of GPU requests in milli-GPU, placed or not) is compared
-//! with 10 %, 20 %, … 130 % of capacity and a point is recorded at each
-//! threshold crossed: GPU allocation and FGD fragmentation, both as % of
-//! the cluster's GPU milli.
+//! Arrival units (a pod, or a gang's members together) arrive one at a time.
+//! With `--inflate X`, pods are resampled with replacement (seeded) and
+//! appended until the arrived GPU demand reaches X × the cluster's GPUs.
+//! Order: `Order::Shuffle` (the default for CSV traces) puts the trace's own
+//! pods in seeded random order and the copies after them, in the order they
+//! were drawn, as the FGD simulator does (it shuffles the pod list, then
+//! appends its "tuned" copies); `Order::Arrival` (the default for workload
+//! YAML) keeps arrival times, and pods with a duration end and free their
+//! resources. Under `Shuffle` a unit the policy cannot place fails for
+//! good; under `Arrival` it waits in a queue and is tried again, oldest
+//! first, each time pods end (as a pending pod is), and fails only if it
+//! still does not fit when nothing is left to end. Nothing is evicted.
+//! After each arrival the arrived demand (sum of GPU requests in milli-GPU,
+//! placed or not) is compared with 10 %, 20 %, … 130 % of capacity and a
+//! point is recorded at each threshold crossed: GPU allocation and FGD
+//! fragmentation, both as % of the cluster's GPU milli (and, on clusters
+//! with wiring, the complete 8-GPU NVLink slots left).
+//!
+//! The FGD simulator also names every node with a seeded random prefix
+//! (`0042-openb-node-0007`) before creating it; its baselines' equal scores
+//! go to the node that comes first in that order (see [`policy`]). Trace
+//! nodes get the same: a third seeded stream orders them ([`World::node_order`]),
+//! and the `gputopo` policy sees them named with that prefix.
+//!
+//! # Topology metrics
+//!
+//! On clusters whose nodes have a wiring (a `GpuTopology`, or the one
+//! synthesised for trace nodes) the result carries [`TopologyMetrics`]:
+//! multi-GPU pods on an optimal set (ring bottleneck as good as the best any
+//! set of that many of the node's free GPUs offered at the time), the mean
+//! and distribution of their bottleneck links, gangs spread over more than
+//! one leaf (the innermost network tier), and complete 8-GPU NVLink slots
+//! left; under `Arrival`, queue time p50/p99 and makespan.
 //!
 //! # Determinism
 //!
-//! Two ChaCha8 streams seeded from `--seed`: one for the workload (resampling,
-//! shuffle), identical for every policy, and one for the policy's random
-//! choices (ties, `random`). No hash-map order reaches a result.
+//! Three ChaCha8 streams seeded from `--seed`: one for the workload
+//! (resampling, shuffle), identical for every policy, one for the policy's
+//! random choices (`random`, kube-scheduler's ties), one for the node order.
+//! No hash-map order reaches a result.
 
 pub mod frag;
 pub mod generate;
@@ -38,15 +60,18 @@ pub mod policy;
 pub mod topo;
 
 use frag::{FragModel, NodeFree};
+use gputopo_api::{Collective, LinkClass};
 use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::gpuset::{self, NodeShape, SetRequest};
 use gputopo_scheduler_core::snapshot::Snapshot;
 use input::InputError;
 use policy::{Assignment, PolicyKind};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::Path;
+use std::sync::Arc;
 
 /// GPU models by name, as bit positions in a pod's allowed-model mask.
 #[derive(Clone, Debug, Default)]
@@ -138,6 +163,9 @@ pub struct SimCluster {
     pub config: SchedulerConfig,
     /// Resources already in use (cluster YAML with bound pods), per node.
     pub initial: Vec<NodeUse>,
+    /// Nodes read from a trace's node list: each run names them with a
+    /// seeded random prefix, as the FGD simulator does (see [`node_order`]).
+    pub trace: bool,
 }
 
 /// What is in use on a node at the start.
@@ -202,6 +230,58 @@ pub struct Point {
     pub arrived_pct: u32,
     pub gpu_allocation_pct: f64,
     pub fragmented_gpu_pct: f64,
+    /// Complete 8-GPU NVLink slots left over the cluster (clusters with
+    /// known or synthesised wiring): disjoint sets of 8 free GPUs joined
+    /// pairwise by NVLink (`gpuset::full_nvlink_slots`).
+    #[serde(rename = "fullNvlinkSlots8", skip_serializing_if = "Option::is_none")]
+    pub full_nvlink_slots8: Option<u64>,
+}
+
+/// What topology-aware placement achieved (clusters whose nodes have a
+/// known or synthesised wiring).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TopologyMetrics {
+    /// Pods placed on two or more whole GPUs of a node with known wiring.
+    pub multi_gpu_pods: u64,
+    /// Share of those on an optimal set: a ring bottleneck as good as the
+    /// best any set of that many of the node's free GPUs offered then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_optimal_set_pct: Option<f64>,
+    /// Mean `LinkClass::rank` of their ring bottleneck (SYS 1 … NV18 23).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_bottleneck_rank: Option<f64>,
+    /// Their ring bottlenecks by class (`NV12`, `PIX`, …).
+    pub bottlenecks: BTreeMap<String, u64>,
+    pub gangs_placed: u64,
+    /// Gangs whose members landed under more than one leaf (the innermost
+    /// network tier).
+    pub gangs_spanning_leaves: u64,
+    #[serde(rename = "fullNvlinkSlots8AtStart")]
+    pub full_nvlink_slots8_at_start: u64,
+    /// At the last arrival.
+    #[serde(rename = "fullNvlinkSlots8AtEnd")]
+    pub full_nvlink_slots8_at_end: u64,
+    /// Arrival order: the mean and the least over the instants just after
+    /// each arrival (the trace's time axis).
+    #[serde(
+        rename = "fullNvlinkSlots8Mean",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub full_nvlink_slots8_mean: Option<f64>,
+    #[serde(
+        rename = "fullNvlinkSlots8Min",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub full_nvlink_slots8_min: Option<u64>,
+    #[serde(skip)]
+    slots_sum: u64,
+    #[serde(skip)]
+    slots_samples: u64,
+    #[serde(skip)]
+    optimal: u64,
+    #[serde(skip)]
+    rank_sum: u64,
 }
 
 /// The result of one run, as printed with `-o json`.
@@ -228,6 +308,17 @@ pub struct SimResult {
     pub arrived_gpu_pct: f64,
     pub final_gpu_allocation_pct: f64,
     pub final_fragmented_gpu_pct: f64,
+    /// Arrival order only (units that do not fit wait): the time from a
+    /// pod's arrival to its start, seconds, over the pods that started.
+    #[serde(rename = "queueTimeP50S", skip_serializing_if = "Option::is_none")]
+    pub queue_time_p50_s: Option<f64>,
+    #[serde(rename = "queueTimeP99S", skip_serializing_if = "Option::is_none")]
+    pub queue_time_p99_s: Option<f64>,
+    /// Arrival order only: when the last pod with a duration ended, seconds.
+    #[serde(rename = "makespanS", skip_serializing_if = "Option::is_none")]
+    pub makespan_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyMetrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime_ms: Option<u64>,
 }
@@ -260,6 +351,10 @@ pub struct World<'a> {
     pub models: &'a Models,
     pub frag: &'a FragModel,
     pub state: State,
+    /// Per node, its place in a seeded random order of the nodes (0 first):
+    /// the FGD simulator's baselines give a tie to the node that comes first
+    /// (see [`policy`]).
+    pub node_order: Vec<u32>,
 }
 
 impl World<'_> {
@@ -399,6 +494,21 @@ fn units(pods: &[SimPod]) -> Vec<Vec<usize>> {
     units
 }
 
+/// A seeded random order of `n` nodes, as each node's place in it. The FGD
+/// simulator names every node with a seeded random prefix before creating
+/// it, so the order in which equal scores are met is random per run but
+/// fixed for the run; a third stream keeps the other two unchanged.
+fn node_order(seed: u64, n: usize) -> Vec<u32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xD1B5_4A32_D192_ED03);
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    shuffle(&mut rng, &mut order);
+    let mut place = vec![0u32; n];
+    for (i, &node) in order.iter().enumerate() {
+        place[node as usize] = i as u32;
+    }
+    place
+}
+
 /// Seeds of the two streams: the workload's and the policy's.
 fn streams(seed: u64) -> (ChaCha8Rng, ChaCha8Rng) {
     let workload = ChaCha8Rng::seed_from_u64(seed);
@@ -443,7 +553,15 @@ pub fn arrival_plan(
     }
     let mut units = units(&pods);
     match options.order {
-        Order::Shuffle => shuffle(&mut rng, &mut units),
+        Order::Shuffle => {
+            // The trace's own pods in random order, then the copies in the
+            // order they were drawn (already random): as the FGD simulator
+            // does (it shuffles the pod list, then appends the copies).
+            let originals = workload.pods.len();
+            let copies = units.iter().position(|u| u[0] >= originals);
+            let end = copies.unwrap_or(units.len());
+            shuffle(&mut rng, &mut units[..end]);
+        }
         Order::Arrival => units.sort_by(|a, b| pods[a[0]].arrival.total_cmp(&pods[b[0]].arrival)),
     }
     Ok((pods, units))
@@ -471,7 +589,9 @@ pub fn simulate(
     }
     let total_milli = u64::from(total_gpus) * 1000;
     let (pods, units) = arrival_plan(workload, total_milli, options)?;
-    let frag = FragModel::new(&pods, options.popularity_pct);
+    // The target workload is the trace as given, before inflation (the
+    // copies are drawn from it; the FGD simulator computes it first).
+    let frag = FragModel::new(&workload.pods, options.popularity_pct);
     let n = cluster.nodes.len();
     let mut state = State {
         cpu_left: Vec::with_capacity(n),
@@ -499,11 +619,12 @@ pub fn simulate(
         models: &cluster.models,
         frag: &frag,
         state,
+        node_order: node_order(options.seed, n),
     };
     for i in 0..n {
         world.state.frag[i] = frag.node(&world.state.free(i, cluster.nodes[i].model));
     }
-    let mut allocated: u64 = world
+    let allocated: u64 = world
         .state
         .gpu_left
         .iter()
@@ -511,7 +632,15 @@ pub fn simulate(
         .map(|&l| u64::from(1000 - l))
         .sum();
     let (_, mut rng) = streams(options.seed);
-    let mut policy = policy::Policy::new(options.policy, cluster)?;
+    // `gputopo` is told the workload's distribution through its
+    // configuration, as an operator would set it.
+    let target = match options.policy {
+        PolicyKind::Gputopo if cluster.config.target_workload.is_none() => Some(Arc::new(
+            policy::target_workload(&workload.pods, &cluster.models, options.popularity_pct)?,
+        )),
+        _ => None,
+    };
+    let mut policy = policy::Policy::new(options.policy, cluster, target, &world.node_order)?;
     let policy_name = options.policy.name();
 
     let progress = options.progress.then(|| {
@@ -547,13 +676,68 @@ pub fn simulate(
         arrived_gpu_pct: 0.0,
         final_gpu_allocation_pct: 0.0,
         final_fragmented_gpu_pct: 0.0,
+        queue_time_p50_s: None,
+        queue_time_p99_s: None,
+        makespan_s: None,
+        topology: None,
         runtime_ms: None,
+    };
+    let shapes: Vec<Option<Arc<NodeShape>>> = if cluster.snapshot.len() == n {
+        cluster
+            .snapshot
+            .nodes()
+            .map(|v| v.shape().cloned())
+            .collect()
+    } else {
+        vec![None; n]
+    };
+    let leaf_key = cluster.snapshot.tiers().keys().last().cloned();
+    let leaves: Vec<Option<String>> = cluster
+        .snapshot
+        .nodes()
+        .map(|v| {
+            leaf_key
+                .as_deref()
+                .and_then(|k| v.label(k))
+                .map(str::to_string)
+        })
+        .collect();
+    let topology = shapes.iter().any(Option::is_some);
+    let slots8 = |world: &World<'_>| -> u64 {
+        (0..n)
+            .filter_map(|i| {
+                let shape = shapes[i].as_ref()?;
+                Some(u64::from(gpuset::full_nvlink_slots(
+                    shape,
+                    free_mask(&world.state.gpu_left[i]),
+                    8,
+                )))
+            })
+            .sum()
+    };
+    let mut books = Books {
+        allocated,
+        running: vec![None; pods.len()],
+        endings: BinaryHeap::new(),
+        seq: 0,
+        queue_times: Vec::new(),
+        makespan: None,
+        topo: TopologyMetrics {
+            full_nvlink_slots8_at_start: if topology { slots8(&world) } else { 0 },
+            ..TopologyMetrics::default()
+        },
+        queue: options.order == Order::Arrival,
+    };
+    let ctx = Ctx {
+        pods: &pods,
+        gangs: &workload.gangs,
+        shapes: &shapes,
+        leaves: &leaves,
+        policy_name,
     };
     let mut arrived: u64 = 0;
     let mut next_point = 10u32;
-    let mut running: Vec<Option<Assignment>> = vec![None; pods.len()];
-    let mut endings: BinaryHeap<Ending> = BinaryHeap::new();
-    let mut seq = 0u64;
+    let mut waiting: Vec<usize> = Vec::new();
     let pct = |milli: u64| milli as f64 * 100.0 / total_milli as f64;
     let frag_total = |world: &World<'_>| world.state.frag.iter().sum::<f64>();
 
@@ -564,81 +748,45 @@ pub fn simulate(
             bar.set_position(u as u64);
         }
         let now = pods[unit[0]].arrival;
-        if options.order == Order::Arrival {
-            while endings
-                .peek()
-                .is_some_and(|e| f64::from_bits(e.end.0) <= now)
-            {
-                let Some(e) = endings.pop() else { break };
-                if let Some(a) = running[e.pod].take() {
-                    world.release(&a, &pods[e.pod]);
-                    policy.release(&a, &pods[e.pod]);
-                    allocated -= pods[e.pod].demand();
-                    result.pods_ended += 1;
-                }
-            }
-        }
-        let mut placed: Vec<(usize, Assignment)> = Vec::with_capacity(unit.len());
-        let mut failed = false;
-        for &p in unit {
-            let pod = &pods[p];
-            match policy.place(&world, pod, &mut rng)? {
-                Some(a) => {
-                    world.apply(&a, pod, policy_name)?;
-                    placed.push((p, a));
-                }
-                None => {
-                    failed = true;
-                    break;
-                }
-            }
-        }
-        if failed {
-            // All or nothing: a gang that does not fit whole gives back what it took.
-            for (p, a) in placed.drain(..).rev() {
-                world.release(&a, &pods[p]);
-                policy.release(&a, &pods[p]);
-            }
+        if books.queue {
+            advance(
+                &ctx,
+                &units,
+                now,
+                &mut world,
+                &mut policy,
+                &mut rng,
+                &mut books,
+                &mut waiting,
+                &mut result,
+            )?;
         }
         for &p in unit {
-            let pod = &pods[p];
             result.pods_arrived += 1;
-            arrived += pod.demand();
-            if failed {
-                result.pods_failed += 1;
-                if pod.num_gpu > 0 {
-                    result.gpu_pods_failed += 1;
-                }
-            } else {
-                result.pods_placed += 1;
-                allocated += pod.demand();
-            }
+            arrived += pods[p].demand();
         }
-        if unit.len() > 1 || pods[unit[0]].gang.is_some() {
-            if failed {
-                result.gangs_failed += 1;
-            } else {
-                result.gangs_placed += 1;
-            }
+        match place_unit(&ctx, unit, &mut world, &mut policy, &mut rng)? {
+            Some(placed) => books.commit(&ctx, unit, placed, now, &mut result),
+            None if books.queue => waiting.push(u),
+            None => fail(&ctx, unit, &mut result),
         }
-        for (p, a) in placed {
-            if options.order == Order::Arrival
-                && let Some(d) = pods[p].duration
-            {
-                seq += 1;
-                endings.push(Ending {
-                    end: std::cmp::Reverse((pods[p].arrival + d).to_bits()),
-                    seq: std::cmp::Reverse(seq),
-                    pod: p,
-                });
-            }
-            running[p] = Some(a);
+        if topology && books.queue {
+            let slots = slots8(&world);
+            books.topo.slots_sum += slots;
+            books.topo.slots_samples += 1;
+            books.topo.full_nvlink_slots8_min = Some(
+                books
+                    .topo
+                    .full_nvlink_slots8_min
+                    .map_or(slots, |m| m.min(slots)),
+            );
         }
         while next_point <= 130 && arrived * 100 >= u64::from(next_point) * total_milli {
             result.points.push(Point {
                 arrived_pct: next_point,
-                gpu_allocation_pct: round4(pct(allocated)),
+                gpu_allocation_pct: round4(pct(books.allocated)),
                 fragmented_gpu_pct: round4(frag_total(&world) * 100.0 / total_milli as f64),
+                full_nvlink_slots8: topology.then(|| slots8(&world)),
             });
             next_point += 10;
         }
@@ -647,12 +795,276 @@ pub fn simulate(
         bar.finish_and_clear();
     }
     result.arrived_gpu_pct = round4(pct(arrived));
-    result.final_gpu_allocation_pct = round4(pct(allocated));
+    result.final_gpu_allocation_pct = round4(pct(books.allocated));
     result.final_fragmented_gpu_pct = round4(frag_total(&world) * 100.0 / total_milli as f64);
+    if topology {
+        books.topo.full_nvlink_slots8_at_end = slots8(&world);
+    }
+    if books.queue {
+        // Past the last arrival: pods end, and queued units start as room
+        // appears; what still waits when nothing is left to end fails.
+        advance(
+            &ctx,
+            &units,
+            f64::INFINITY,
+            &mut world,
+            &mut policy,
+            &mut rng,
+            &mut books,
+            &mut waiting,
+            &mut result,
+        )?;
+        for u in waiting.drain(..) {
+            fail(&ctx, &units[u], &mut result);
+        }
+        let mut q = std::mem::take(&mut books.queue_times);
+        q.sort_by(f64::total_cmp);
+        result.queue_time_p50_s = percentile(&q, 50.0).map(round4);
+        result.queue_time_p99_s = percentile(&q, 99.0).map(round4);
+        result.makespan_s = books.makespan.map(round4);
+    }
+    if topology {
+        let t = &mut books.topo;
+        if t.multi_gpu_pods > 0 {
+            t.on_optimal_set_pct = Some(round4(t.optimal as f64 * 100.0 / t.multi_gpu_pods as f64));
+            t.mean_bottleneck_rank = Some(round4(t.rank_sum as f64 / t.multi_gpu_pods as f64));
+        }
+        if t.slots_samples > 0 {
+            t.full_nvlink_slots8_mean = Some(round4(t.slots_sum as f64 / t.slots_samples as f64));
+        }
+        result.topology = Some(std::mem::take(t));
+    }
     if !options.omit_runtime {
         result.runtime_ms = Some(started.elapsed().as_millis() as u64);
     }
     Ok(result)
+}
+
+/// What the placement helpers read.
+struct Ctx<'a> {
+    pods: &'a [SimPod],
+    gangs: &'a [String],
+    shapes: &'a [Option<Arc<NodeShape>>],
+    leaves: &'a [Option<String>],
+    policy_name: &'a str,
+}
+
+/// A pod placed, with what the node's GPUs looked like just before.
+struct Placed {
+    pod: usize,
+    assignment: Assignment,
+    free_before: u32,
+}
+
+/// Counters that placements and endings move.
+struct Books {
+    allocated: u64,
+    running: Vec<Option<Assignment>>,
+    endings: BinaryHeap<Ending>,
+    seq: u64,
+    queue_times: Vec<f64>,
+    makespan: Option<f64>,
+    topo: TopologyMetrics,
+    /// Units that do not fit wait (arrival order) instead of failing.
+    queue: bool,
+}
+
+impl Books {
+    /// Counts a unit placed at `start`.
+    fn commit(
+        &mut self,
+        ctx: &Ctx<'_>,
+        unit: &[usize],
+        placed: Vec<Placed>,
+        start: f64,
+        result: &mut SimResult,
+    ) {
+        let pods = ctx.pods;
+        let gang = unit.len() > 1 || pods[unit[0]].gang.is_some();
+        if gang {
+            result.gangs_placed += 1;
+            let mut leaves: Vec<&str> = placed
+                .iter()
+                .filter_map(|p| ctx.leaves.get(p.assignment.node)?.as_deref())
+                .collect();
+            leaves.sort_unstable();
+            leaves.dedup();
+            self.topo.gangs_placed += 1;
+            if leaves.len() > 1 {
+                self.topo.gangs_spanning_leaves += 1;
+            }
+        }
+        for p in placed {
+            let pod = &pods[p.pod];
+            result.pods_placed += 1;
+            self.allocated += pod.demand();
+            if self.queue {
+                self.queue_times.push(start - pod.arrival);
+                if let Some(d) = pod.duration {
+                    let end = start + d;
+                    self.makespan = Some(self.makespan.map_or(end, |m: f64| m.max(end)));
+                    self.seq += 1;
+                    self.endings.push(Ending {
+                        end: std::cmp::Reverse(end.to_bits()),
+                        seq: std::cmp::Reverse(self.seq),
+                        pod: p.pod,
+                    });
+                }
+            }
+            if !pod.is_share()
+                && pod.num_gpu >= 2
+                && let Some(shape) = ctx.shapes.get(p.assignment.node).and_then(Option::as_ref)
+            {
+                let set = p.assignment.gpus.iter().fold(0u32, |m, &g| m | 1 << g);
+                let chosen = shape.ring_bottleneck(set);
+                let best = shape
+                    .pick(
+                        p.free_before,
+                        &SetRequest::new(pod.num_gpu, Collective::Ring),
+                    )
+                    .ok()
+                    .and_then(|b| b.bottleneck);
+                let rank = chosen.map_or(0, LinkClass::rank);
+                self.topo.multi_gpu_pods += 1;
+                self.topo.rank_sum += u64::from(rank);
+                if rank >= best.map_or(0, LinkClass::rank) {
+                    self.topo.optimal += 1;
+                }
+                let name = chosen.map_or_else(|| "none".to_string(), |b| b.to_string());
+                *self.topo.bottlenecks.entry(name).or_default() += 1;
+            }
+            self.running[p.pod] = Some(p.assignment);
+        }
+    }
+}
+
+/// Counts a unit that failed for good.
+fn fail(ctx: &Ctx<'_>, unit: &[usize], result: &mut SimResult) {
+    for &p in unit {
+        result.pods_failed += 1;
+        if ctx.pods[p].num_gpu > 0 {
+            result.gpu_pods_failed += 1;
+        }
+    }
+    if unit.len() > 1 || ctx.pods[unit[0]].gang.is_some() {
+        result.gangs_failed += 1;
+    }
+}
+
+/// Places a unit whole or not at all (a gang that does not fit whole gives
+/// back what it took).
+fn place_unit(
+    ctx: &Ctx<'_>,
+    unit: &[usize],
+    world: &mut World<'_>,
+    policy: &mut policy::Policy,
+    rng: &mut ChaCha8Rng,
+) -> Result<Option<Vec<Placed>>, SimError> {
+    let gang = ctx.pods[unit[0]].gang;
+    if let Some(g) = gang {
+        let members: Vec<&SimPod> = unit.iter().map(|&p| &ctx.pods[p]).collect();
+        let name = ctx.gangs.get(g as usize).map_or("gang", String::as_str);
+        if let Some(decided) = policy.place_gang(world, &members, name)? {
+            let Some(assignments) = decided else {
+                return Ok(None);
+            };
+            let mut placed = Vec::with_capacity(unit.len());
+            for (&p, a) in unit.iter().zip(assignments) {
+                let free_before = free_mask(&world.state.gpu_left[a.node]);
+                world.apply(&a, &ctx.pods[p], ctx.policy_name)?;
+                placed.push(Placed {
+                    pod: p,
+                    assignment: a,
+                    free_before,
+                });
+            }
+            return Ok(Some(placed));
+        }
+    }
+    let mut placed: Vec<Placed> = Vec::with_capacity(unit.len());
+    for &p in unit {
+        let pod = &ctx.pods[p];
+        match policy.place(world, pod, rng)? {
+            Some(a) => {
+                let free_before = free_mask(&world.state.gpu_left[a.node]);
+                world.apply(&a, pod, ctx.policy_name)?;
+                placed.push(Placed {
+                    pod: p,
+                    assignment: a,
+                    free_before,
+                });
+            }
+            None => {
+                for q in placed.drain(..).rev() {
+                    world.release(&q.assignment, &ctx.pods[q.pod]);
+                    policy.release(&q.assignment, &ctx.pods[q.pod]);
+                }
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(placed))
+}
+
+/// Ends every pod due by `until`, one instant at a time, and after each
+/// instant starts the waiting units that now fit, oldest first.
+#[allow(clippy::too_many_arguments)]
+fn advance(
+    ctx: &Ctx<'_>,
+    units: &[Vec<usize>],
+    until: f64,
+    world: &mut World<'_>,
+    policy: &mut policy::Policy,
+    rng: &mut ChaCha8Rng,
+    books: &mut Books,
+    waiting: &mut Vec<usize>,
+    result: &mut SimResult,
+) -> Result<(), SimError> {
+    while let Some(first) = books.endings.peek() {
+        let at = f64::from_bits(first.end.0);
+        if at > until {
+            break;
+        }
+        while books
+            .endings
+            .peek()
+            .is_some_and(|e| f64::from_bits(e.end.0) <= at)
+        {
+            let Some(e) = books.endings.pop() else { break };
+            if let Some(a) = books.running[e.pod].take() {
+                world.release(&a, &ctx.pods[e.pod]);
+                policy.release(&a, &ctx.pods[e.pod]);
+                books.allocated -= ctx.pods[e.pod].demand();
+                result.pods_ended += 1;
+            }
+        }
+        let mut still = Vec::with_capacity(waiting.len());
+        for u in waiting.drain(..) {
+            match place_unit(ctx, &units[u], world, policy, rng)? {
+                Some(placed) => books.commit(ctx, &units[u], placed, at, result),
+                None => still.push(u),
+            }
+        }
+        *waiting = still;
+    }
+    Ok(())
+}
+
+/// Whole free GPUs as a mask (GPU i free: bit i).
+fn free_mask(left: &[u32]) -> u32 {
+    left.iter()
+        .enumerate()
+        .filter(|&(g, &l)| l == 1000 && g < 32)
+        .fold(0, |m, (g, _)| m | 1 << g)
+}
+
+/// The `pct` percentile of sorted values (nearest rank); `None` when empty.
+fn percentile(sorted: &[f64], pct: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((pct / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 /// Four decimals: enough for the figures, and stable text across platforms.
@@ -674,6 +1086,7 @@ pub fn load_cluster(path: &Path) -> Result<SimCluster, SimError> {
             snapshot,
             config,
             initial,
+            trace: true,
         });
     }
     let loaded = crate::cluster::load(path, &crate::cluster::Overrides::default())
@@ -728,6 +1141,7 @@ pub fn load_cluster(path: &Path) -> Result<SimCluster, SimError> {
         snapshot: loaded.snapshot,
         config: loaded.config,
         initial,
+        trace: false,
     })
 }
 

@@ -190,6 +190,9 @@ fn from_json(v: &serde_json::Value) -> Option<SimResult> {
                 arrived_pct: p.get("arrivedPct")?.as_u64()? as u32,
                 gpu_allocation_pct: p.get("gpuAllocationPct")?.as_f64()?,
                 fragmented_gpu_pct: p.get("fragmentedGpuPct")?.as_f64()?,
+                full_nvlink_slots8: p
+                    .get("fullNvlinkSlots8")
+                    .and_then(serde_json::Value::as_u64),
             })
         })
         .collect::<Option<Vec<_>>>()?;
@@ -201,7 +204,10 @@ fn from_json(v: &serde_json::Value) -> Option<SimResult> {
         cluster: v.get("cluster")?.as_str()?.to_string(),
         workload: v.get("workload")?.as_str()?.to_string(),
         inflate: v.get("inflate").and_then(serde_json::Value::as_f64),
-        order: super::Order::Shuffle,
+        order: match v.get("order").and_then(serde_json::Value::as_str) {
+            Some("arrival") => super::Order::Arrival,
+            _ => super::Order::Shuffle,
+        },
         nodes: u("nodes") as usize,
         total_gpus: u("totalGpus") as u32,
         typical_pod_types: u("typicalPodTypes") as usize,
@@ -216,6 +222,12 @@ fn from_json(v: &serde_json::Value) -> Option<SimResult> {
         arrived_gpu_pct: f("arrivedGpuPct"),
         final_gpu_allocation_pct: f("finalGpuAllocationPct"),
         final_fragmented_gpu_pct: f("finalFragmentedGpuPct"),
+        queue_time_p50_s: v.get("queueTimeP50S").and_then(serde_json::Value::as_f64),
+        queue_time_p99_s: v.get("queueTimeP99S").and_then(serde_json::Value::as_f64),
+        makespan_s: v.get("makespanS").and_then(serde_json::Value::as_f64),
+        topology: v
+            .get("topology")
+            .and_then(|t| serde_json::from_value(t.clone()).ok()),
         runtime_ms: v.get("runtimeMs").and_then(serde_json::Value::as_u64),
     })
 }
