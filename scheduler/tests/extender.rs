@@ -8,9 +8,11 @@
 //! to filter, to score and to bind. The test's pods name a profile of that
 //! kube-scheduler only (`schedulerName`), and a nodeSelector only its nodes.
 
-use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-use gputopo_agent::normalize::normalize;
-use gputopo_api::GpuTopology;
+mod common;
+
+use common::{
+    DGX1, PCIE_2SOCKET as PCIE, annotation, events, fixture_node, gpu_pod, gpus_of, node_of,
+};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
@@ -18,27 +20,12 @@ use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::kube::node_input;
 use gputopo_testenv::process::{Process, tail};
 use gputopo_testenv::{SchedulerProcess, TestEnv};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// DGX-1 V100: hybrid cube-mesh, NV1 and NV2 links, no NVLink between some pairs.
-const DGX1: &str = "nvidia/dgx1-v100-mlx5-no-numa-column-msccl-tools-topo-m.txt";
-/// Eight RTX 4090s on PCIe, no NVLink at all.
-const PCIE: &str = "nvidia/rtx4090-8gpu-pcie-2socket-vast-driver570-topo-m.txt";
-
-fn fixture(path: &str) -> String {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(path);
-    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))
-}
 
 /// The shared control plane with the controller manager (it lifts the
 /// not-ready taint off new nodes) and kwok.
@@ -47,47 +34,6 @@ async fn env() -> &'static TestEnv {
     env.with_controller_manager().await;
     env.with_kwok().await;
     env
-}
-
-/// A kwok node built from a recorded machine, with the `GpuTopology` the
-/// agent would publish for it, once the node has lost its not-ready taint.
-async fn fixture_node(env: &TestEnv, name: &str, topo: &str, group: &str) -> (Node, GpuTopology) {
-    let facts = facts_from_topo(&fixture(topo)).expect("the fixture parses");
-    let spec = normalize(name, &facts).expect("the fixture normalizes");
-    let labels = BTreeMap::from([("e2e-group".to_string(), group.to_string())]);
-    let node = env
-        .create_fake_gpu_node(name, spec.gpus.len() as u32, &labels)
-        .await;
-    let mut topology = GpuTopology::new(name, spec);
-    topology.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "v1".into(),
-        kind: "Node".into(),
-        name: name.into(),
-        uid: node.metadata.uid.clone().expect("a created node has a uid"),
-        ..OwnerReference::default()
-    }]);
-    let created = Api::<GpuTopology>::all(env.client().await)
-        .create(&PostParams::default(), &topology)
-        .await
-        .unwrap_or_else(|e| panic!("creating GpuTopology {name}: {e}"));
-    let nodes = Api::<Node>::all(env.client().await);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let node = nodes.get(name).await.expect("the node");
-        let tainted = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
-        if !tainted {
-            return (node, created);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node {name} still tainted not-ready after 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 fn free_port() -> u16 {
@@ -194,66 +140,6 @@ async fn request(port: u16, method: &str, path: &str, body: &str) -> Option<(u16
     .flatten()
 }
 
-fn gpu_pod(
-    name: &str,
-    scheduler: &str,
-    group: &str,
-    gpus: u32,
-    annotations: &[(&str, &str)],
-) -> Pod {
-    let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {
-            "schedulerName": scheduler,
-            "nodeSelector": {"e2e-group": group},
-            "containers": [{
-                "name": "main",
-                "image": "registry.invalid/train:1",
-                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}
-            }]
-        }
-    }))
-    .expect("a pod")
-}
-
-fn node_of(pod: &Pod) -> Option<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .filter(|n| !n.is_empty())
-}
-
-fn annotation(pod: &Pod, key: &str) -> Option<String> {
-    pod.metadata.annotations.as_ref()?.get(key).cloned()
-}
-
-fn gpus_of(pod: &Pod) -> Vec<u32> {
-    annotation(pod, "gputopo.dev/assigned-gpus")
-        .unwrap_or_default()
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().expect("an index"))
-        .collect()
-}
-
-/// The events regarding `pod` with `reason`.
-async fn events(client: &kube::Client, ns: &str, pod: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .expect("listing events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-                && e.reason.as_deref() == Some(reason)
-        })
-        .collect()
-}
-
 /// Polls until `check` returns `Some`, at most 90 s; the panic shows both logs.
 async fn wait_for<T, F, Fut>(
     what: &str,
@@ -287,8 +173,8 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     let group = env.unique_name("ext");
     let dgx1 = env.unique_name("ext-dgx1");
     let pcie = env.unique_name("ext-pcie");
-    let (dgx1_node, dgx1_topology) = fixture_node(env, &dgx1, DGX1, &group).await;
-    fixture_node(env, &pcie, PCIE, &group).await;
+    let (dgx1_node, dgx1_topology) = fixture_node(env, &dgx1, DGX1, &[("e2e-group", &group)]).await;
+    fixture_node(env, &pcie, PCIE, &[("e2e-group", &group)]).await;
     let ext = ExtenderProcess::start(env).await;
 
     // The HTTP contract as kube-scheduler meets it. A body that is not
@@ -442,7 +328,7 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     // kube-scheduler's own plugins can tell (both empty, same capacity).
     // The extender's score tells them apart, and the pair goes where it says.
     let dgx1_b = env.unique_name("ext-dgx1");
-    fixture_node(env, &dgx1_b, DGX1, &group).await;
+    fixture_node(env, &dgx1_b, DGX1, &[("e2e-group", &group)]).await;
     let pair = gpu_pod(
         "pair",
         &profile,
