@@ -786,6 +786,23 @@ async fn priority_class(env: &TestEnv, prefix: &str, value: i32) -> String {
         .create(&PostParams::default(), &class)
         .await
         .unwrap_or_else(|e| panic!("creating PriorityClass {name}: {e}"));
+    // The Priority admission plugin reads classes from an informer: until it
+    // has seen this one, pods naming it are refused. Wait for a dry-run pod
+    // to pass admission.
+    let mut probe = gpu_pod("priority-probe", "none", "none", 0, &[]);
+    probe.spec.as_mut().expect("spec").priority_class_name = Some(name.clone());
+    let pods = Api::<Pod>::namespaced(env.client().await, "default");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    wait_for(
+        &format!("PriorityClass {name} known to admission"),
+        Duration::from_secs(30),
+        || async { pods.create(&dry_run, &probe).await.ok().map(|_| ()) },
+        String::new,
+    )
+    .await;
     name
 }
 
