@@ -1680,55 +1680,14 @@ async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let list: Value = serde_yaml::from_str(
-        &std::fs::read_to_string(root().join("fixtures/clusters/kube-list.yaml")).expect("fixture"),
-    )
-    .expect("YAML");
-    let mut topology = list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .find(|i| i["kind"] == "GpuTopology" && i["metadata"]["name"] == "gpu-a")
-        .expect("gpu-a's GpuTopology")
-        .clone();
-    topology["metadata"]["name"] = json!(node);
-    topology["spec"]["nodeName"] = json!(node);
-    topology
-        .as_object_mut()
-        .expect("an object")
-        .remove("status");
-    let topology: gputopo_api::GpuTopology =
-        serde_json::from_value(topology).expect("a GpuTopology");
-    Api::<gputopo_api::GpuTopology>::all(admin.clone())
-        .create(&PostParams::default(), &topology)
-        .await
-        .expect("GpuTopology created");
+    create_pair_topology(&admin, &node).await;
 
     // The scheduler as the chart's container runs it: its args (the config
     // file is the chart's ConfigMap's, at a temporary path) and its
     // environment (POD_NAMESPACE from the downward API; the port moved to a
     // free loopback one). Leader election off: the test runs one replica.
-    let config = scheduler_object(&docs, "ConfigMap").expect("the ConfigMap");
-    let config_file = dir.path().join("config.yaml");
-    std::fs::write(
-        &config_file,
-        config["data"]["config.yaml"].as_str().expect("config.yaml"),
-    )
-    .expect("config written");
     let scheduler = container(deployment);
-    let args: Vec<String> = scheduler["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(Value::as_str)
-        .map(|a| {
-            if a == "/etc/gputopo/config.yaml" {
-                config_file.display().to_string()
-            } else {
-                a.to_owned()
-            }
-        })
-        .collect();
+    let args = chart_args(&docs, scheduler, dir.path());
     assert_eq!(args.len(), 3, "{args:?}");
     let mut args = args;
     args.push("--leader-elect=false".to_owned());
@@ -2006,54 +1965,13 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
     // A kwok node with 4 GPUs in two NVLink pairs and its GpuTopology.
     let node = env.unique_name("ext-node");
     env.create_fake_gpu_node(&node, 4, &BTreeMap::new()).await;
-    let list: Value = serde_yaml::from_str(
-        &std::fs::read_to_string(root().join("fixtures/clusters/kube-list.yaml")).expect("fixture"),
-    )
-    .expect("YAML");
-    let mut topology = list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .find(|i| i["kind"] == "GpuTopology" && i["metadata"]["name"] == "gpu-a")
-        .expect("gpu-a's GpuTopology")
-        .clone();
-    topology["metadata"]["name"] = json!(node);
-    topology["spec"]["nodeName"] = json!(node);
-    topology
-        .as_object_mut()
-        .expect("an object")
-        .remove("status");
-    let topology: gputopo_api::GpuTopology =
-        serde_json::from_value(topology).expect("a GpuTopology");
-    Api::<gputopo_api::GpuTopology>::all(admin.clone())
-        .create(&PostParams::default(), &topology)
-        .await
-        .expect("GpuTopology created");
+    create_pair_topology(&admin, &node).await;
 
     // The extender as the chart's container runs it: its args (the config
     // file is the chart's ConfigMap's) and environment, ports moved to free
     // loopback ones.
-    let config = scheduler_object(&docs, "ConfigMap").expect("the ConfigMap");
-    let config_file = dir.path().join("config.yaml");
-    std::fs::write(
-        &config_file,
-        config["data"]["config.yaml"].as_str().expect("config.yaml"),
-    )
-    .expect("config written");
     let extender = container(deployment);
-    let args: Vec<String> = extender["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(Value::as_str)
-        .map(|a| {
-            if a == "/etc/gputopo/config.yaml" {
-                config_file.display().to_string()
-            } else {
-                a.to_owned()
-            }
-        })
-        .collect();
+    let args = chart_args(&docs, extender, dir.path());
     let (port, extender_port) = (free_port(), free_port());
     let mut vars: Vec<(String, String)> = Vec::new();
     for var in extender["env"].as_array().expect("env") {
@@ -2168,4 +2086,57 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
         "the chart's RBAC refused something:\n{log_text}"
     );
     process.kill();
+}
+
+/// Creates a `GpuTopology` for `node`: four GPUs in two NVLink pairs, the
+/// `gpu-a` machine of `fixtures/clusters/kube-list.yaml`.
+async fn create_pair_topology(admin: &kube::Client, node: &str) {
+    let list: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root().join("fixtures/clusters/kube-list.yaml")).expect("fixture"),
+    )
+    .expect("YAML");
+    let mut topology = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["kind"] == "GpuTopology" && i["metadata"]["name"] == "gpu-a")
+        .expect("gpu-a's GpuTopology")
+        .clone();
+    topology["metadata"]["name"] = json!(node);
+    topology["spec"]["nodeName"] = json!(node);
+    topology
+        .as_object_mut()
+        .expect("an object")
+        .remove("status");
+    let topology: gputopo_api::GpuTopology =
+        serde_json::from_value(topology).expect("a GpuTopology");
+    Api::<gputopo_api::GpuTopology>::all(admin.clone())
+        .create(&PostParams::default(), &topology)
+        .await
+        .expect("GpuTopology created");
+}
+
+/// The chart container's args, its config file (the chart's ConfigMap's
+/// `config.yaml`) written under `dir` and named in their place.
+fn chart_args(docs: &[Value], container: &Value, dir: &Path) -> Vec<String> {
+    let config = scheduler_object(docs, "ConfigMap").expect("the ConfigMap");
+    let config_file = dir.join("config.yaml");
+    std::fs::write(
+        &config_file,
+        config["data"]["config.yaml"].as_str().expect("config.yaml"),
+    )
+    .expect("config written");
+    container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|a| {
+            if a == "/etc/gputopo/config.yaml" {
+                config_file.display().to_string()
+            } else {
+                a.to_owned()
+            }
+        })
+        .collect()
 }
