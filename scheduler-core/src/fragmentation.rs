@@ -290,8 +290,18 @@ impl TargetWorkload {
         })
     }
 
-    /// The measure, with the caller saying which groups the node's model allows.
-    pub(crate) fn measure(
+    /// The GPU models each group of types allows (empty: any), in the
+    /// group order [`TargetWorkload::measure`]'s `allowed` is asked in. A
+    /// caller that keys models its own way (the simulator's bit masks)
+    /// translates these once.
+    pub fn group_models(&self) -> impl ExactSizeIterator<Item = &[String]> + '_ {
+        self.groups.iter().map(|g| g.models.as_slice())
+    }
+
+    /// The measure for a node with `cpu_milli` free CPU and `gpu_milli`
+    /// free per GPU, `allowed(i)` saying whether the node's model is one
+    /// group `i` may use ([`TargetWorkload::group_models`]).
+    pub fn measure(
         &self,
         cpu_milli: i64,
         gpu_milli: &[u32],

@@ -29,35 +29,26 @@
 //! not use. FGD places a pod where `frag(after) − frag(before)` is smallest.
 //! Cluster fragmentation is the sum over nodes.
 //!
-//! # Cost
-//!
-//! Types are grouped by (k, m, models); inside a group they differ only in
-//! CPU, so a group is sorted by CPU with prefix sums of weights and one binary
-//! search replaces a loop over its types. A node's measure then costs
-//! O(groups × GPUs) with about 25 groups for openb.
+//! The measure itself is scheduler-core's
+//! ([`gputopo_scheduler_core::fragmentation::TargetWorkload::measure`]), the
+//! one the `gputopo` policy scores with, so the baseline and the scheduler
+//! cannot drift apart; the typical pods are scheduler-core's too
+//! ([`TargetWorkload::typical`], built in `policy::target_workload`). This
+//! module only translates the simulator's node state and its model bit masks.
 
+use super::Models;
+#[cfg(test)]
 use super::SimPod;
-use std::collections::BTreeMap;
+use gputopo_scheduler_core::fragmentation::TargetWorkload;
+use std::sync::Arc;
 
-/// Pod types that share their GPU ask.
-#[derive(Clone, Debug)]
-struct Group {
-    num_gpu: u32,
-    milli: u32,
-    /// Allowed models as a bit mask; 0: any.
-    models: u64,
-    /// CPU thresholds ascending, with the weight of types needing at most that CPU.
-    cpu: Vec<u64>,
-    cum_weight: Vec<f64>,
-    total: f64,
-}
-
-/// The workload's typical pods, grouped for fast evaluation.
+/// The workload's typical pods, with each group's allowed models as the
+/// simulator's bit mask.
 #[derive(Clone, Debug)]
 pub struct FragModel {
-    groups: Vec<Group>,
-    /// Weight of CPU-only types: all free GPU is unusable to them.
-    cpu_only: f64,
+    workload: Arc<TargetWorkload>,
+    /// Per group of types (scheduler-core's order), allowed models; 0: any.
+    masks: Vec<u64>,
     /// Number of typical pod types kept.
     pub types: usize,
 }
@@ -70,108 +61,25 @@ pub struct NodeFree<'a> {
 }
 
 impl FragModel {
-    /// Typical pods of `pods` at `threshold_pct` popularity.
-    pub fn new(pods: &[SimPod], threshold_pct: f64) -> FragModel {
-        let mut counts: BTreeMap<(u64, u32, u32, u64), u64> = BTreeMap::new();
-        for p in pods {
-            *counts
-                .entry((p.cpu_milli, p.num_gpu, p.gpu_milli, p.models))
-                .or_default() += 1;
-        }
-        let mut types: Vec<_> = counts.into_iter().collect();
-        // Most popular first; equal counts by (CPU, milli, GPUs, models)
-        // descending, upstream's order, so the cut is deterministic.
-        types.sort_by(|a, b| {
-            let key = |k: &(u64, u32, u32, u64)| (k.0, k.2, k.1, k.3);
-            b.1.cmp(&a.1).then(key(&b.0).cmp(&key(&a.0)))
-        });
-        let total = pods.len().max(1) as f64;
-        let mut covered = 0u64;
-        let mut kept = Vec::new();
-        for (key, count) in types {
-            if covered as f64 * 100.0 >= threshold_pct * total {
-                break;
-            }
-            covered += count;
-            kept.push((key, count));
-        }
-        let kept: Vec<_> = kept
-            .into_iter()
-            .map(|(key, count)| (key, count as f64 / covered.max(1) as f64))
-            .collect();
-        let types = kept.len();
-        let mut cpu_only = 0.0;
-        let mut by_ask: BTreeMap<(u32, u32, u64), Vec<(u64, f64)>> = BTreeMap::new();
-        for ((cpu, k, m, models), w) in kept {
-            if k == 0 {
-                cpu_only += w;
-            } else {
-                by_ask.entry((k, m, models)).or_default().push((cpu, w));
-            }
-        }
-        let groups = by_ask
-            .into_iter()
-            .map(|((num_gpu, milli, models), mut list)| {
-                list.sort_by_key(|a| a.0);
-                let mut cum = 0.0;
-                let mut cpu = Vec::with_capacity(list.len());
-                let mut cum_weight = Vec::with_capacity(list.len());
-                for (c, w) in list {
-                    cum += w;
-                    cpu.push(c);
-                    cum_weight.push(cum);
-                }
-                Group {
-                    num_gpu,
-                    milli,
-                    models,
-                    cpu,
-                    cum_weight,
-                    total: cum,
-                }
-            })
+    pub fn new(workload: Arc<TargetWorkload>, models: &Models) -> FragModel {
+        let masks = workload
+            .group_models()
+            .map(|names| models.mask(names))
             .collect();
         FragModel {
-            groups,
-            cpu_only,
-            types,
+            types: workload.types().len(),
+            masks,
+            workload,
         }
     }
 
     /// The node's expected unusable free GPU milli (see the module docs).
     pub fn node(&self, node: &NodeFree<'_>) -> f64 {
-        let total_free: u32 = node.gpu_left.iter().sum();
-        if total_free == 0 {
-            return 0.0;
-        }
-        let g = f64::from(total_free);
-        let mut frag = self.cpu_only * g;
-        for group in &self.groups {
-            let allowed =
-                group.models == 0 || node.model.is_some_and(|m| group.models & (1u64 << m) != 0);
-            if !allowed {
-                frag += group.total * g;
-                continue;
-            }
-            let mut fit = 0u32;
-            let mut stranded = 0u32;
-            for &left in node.gpu_left {
-                if left >= group.milli {
-                    fit += 1;
-                } else {
-                    stranded += left;
-                }
-            }
-            if fit < group.num_gpu {
-                frag += group.total * g;
-                continue;
-            }
-            // Types whose CPU fits: weight of the prefix with cpu <= cpu_left.
-            let n = group.cpu.partition_point(|&c| c <= node.cpu_left);
-            let fits = if n == 0 { 0.0 } else { group.cum_weight[n - 1] };
-            frag += fits * f64::from(stranded) + (group.total - fits) * g;
-        }
-        frag
+        let cpu = i64::try_from(node.cpu_left).unwrap_or(i64::MAX);
+        self.workload.measure(cpu, node.gpu_left, |i| {
+            let mask = self.masks[i];
+            mask == 0 || node.model.is_some_and(|m| mask & (1u64 << m) != 0)
+        })
     }
 }
 
@@ -193,10 +101,17 @@ mod tests {
         }
     }
 
+    fn model_of(pods: &[SimPod], popularity_pct: f64) -> FragModel {
+        let models = Models::default();
+        let typical = super::super::policy::target_workload(pods, &models, popularity_pct)
+            .expect("a target workload");
+        FragModel::new(Arc::new(typical), &models)
+    }
+
     #[test]
     fn half_gpu_workload_strands_small_remainders() {
         // Only 500-milli pods: a GPU with 300 free is unusable, one with 600 is not.
-        let model = FragModel::new(&[pod(1000, 1, 500)], 95.0);
+        let model = model_of(&[pod(1000, 1, 500)], 95.0);
         let node = NodeFree {
             cpu_left: 10_000,
             model: None,
@@ -213,7 +128,7 @@ mod tests {
 
     #[test]
     fn cpu_only_types_count_all_free_gpu() {
-        let model = FragModel::new(&[pod(1000, 0, 0), pod(1000, 1, 1000)], 100.0);
+        let model = model_of(&[pod(1000, 0, 0), pod(1000, 1, 1000)], 100.0);
         let node = NodeFree {
             cpu_left: 10_000,
             model: None,

@@ -96,6 +96,14 @@ impl Models {
     }
 
     /// The names in a mask, in id order.
+    /// The bit mask of these model names (unknown names set no bit).
+    pub fn mask(&self, names: &[String]) -> u64 {
+        names
+            .iter()
+            .filter_map(|n| self.ids.get(n))
+            .fold(0, |m, &id| m | (1u64 << id))
+    }
+
     pub fn names(&self, mask: u64) -> Vec<String> {
         (0..self.names.len())
             .filter(|&i| mask & (1u64 << i) != 0)
@@ -591,7 +599,12 @@ pub fn simulate(
     let (pods, units) = arrival_plan(workload, total_milli, options)?;
     // The target workload is the trace as given, before inflation (the
     // copies are drawn from it; the FGD simulator computes it first).
-    let frag = FragModel::new(&workload.pods, options.popularity_pct);
+    let typical = Arc::new(policy::target_workload(
+        &workload.pods,
+        &cluster.models,
+        options.popularity_pct,
+    )?);
+    let frag = FragModel::new(typical.clone(), &cluster.models);
     let n = cluster.nodes.len();
     let mut state = State {
         cpu_left: Vec::with_capacity(n),
@@ -635,9 +648,7 @@ pub fn simulate(
     // `gputopo` is told the workload's distribution through its
     // configuration, as an operator would set it.
     let target = match options.policy {
-        PolicyKind::Gputopo if cluster.config.target_workload.is_none() => Some(Arc::new(
-            policy::target_workload(&workload.pods, &cluster.models, options.popularity_pct)?,
-        )),
+        PolicyKind::Gputopo if cluster.config.target_workload.is_none() => Some(typical.clone()),
         _ => None,
     };
     let mut policy = policy::Policy::new(options.policy, cluster, target, &world.node_order)?;
