@@ -107,15 +107,26 @@ fn bad_request(
     text(StatusCode::BAD_REQUEST, e.to_string())
 }
 
+/// The filter and prioritize prologue: ready, and a readable `ExtenderArgs`;
+/// otherwise the 503 or 400 to answer.
+fn admit(
+    s: &Shared,
+    verb: &'static str,
+    started: Instant,
+    body: &[u8],
+) -> Result<protocol::ExtenderRequest, Box<Response>> {
+    if let Some(r) = not_ready(s, verb, started) {
+        return Err(Box::new(r));
+    }
+    protocol::decode_args(body).map_err(|e| Box::new(bad_request(s, verb, started, &e)))
+}
+
 async fn filter(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     const VERB: &str = "filter";
     let started = Instant::now();
-    if let Some(r) = not_ready(&s, VERB, started) {
-        return r;
-    }
-    let request = match protocol::decode_args(&body) {
+    let request = match admit(&s, VERB, started, &body) {
         Ok(r) => r,
-        Err(e) => return bad_request(&s, VERB, started, &e),
+        Err(refused) => return *refused,
     };
     let snapshot = match s.backend.snapshot() {
         Ok(snapshot) => snapshot,
@@ -163,12 +174,9 @@ async fn filter(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
 async fn prioritize(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     const VERB: &str = "prioritize";
     let started = Instant::now();
-    if let Some(r) = not_ready(&s, VERB, started) {
-        return r;
-    }
-    let request = match protocol::decode_args(&body) {
+    let request = match admit(&s, VERB, started, &body) {
         Ok(r) => r,
-        Err(e) => return bad_request(&s, VERB, started, &e),
+        Err(refused) => return *refused,
     };
     let snapshot = match s.backend.snapshot() {
         Ok(snapshot) => snapshot,
