@@ -493,14 +493,9 @@ impl TestEnv {
         let kubeconfig = self.kubeconfig_for_user("system:kube-controller-manager", &[])?;
         let [port] = free_ports()?;
         let pki = &self.pki;
-        let args = vec![
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--authentication-kubeconfig={}", kubeconfig.display()),
-            format!("--authorization-kubeconfig={}", kubeconfig.display()),
-            "--bind-address=127.0.0.1".to_owned(),
-            format!("--secure-port={port}"),
-            format!("--tls-cert-file={}", pki.serving.cert.display()),
-            format!("--tls-private-key-file={}", pki.serving.key.display()),
+        let mut args = vec![format!("--kubeconfig={}", kubeconfig.display())];
+        args.extend(self.serving_args(&kubeconfig, port));
+        args.extend([
             format!("--cert-dir={}", self.dir.join("kcm-certs").display()),
             "--controllers=*".to_owned(),
             format!(
@@ -517,9 +512,24 @@ impl TestEnv {
             "--leader-elect=false".to_owned(),
             "--profiling=false".to_owned(),
             "--v=1".to_owned(),
-        ];
+        ]);
         self.spawn("kube-controller-manager", &bin, &args)?;
         self.wait_healthz("kube-controller-manager", port).await
+    }
+
+    /// The flags every control-plane component with a secure port shares:
+    /// delegated authentication and authorization through `kubeconfig`,
+    /// serving on loopback `port` with the env's serving certificate.
+    fn serving_args(&self, kubeconfig: &Path, port: u16) -> [String; 6] {
+        let pki = &self.pki;
+        [
+            format!("--authentication-kubeconfig={}", kubeconfig.display()),
+            format!("--authorization-kubeconfig={}", kubeconfig.display()),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", pki.serving.cert.display()),
+            format!("--tls-private-key-file={}", pki.serving.key.display()),
+        ]
     }
 
     /// Starts the stock `kube-scheduler` (once), authenticated as
@@ -538,19 +548,13 @@ impl TestEnv {
         let bin = binaries::locate(binaries::KUBERNETES, "kube-scheduler")?;
         let kubeconfig = self.kubeconfig_for_user("system:kube-scheduler", &[])?;
         let [port] = free_ports()?;
-        let pki = &self.pki;
-        let args = vec![
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--authentication-kubeconfig={}", kubeconfig.display()),
-            format!("--authorization-kubeconfig={}", kubeconfig.display()),
-            "--bind-address=127.0.0.1".to_owned(),
-            format!("--secure-port={port}"),
-            format!("--tls-cert-file={}", pki.serving.cert.display()),
-            format!("--tls-private-key-file={}", pki.serving.key.display()),
+        let mut args = vec![format!("--kubeconfig={}", kubeconfig.display())];
+        args.extend(self.serving_args(&kubeconfig, port));
+        args.extend([
             "--leader-elect=false".to_owned(),
             "--profiling=false".to_owned(),
             "--v=1".to_owned(),
-        ];
+        ]);
         self.spawn("kube-scheduler", &bin, &args)?;
         self.wait_healthz("kube-scheduler", port).await
     }
@@ -598,18 +602,9 @@ impl TestEnv {
         // JSON is YAML.
         std::fs::write(&config_file, serde_json::to_string_pretty(&config)?)?;
         let [port] = free_ports()?;
-        let pki = &self.pki;
-        let args = vec![
-            format!("--config={}", config_file.display()),
-            format!("--authentication-kubeconfig={}", kubeconfig.display()),
-            format!("--authorization-kubeconfig={}", kubeconfig.display()),
-            "--bind-address=127.0.0.1".to_owned(),
-            format!("--secure-port={port}"),
-            format!("--tls-cert-file={}", pki.serving.cert.display()),
-            format!("--tls-private-key-file={}", pki.serving.key.display()),
-            "--profiling=false".to_owned(),
-            "--v=2".to_owned(),
-        ];
+        let mut args = vec![format!("--config={}", config_file.display())];
+        args.extend(self.serving_args(&kubeconfig, port));
+        args.extend(["--profiling=false".to_owned(), "--v=2".to_owned()]);
         let log = self.dir.join(format!("{name}.log"));
         std::fs::write(&log, format!("# {} {}\n", bin.display(), args.join(" ")))?;
         let mut process = Process::spawn(name, &bin, &args, &[], log.clone())?;
