@@ -26,7 +26,6 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, CustomResourceExt};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
@@ -162,25 +161,7 @@ impl SchedulerProcess {
 
     /// A plain HTTP GET on the scheduler's port: (status, body).
     async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let port = self.port;
-        let path = path.to_string();
-        tokio::task::spawn_blocking(move || {
-            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-            s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-            write!(
-                s,
-                "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-            )
-            .ok()?;
-            let mut text = String::new();
-            s.read_to_string(&mut text).ok()?;
-            let status = text.split_whitespace().nth(1)?.parse().ok()?;
-            let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-            Some((status, body))
-        })
-        .await
-        .ok()
-        .flatten()
+        gputopo_testenv::loopback::get(self.port, path).await
     }
 
     fn log(&self) -> String {

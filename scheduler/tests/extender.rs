@@ -18,13 +18,13 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_testenv::loopback::request;
 use gputopo_testenv::process::{Process, tail};
 use gputopo_testenv::{SchedulerProcess, TestEnv};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 /// The shared control plane with the controller manager (it lifts the
@@ -118,28 +118,6 @@ impl ExtenderProcess {
 }
 
 /// A plain HTTP/1.1 request on 127.0.0.1: (status, body).
-async fn request(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
-    let (method, path, body) = (method.to_string(), path.to_string(), body.to_string());
-    tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .ok()?;
-        let mut text = String::new();
-        s.read_to_string(&mut text).ok()?;
-        let status = text.split_whitespace().nth(1)?.parse().ok()?;
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-        Some((status, body))
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
 /// Polls until `check` returns `Some`, at most 90 s; the panic shows both logs.
 async fn wait_for<T, F, Fut>(
     what: &str,

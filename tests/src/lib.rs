@@ -24,6 +24,7 @@
 //! however it ends (see [`process`]).
 
 pub mod binaries;
+pub mod loopback;
 pub mod pki;
 pub mod process;
 

@@ -102,12 +102,21 @@ fn side_by_side_on_twelve_nodes_keeps_the_invariants() {
                 assert!(!bound, "{which}: {name} (9 GPUs) bound to {}", p["node"]);
             }
         }
+        // gputopo packs, so with half the GPUs asked everything but the
+        // 9-GPU pod fits. kube-scheduler spreads: depending on arrival order
+        // its 1- to 4-GPU pods can leave no node with 8 free GPUs for the
+        // gang's members (the stranding the benchmark measures), so only
+        // the 9-GPU pod is certain to stay out there.
         let bound = pods.iter().filter(|p| p["node"].is_string()).count();
-        assert_eq!(
-            bound,
-            pods.len() - 1,
-            "{which}: half the GPUs are free, so all but the 9-GPU pod fit"
-        );
+        if which == "gputopo-scheduler" {
+            assert_eq!(
+                bound,
+                pods.len() - 1,
+                "{which}: half the GPUs are free, so all but the 9-GPU pod fit"
+            );
+        } else {
+            assert!(bound < pods.len(), "{which}: the 9-GPU pod bound");
+        }
         assert!(
             r["throughput"]["pods_per_s"].as_f64().unwrap_or(0.0) > 0.0,
             "{which}: {}",

@@ -290,7 +290,7 @@ pub async fn start_gputopo(env: &TestEnv, bin: &Path) -> Result<Gputopo> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         process.check_running()?;
-        if let Some((200, _)) = http_get(port, "/readyz").await {
+        if let Some((200, _)) = gputopo_testenv::loopback::get(port, "/readyz").await {
             return Ok(Gputopo { process, port });
         }
         if Instant::now() > deadline {
@@ -302,29 +302,6 @@ pub async fn start_gputopo(env: &TestEnv, bin: &Path) -> Result<Gputopo> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// A plain HTTP GET on 127.0.0.1:port: (status, body).
-pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut text = String::new();
-        s.read_to_string(&mut text).ok()?;
-        let status = text.split_whitespace().nth(1)?.parse().ok()?;
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-        Some((status, body))
-    })
-    .await
-    .ok()
-    .flatten()
 }
 
 /// The scheduler's metric lines worth keeping: decision time, attempts by

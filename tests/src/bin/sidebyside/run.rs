@@ -419,7 +419,7 @@ pub async fn run_trial(
 
     let mut scheduler_metrics = BTreeMap::new();
     if let Some(port) = metrics_port
-        && let Some((200, text)) = cluster::http_get(port, "/metrics").await
+        && let Some((200, text)) = gputopo_testenv::loopback::get(port, "/metrics").await
     {
         scheduler_metrics = cluster::keep_metrics(&text);
     }
