@@ -1,4 +1,4 @@
-//! Label and annotation keys of the contract (DESIGN.md).
+//! Label and annotation keys of the contract (`docs/contract.md`).
 
 /// API group and version of [`crate::GpuTopology`].
 pub const GROUP: &str = "gputopo.dev";

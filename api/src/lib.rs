@@ -1,4 +1,4 @@
-//! The gputopo contract (`../shared/DESIGN.md`) as Rust types.
+//! The gputopo contract (`docs/contract.md`) as Rust types.
 //!
 //! Everything here is plain data and pure functions: no I/O, no clock.
 //! The agent writes these types, the scheduler and `scheduler-core` read them.

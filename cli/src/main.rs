@@ -1,4 +1,4 @@
-//! `gputopo`: the operator's tool (DESIGN.md, "Command-line contract").
+//! `gputopo`: the operator's tool (docs/contract.md, "Command-line contract").
 //!
 //! Exit status: 0 done; 1 `place` found no free set that fits (with
 //! `-o json`, `{"error": ".."}` on stdout); 2 bad input (a message on stderr

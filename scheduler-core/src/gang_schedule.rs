@@ -1,6 +1,6 @@
 //! Gangs on the cluster snapshot: every member of a gang placed in one
 //! decision — nodes, network domains and each node's GPU set together — or
-//! none (DESIGN.md, "Network domains"; the scheduler-plugins convention that
+//! none (docs/contract.md, "Network domains"; the scheduler-plugins convention that
 //! a gang binds all together or not at all).
 //!
 //! The snapshot supplies what each member may use (the same predicates a

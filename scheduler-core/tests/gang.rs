@@ -33,7 +33,7 @@ fn nv12() -> Arc<NodeShape> {
     Arc::new(NodeShape::from_spec(&spec(8, |_, _| LinkClass::Nv(12))).expect("valid shape"))
 }
 
-/// DGX-1 V100 hybrid cube-mesh (REFERENCE.md); SYS where no NVLink.
+/// DGX-1 V100 hybrid cube-mesh (docs/references.md); SYS where no NVLink.
 fn dgx1() -> Arc<NodeShape> {
     Arc::new(NodeShape::from_spec(&spec(8, common::dgx1_class)).expect("valid shape"))
 }

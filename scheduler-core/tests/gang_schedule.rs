@@ -1,5 +1,5 @@
-//! Gangs on the cluster snapshot: the 2/4/8 rule of DESIGN.md "Network
-//! domains" end to end through `schedule_gang`, all or nothing.
+//! Gangs on the cluster snapshot: the 2/4/8 rule of docs/contract.md,
+//! "Network domains", end to end through `schedule_gang`, all or nothing.
 
 mod common;
 

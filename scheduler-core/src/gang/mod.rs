@@ -1,4 +1,4 @@
-//! Gang placement across network tiers (DESIGN.md, "Network domains"), gang
+//! Gang placement across network tiers (docs/contract.md, "Network domains"), gang
 //! reservations, and the cluster-level placement measures.
 //!
 //! # Input

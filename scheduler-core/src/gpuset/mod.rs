@@ -1,4 +1,4 @@
-//! The exact GPU-set choice inside one node (DESIGN.md, "Choosing GPUs inside a node").
+//! The exact GPU-set choice inside one node (docs/contract.md, "Choosing GPUs inside a node").
 //!
 //! # What is chosen
 //!

@@ -84,7 +84,7 @@ pub fn spec(class: impl Fn(u32, u32) -> LinkClass) -> GpuTopologySpec {
     })
 }
 
-/// DGX-1 V100 NVLinks per pair (REFERENCE.md); SYS otherwise.
+/// DGX-1 V100 NVLinks per pair (docs/references.md, go-gpuallocator's tests); SYS otherwise.
 pub fn dgx1_class(a: u32, b: u32) -> LinkClass {
     const NV: [(u32, u32, u32); 16] = [
         (0, 1, 1),
