@@ -11,15 +11,15 @@
 //! forgotten once the store shows it bound (its own annotations then say
 //! which GPUs it holds), once it is gone, or when its uid changes.
 
+use crate::cycle::queue::QueuedPod;
 use crate::podgroup::PodGroup;
-use crate::queue::QueuedPod;
-use gputopo_api::{GangRef, GpuTopology};
+use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gpuset::stranded_free_gpus;
 use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{BoundPodInput, Snapshot, SnapshotBuilder, SnapshotError};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -193,55 +193,6 @@ pub fn usage(snapshot: &Snapshot) -> Usage {
     }
 }
 
-/// A gang's identity: namespace and how its pods name it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GangKey {
-    pub namespace: String,
-    pub gang: GangKind,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum GangKind {
-    PodGroup(String),
-    Annotation(String),
-}
-
-impl GangKey {
-    pub fn of(namespace: &str, gang: &GangRef) -> GangKey {
-        GangKey {
-            namespace: namespace.to_string(),
-            gang: match gang {
-                GangRef::PodGroup { name } => GangKind::PodGroup(name.clone()),
-                GangRef::Annotation { name, .. } => GangKind::Annotation(name.clone()),
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for GangKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.gang {
-            GangKind::PodGroup(n) => write!(f, "PodGroup {}/{n}", self.namespace),
-            GangKind::Annotation(n) => write!(f, "gang {}/{n}", self.namespace),
-        }
-    }
-}
-
-/// How many members a gang needs in all, or why that is not known.
-pub fn gang_size(
-    key: &GangKey,
-    annotated: Option<u32>,
-    groups: &BTreeMap<(String, String), u32>,
-) -> Result<u32, String> {
-    match &key.gang {
-        GangKind::Annotation(_) => annotated.ok_or_else(|| format!("{key}: no gang size")),
-        GangKind::PodGroup(name) => groups
-            .get(&(key.namespace.clone(), name.clone()))
-            .copied()
-            .ok_or_else(|| format!("{key} does not exist (yet); waiting for it")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,26 +245,5 @@ mod tests {
         let store = HashMap::from([("n/a".to_string(), unbound), ("n/b".to_string(), bound)]);
         assert_eq!(cache.reconcile(&store), 2);
         assert!(cache.contains("n/a") && !cache.contains("n/b") && !cache.contains("n/c"));
-    }
-
-    #[test]
-    fn pod_group_gangs_wait_for_their_group() {
-        let key = GangKey::of("ml", &GangRef::PodGroup { name: "job".into() });
-        let groups = BTreeMap::from([(("ml".to_string(), "job".to_string()), 8)]);
-        assert_eq!(gang_size(&key, None, &groups), Ok(8));
-        let missing = GangKey::of("ml", &GangRef::PodGroup { name: "x".into() });
-        assert!(
-            gang_size(&missing, None, &groups)
-                .unwrap_err()
-                .contains("PodGroup ml/x")
-        );
-        let ann = GangKey::of(
-            "ml",
-            &GangRef::Annotation {
-                name: "g".into(),
-                size: 4,
-            },
-        );
-        assert_eq!(gang_size(&ann, Some(4), &groups), Ok(4));
     }
 }

@@ -41,7 +41,6 @@ use gputopo_scheduler_core::config::{
     MemoryTarget, NetworkTiers, SchedulerConfig, ScoreWeights, TopologyManagerPolicy,
 };
 use gputopo_scheduler_core::fragmentation::{DEFAULT_MODEL_LABEL, PodType, TargetWorkload};
-use gputopo_scheduler_core::gang::ReservationPolicy;
 use gputopo_scheduler_core::preempt::PreemptionPolicy;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -111,6 +110,29 @@ impl Default for Preemption {
         Preemption {
             enabled: true,
             policy: PreemptionPolicy::default(),
+        }
+    }
+}
+
+/// Bounds on what waiting gangs' reservations may hold, so that a gang
+/// that will never fit cannot idle the cluster.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReservationPolicy {
+    /// At most this fraction (0..=1) of the cluster's GPUs reserved at once.
+    pub max_fraction: f64,
+    /// At most this many gangs hold a reservation at once.
+    pub max_reservations: usize,
+    /// A reservation lapses this long after it was made.
+    pub ttl: Duration,
+}
+
+impl Default for ReservationPolicy {
+    /// A quarter of the GPUs, four gangs, fifteen minutes.
+    fn default() -> Self {
+        ReservationPolicy {
+            max_fraction: 0.25,
+            max_reservations: 4,
+            ttl: Duration::from_secs(15 * 60),
         }
     }
 }

@@ -7,11 +7,11 @@
 pub mod annotations;
 pub mod cluster;
 pub mod config;
+pub mod cycle;
 pub mod extender;
+pub mod kube_writes;
 pub mod leader;
 pub mod podgroup;
-pub mod queue;
-pub mod reservations;
 pub mod scheduler;
 pub mod serve;
 pub mod watch;

@@ -1,6 +1,8 @@
 //! The scheduler's metrics; `/healthz`, `/readyz` (false until every watch
 //! has listed its objects) and `/metrics` are served by `gputopo-ops`.
 
+use crate::annotations::bottleneck_text;
+use crate::cycle::{CycleReport, Outcome};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -11,7 +13,7 @@ use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
-    /// `scheduled` | `unschedulable` | `invalid` | `waiting` | `error`.
+    /// [`Outcome::metric_label`]: one of [`Outcome::METRIC_LABELS`].
     pub result: &'static str,
     /// `training` | `inference` | `unspecified`.
     pub workload: &'static str,
@@ -90,11 +92,7 @@ impl Metrics {
             "Time to decide one pod or gang: snapshot, filter, score, choice (API writes excluded)",
             duration.clone(),
         );
-        registry.register(
-            "schedule_attempts",
-            "Scheduling attempts by result (scheduled, unschedulable, invalid, waiting, error) and workload",
-            attempts.clone(),
-        );
+        registry.register("schedule_attempts", attempts_help(), attempts.clone());
         registry.register(
             "placement_decisions",
             "Pods placed (bound with their GPUs)",
@@ -132,6 +130,62 @@ impl Metrics {
             domain_utilization,
             evictions,
             leader,
+        }
+    }
+}
+
+/// The help text names every result label the cycle can report.
+fn attempts_help() -> String {
+    format!(
+        "Scheduling attempts by result ({}) and workload",
+        Outcome::METRIC_LABELS.join(", ")
+    )
+}
+
+impl Metrics {
+    /// Records what one cycle did.
+    pub fn observe(&self, report: &CycleReport) {
+        for d in &report.decisions {
+            self.duration.observe(d.as_secs_f64());
+        }
+        for o in &report.outcomes {
+            self.attempts
+                .get_or_create(&AttemptLabels {
+                    result: o.outcome.metric_label(),
+                    workload: o.workload,
+                })
+                .inc();
+            if let Outcome::Scheduled(p) = &o.outcome {
+                self.decisions.inc();
+                self.bottlenecks
+                    .get_or_create(&BottleneckLabel {
+                        bottleneck: bottleneck_text(p),
+                    })
+                    .inc();
+            }
+        }
+        for w in &report.gang_waits {
+            self.gang_wait.observe(w.as_secs_f64());
+        }
+        for e in &report.evictions {
+            self.evictions
+                .get_or_create(&EvictionLabels {
+                    result: e.metric_label(),
+                })
+                .inc();
+        }
+        if let Some(u) = &report.usage {
+            self.allocation.set(u.allocation_ratio);
+            self.fragmentation.set(u.fragmentation_ratio);
+            self.domain_utilization.clear();
+            for d in &report.domains {
+                self.domain_utilization
+                    .get_or_create(&DomainLabels {
+                        tier: d.tier.clone(),
+                        domain: d.domain.clone(),
+                    })
+                    .set(d.ratio);
+            }
         }
     }
 }

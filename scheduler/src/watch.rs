@@ -1,14 +1,123 @@
-//! The reflectors both modes keep (Pods, Nodes, `GpuTopology`, PodGroups):
-//! a store per kind, and a callback per event saying whether it may change
-//! what a decision sees.
+//! The reflectors both modes keep (Pods, Nodes, `GpuTopology`, and for the
+//! secondary scheduler PodGroups): a store per kind, a callback per event
+//! saying whether it may change what a decision sees, and the bootstrap
+//! both modes share (is the CRD served, wait for every first list).
 
+use crate::podgroup::PodGroup;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use futures::future::BoxFuture;
+use gputopo_api::GpuTopology;
+use gputopo_ops::Readiness;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use tracing::warn;
+use tracing::{info, warn};
+
+/// Why the watches could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("checking whether the API server serves {what}: {source}")]
+    Discover {
+        what: &'static str,
+        source: kube::Error,
+    },
+    #[error("the {what} watch ended before its first list completed")]
+    Ended { what: &'static str },
+}
+
+/// The stores a mode decides from.
+pub struct Watches {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub topologies: Store<GpuTopology>,
+    /// Empty when not watched (the extender) or not served.
+    pub groups: Store<PodGroup>,
+}
+
+impl Watches {
+    /// Starts the reflectors; every event calls `on_event(changed)`. A
+    /// custom resource the API server does not serve gets an empty store
+    /// (and a log line saying what that means) until a restart.
+    pub async fn start(
+        client: &kube::Client,
+        pod_groups: bool,
+        on_event: impl Fn(bool) + Clone + Send + 'static,
+    ) -> Result<Watches, WatchError> {
+        let topologies = Api::<GpuTopology>::all(client.clone());
+        let topologies = if served(&topologies, "GpuTopology").await? {
+            reflect(topologies, "GpuTopology", on_event.clone(), always)
+        } else {
+            warn!(
+                "the API server does not serve gputopologies.gputopo.dev (CRD not installed); every node is treated as having no topology until a restart"
+            );
+            empty_store()
+        };
+        let groups = Api::<PodGroup>::all(client.clone());
+        let groups = if !pod_groups {
+            empty_store()
+        } else if served(&groups, "PodGroup").await? {
+            reflect(groups, "PodGroup", on_event.clone(), always)
+        } else {
+            info!(
+                "the API server does not serve podgroups.scheduling.x-k8s.io; gangs are read from gputopo.dev/gang annotations only (restart after installing the CRD)"
+            );
+            empty_store()
+        };
+        Ok(Watches {
+            pods: reflect(
+                Api::all(client.clone()),
+                "Pod",
+                on_event.clone(),
+                pod_changes_cluster,
+            ),
+            nodes: reflect(Api::all(client.clone()), "Node", on_event, always),
+            topologies,
+            groups,
+        })
+    }
+
+    /// Waits until every watch has listed, saying which one it waits for
+    /// in `readiness`, then turns ready.
+    pub async fn synced(&self, readiness: &Readiness) -> Result<(), WatchError> {
+        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 4] = [
+            ("Pod", Box::pin(self.pods.wait_until_ready())),
+            ("Node", Box::pin(self.nodes.wait_until_ready())),
+            ("GpuTopology", Box::pin(self.topologies.wait_until_ready())),
+            ("PodGroup", Box::pin(self.groups.wait_until_ready())),
+        ];
+        for (what, ready) in waits {
+            readiness.set_not_ready(format!("waiting for the {what} watch to sync"));
+            ready.await.map_err(|_| WatchError::Ended { what })?;
+        }
+        readiness.set_ready();
+        Ok(())
+    }
+}
+
+/// Whether the API server serves `api`'s resource (its CRD is installed).
+async fn served<K>(api: &Api<K>, what: &'static str) -> Result<bool, WatchError>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(source) => Err(WatchError::Discover { what, source }),
+    }
+}
+
+/// An empty, synced store, for a resource not watched.
+fn empty_store<K>() -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    store
+}
 
 /// Starts a reflector for `api` feeding a store; every event calls
 /// `on_event(changes(&event))`. Watch errors are logged and retried with

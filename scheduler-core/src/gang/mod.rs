@@ -71,20 +71,16 @@
 //! # All or nothing
 //!
 //! [`place_gang`] returns a placement for every member or a [`GangNoFit`]; it
-//! never holds or returns part of a gang. [`GangQueue`] places gangs in order on
-//! a working copy of the free masks, so a gang that does not fit holds nothing
-//! (scheduler-plugins#114, #117). [`reservation`] keeps a waiting big gang's GPUs
-//! from being taken by a stream of small pods (KAI-Scheduler#1969).
+//! never holds or returns part of a gang, so a gang that does not fit holds
+//! nothing (scheduler-plugins#114, #117). Which gang is tried when, and the
+//! GPUs held for a waiting gang against a stream of small pods
+//! (KAI-Scheduler#1969), are the scheduler cycle's bookkeeping
+//! (`gputopo-scheduler`'s `cycle/`).
 
 pub(crate) mod domain;
 mod fill;
 pub mod metrics;
-mod queue;
-pub mod reservation;
 pub(crate) mod select;
-
-pub use queue::{GangQueue, QueueRound, QueuedGang};
-pub use reservation::{Reservation, ReservationPolicy, Reservations, ReserveError};
 
 use crate::gpuset::{NodeShape, SetRequest};
 use gputopo_api::PlacementStrategy;
@@ -346,18 +342,7 @@ pub enum GangNoFit {
 
 /// Places a whole gang or says why it cannot; see the module docs for the rule.
 pub fn place_gang(spec: &GangSpec, cluster: &GangCluster) -> Result<GangPlacement, GangNoFit> {
-    select::place(spec, cluster, None)
-}
-
-/// [`place_gang`] with the free masks replaced by `free` (one per node, in
-/// `cluster.nodes` order): what [`GangQueue`] and reservations use to place on
-/// a working copy without cloning the cluster.
-pub fn place_gang_on(
-    spec: &GangSpec,
-    cluster: &GangCluster,
-    free: &[u32],
-) -> Result<GangPlacement, GangNoFit> {
-    select::place(spec, cluster, Some(free))
+    select::place(spec, cluster)
 }
 
 /// `8 free GPUs with NV12 between every pair`: a request as the messages say it.

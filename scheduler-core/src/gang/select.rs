@@ -36,7 +36,6 @@ pub(crate) struct Prepared<'a> {
 impl<'a> Prepared<'a> {
     pub(crate) fn new(
         nodes: &'a [GangNode],
-        free: Option<&[u32]>,
         members: &Members,
         strategy: PlacementStrategy,
     ) -> Prepared<'a> {
@@ -59,11 +58,7 @@ impl<'a> Prepared<'a> {
                     })
             })
             .collect();
-        let free = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| free.and_then(|f| f.get(i).copied()).unwrap_or(n.free))
-            .collect();
+        let free = nodes.iter().map(|n| n.free).collect();
         Prepared {
             nodes,
             free,
@@ -176,7 +171,6 @@ struct Problem<'a> {
 pub(crate) fn place(
     spec: &super::GangSpec,
     cluster: &GangCluster,
-    free: Option<&[u32]>,
 ) -> Result<GangPlacement, GangNoFit> {
     let n = spec.members.len();
     if n == 0 {
@@ -190,7 +184,7 @@ pub(crate) fn place(
             .map(|node| (node.id, node.tiers.as_slice())),
     );
     let scopes = scopes(&tree, &spec.within)?;
-    let prep = Prepared::new(&cluster.nodes, free, &spec.members, spec.strategy);
+    let prep = Prepared::new(&cluster.nodes, &spec.members, spec.strategy);
     let members = u32::try_from(n).unwrap_or(u32::MAX);
     let need: u64 = if prep.uniform() {
         n as u64

@@ -457,11 +457,11 @@ pub fn binding(request: &BindingRequest, placement: &Placement) -> Binding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-    use gputopo_agent::normalize::normalize;
     use gputopo_api::GpuTopology;
     use gputopo_scheduler_core::snapshot::SnapshotBuilder;
     use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+    use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+    use gputopo_topology::normalize::normalize;
     use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
     use std::path::PathBuf;

@@ -16,26 +16,23 @@ use super::metrics::ExtenderMetrics;
 use super::protocol::{BindingRequest, PlanError, binding, plan_binding};
 use crate::cluster::{AssumeCache, Assumed, Objects, build_snapshot, pod_key, usage};
 use crate::scheduler::FIELD_MANAGER;
-use crate::watch::{always, pod_changes_cluster, reflect};
-use futures::FutureExt;
+use crate::watch::{WatchError, Watches};
 use futures::future::BoxFuture;
-use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
-use k8s_openapi::api::core::v1::{Binding, Node, Pod};
-use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
+use k8s_openapi::api::core::v1::{Binding, Pod};
+use kube::api::{Api, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, debug, info, info_span};
 
 /// How long a bind waits for a pod kube-scheduler knows to reach this
 /// extender's pod cache (the two watches are milliseconds apart).
@@ -50,13 +47,8 @@ pub enum ExtenderError {
         what: &'static str,
         source: std::io::Error,
     },
-    #[error("checking whether the API server serves {what}: {source}")]
-    Discover {
-        what: &'static str,
-        source: kube::Error,
-    },
-    #[error("the {what} watch ended before its first list completed")]
-    WatchEnded { what: &'static str },
+    #[error(transparent)]
+    Watch(#[from] WatchError),
     #[error("the HTTP server for {what} stopped: {message}")]
     Serve { what: &'static str, message: String },
 }
@@ -93,7 +85,7 @@ pub struct Addresses {
 }
 
 /// A watch callback that bumps `generation` on every event that counts.
-fn bump(generation: &Arc<AtomicU64>) -> impl Fn(bool) + Send + 'static {
+fn bump(generation: &Arc<AtomicU64>) -> impl Fn(bool) + Clone + Send + 'static {
     let generation = generation.clone();
     move |changed| {
         if changed {
@@ -110,9 +102,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Extender {
     client: kube::Client,
     config: SchedulerConfig,
-    pods: Store<Pod>,
-    nodes: Store<Node>,
-    topologies: Store<GpuTopology>,
+    watches: Watches,
     /// Bumped by every watch event that can change a snapshot, and by every bind.
     generation: Arc<AtomicU64>,
     cached: Mutex<Option<(u64, Arc<Snapshot>)>>,
@@ -132,41 +122,11 @@ impl Extender {
         readiness: Arc<Readiness>,
     ) -> Result<Arc<Extender>, ExtenderError> {
         let generation = Arc::new(AtomicU64::new(0));
-        let topologies_api = Api::<GpuTopology>::all(client.clone());
-        let topologies = match topologies_api
-            .list_metadata(&ListParams::default().limit(1))
-            .await
-        {
-            Ok(_) => reflect(topologies_api, "GpuTopology", bump(&generation), always),
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                warn!(
-                    "the API server does not serve gputopologies.gputopo.dev (CRD not installed); every node is treated as having no topology until a restart"
-                );
-                let (store, mut writer) = reflector::store();
-                writer.apply_watcher_event(&watcher::Event::Init);
-                writer.apply_watcher_event(&watcher::Event::InitDone);
-                store
-            }
-            Err(source) => {
-                return Err(ExtenderError::Discover {
-                    what: "GpuTopology",
-                    source,
-                });
-            }
-        };
-        let pods = reflect(
-            Api::all(client.clone()),
-            "Pod",
-            bump(&generation),
-            pod_changes_cluster,
-        );
-        let nodes = reflect(Api::all(client.clone()), "Node", bump(&generation), always);
+        let watches = Watches::start(&client, false, bump(&generation)).await?;
         Ok(Arc::new(Extender {
             client,
             config,
-            pods,
-            nodes,
-            topologies,
+            watches,
             generation,
             cached: Mutex::new(None),
             assumed: Mutex::new(AssumeCache::default()),
@@ -178,19 +138,7 @@ impl Extender {
 
     /// Waits until every watch has listed, then turns ready.
     pub async fn wait_synced(&self) -> Result<(), ExtenderError> {
-        for (what, ready) in [
-            ("Pod", self.pods.wait_until_ready().boxed()),
-            ("Node", self.nodes.wait_until_ready().boxed()),
-            ("GpuTopology", self.topologies.wait_until_ready().boxed()),
-        ] {
-            self.readiness
-                .set_not_ready(format!("waiting for the {what} watch to sync"));
-            ready
-                .await
-                .map_err(|_| ExtenderError::WatchEnded { what })?;
-        }
-        self.readiness.set_ready();
-        Ok(())
+        Ok(self.watches.synced(&self.readiness).await?)
     }
 
     fn build(&self) -> Result<Arc<Snapshot>, String> {
@@ -200,9 +148,9 @@ impl Extender {
         {
             return Ok(s.clone());
         }
-        let pods = self.pods.state();
-        let nodes = self.nodes.state();
-        let topologies = self.topologies.state();
+        let pods = self.watches.pods.state();
+        let nodes = self.watches.nodes.state();
+        let topologies = self.watches.topologies.state();
         let by_key: HashMap<String, Arc<Pod>> =
             pods.iter().map(|p| (pod_key(p), p.clone())).collect();
         let objects = Objects {
@@ -231,7 +179,7 @@ impl Extender {
         let reference = ObjectRef::<Pod>::new(&request.name).within(&request.namespace);
         let started = Instant::now();
         loop {
-            let pod = self.pods.get(&reference);
+            let pod = self.watches.pods.get(&reference);
             let current = pod.as_ref().is_some_and(|p| {
                 request.uid.is_none() || p.metadata.uid.as_ref() == request.uid.as_ref()
             });

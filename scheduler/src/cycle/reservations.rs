@@ -12,14 +12,14 @@
 //! GPUs still held by running pods are taken anyway and join the
 //! placeholder as those pods go.
 //!
-//! Bounded as scheduler-core's `ReservationPolicy` says: at most
+//! Bounded as the configuration's [`ReservationPolicy`] says: at most
 //! `max_reservations` gangs and `max_fraction` of the cluster's GPUs at once,
 //! each for `ttl`. A reservation ends when its gang is placed, stops waiting
 //! (deleted), times out, or its `ttl` lapses.
 
-use crate::cluster::GangKey;
+use super::gang::GangKey;
+use crate::config::ReservationPolicy;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::gang::ReservationPolicy;
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::resources::Resources;
@@ -251,13 +251,13 @@ impl GangReservations {
     }
 }
 
-fn placeholder_name(owner: &str, node: &str) -> String {
+pub(super) fn placeholder_name(owner: &str, node: &str) -> String {
     format!("{PLACEHOLDER_PREFIX}{owner}:{node}")
 }
 
 /// Adds a placeholder pod `namespace/name` on `node` holding the GPUs of
 /// `mask` that are free there, at the highest priority.
-fn hold(
+pub(super) fn hold(
     snapshot: &mut Snapshot,
     namespace: &str,
     name: &str,
@@ -285,181 +285,24 @@ fn hold(
         .map_err(|e| format!("holding GPUs on {node}: {e}"))
 }
 
-/// A preemptor's claim on the GPUs its victims free, as kube-scheduler's
-/// nominated pods: until it binds (or the claim lapses), other pods' decisions
-/// see those GPUs taken, so a lower-priority pod that happens to be tried
-/// first cannot take what the evictions were for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Nomination {
-    pub node: String,
-    /// GPU mask (bit i = GPU i).
-    pub gpus: u32,
-    pub expires: Instant,
-}
-
-/// Every pending preemptor's nomination, by pod key (`namespace/name`).
-#[derive(Clone, Debug, Default)]
-pub struct Nominations {
-    by_pod: BTreeMap<String, Nomination>,
-}
-
-impl Nominations {
-    pub fn nominate(&mut self, pod: &str, node: &str, gpus: &[u32], expires: Instant) {
-        let mask = gpus.iter().fold(0u32, |m, g| m | (1 << g));
-        self.by_pod.insert(
-            pod.to_string(),
-            Nomination {
-                node: node.to_string(),
-                gpus: mask,
-                expires,
-            },
-        );
-    }
-
-    pub fn get(&self, pod: &str) -> Option<&Nomination> {
-        self.by_pod.get(pod)
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_pod.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_pod.is_empty()
-    }
-
-    /// Drops lapsed nominations and those of pods for which `pending` is
-    /// false (bound, deleted).
-    pub fn prune(&mut self, now: Instant, pending: impl Fn(&str) -> bool) {
-        self.by_pod
-            .retain(|pod, n| n.expires > now && pending(pod.as_str()));
-    }
-
-    pub fn remove(&mut self, pod: &str) {
-        self.by_pod.remove(pod);
-    }
-
-    /// Adds a placeholder for every nomination but `except`'s (a pod key).
-    pub fn apply(&self, snapshot: &mut Snapshot, except: Option<&str>) -> Vec<String> {
-        let mut warnings = Vec::new();
-        for (pod, n) in &self.by_pod {
-            if Some(pod.as_str()) == except {
-                continue;
-            }
-            let (namespace, _) = pod.split_once('/').unwrap_or(("default", pod));
-            let name = placeholder_name(pod, &n.node);
-            if let Err(e) = hold(snapshot, namespace, &name, &n.node, n.gpus) {
-                warnings.push(format!("nomination of {pod}: {e}"));
-            }
-        }
-        warnings
-    }
-
-    /// Takes `pod`'s placeholder out (before its own decision).
-    pub fn unapply(&self, snapshot: &mut Snapshot, pod: &str) {
-        let Some(n) = self.by_pod.get(pod) else {
-            return;
-        };
-        let (namespace, _) = pod.split_once('/').unwrap_or(("default", pod));
-        if let Some(id) = snapshot.pod_id(namespace, &placeholder_name(pod, &n.node)) {
-            snapshot.remove_pod(id);
-        }
-    }
-
-    /// Puts `pod`'s placeholder back (it is still waiting).
-    pub fn reapply(&self, snapshot: &mut Snapshot, pod: &str) -> Vec<String> {
-        let Some(n) = self.by_pod.get(pod) else {
-            return Vec::new();
-        };
-        let only = Nominations {
-            by_pod: BTreeMap::from([(pod.to_string(), n.clone())]),
-        };
-        only.apply(snapshot, None)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{AssumeCache, GangKind, Objects, build_snapshot};
-    use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-    use gputopo_agent::normalize::normalize;
-    use gputopo_api::GpuTopology;
+    use crate::cycle::gang::GangKind;
+    use crate::cycle::tests::fixtures::{World, member, pod};
     use gputopo_scheduler_core::schedule::{Decision, schedule};
-    use k8s_openapi::api::core::v1::{Node, Pod};
-    use serde_json::json;
-    use std::sync::Arc;
     use std::time::Duration;
-
-    fn topology(name: &str) -> GpuTopology {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../fixtures/nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt"
-        );
-        let text = std::fs::read_to_string(path).expect("the DGX A100 fixture");
-        let facts = facts_from_topo(&text).expect("it parses");
-        GpuTopology::new(name, normalize(name, &facts).expect("it normalizes"))
-    }
-
-    fn node(name: &str) -> Node {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"gputopo.dev/leaf": "leaf-1"}},
-            "status": {"allocatable": {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}}
-        }))
-        .expect("a node")
-    }
-
-    fn pod(name: &str, gpus: u32, node: Option<&str>, priority: i32, gang: bool) -> Pod {
-        let mut annotations = serde_json::Map::new();
-        if gang {
-            annotations.insert("gputopo.dev/gang".into(), "big".into());
-            annotations.insert("gputopo.dev/gang-size".into(), "2".into());
-        }
-        if node.is_some() {
-            let list = (0..gpus)
-                .map(|g| g.to_string())
-                .collect::<Vec<_>>()
-                .join(",");
-            annotations.insert("gputopo.dev/assigned-gpus".into(), list.into());
-        }
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": "ml", "annotations": annotations},
-            "spec": {
-                "nodeName": node,
-                "priority": priority,
-                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]
-            },
-            "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
-        }))
-        .expect("a pod")
-    }
 
     /// Two DGX A100 on one leaf; n1 full with a low-priority pod.
     fn cluster() -> Snapshot {
-        let nodes = vec![Arc::new(node("n1")), Arc::new(node("n2"))];
-        let topologies = vec![Arc::new(topology("n1")), Arc::new(topology("n2"))];
-        let pods = vec![Arc::new(pod("low", 8, Some("n1"), 0, false))];
-        let objects = Objects {
-            nodes: &nodes,
-            topologies: &topologies,
-            pods: &pods,
-            groups: &[],
-        };
-        build_snapshot(
-            &objects,
-            &AssumeCache::default(),
-            &SchedulerConfig::default(),
-        )
-        .expect("a snapshot")
-        .0
+        let mut w = World::dgx(2, 2);
+        w.add(pod("low", 8, Some("n1"), 0));
+        w.snapshot()
     }
 
     fn gang() -> (GangKey, Vec<PendingPod>) {
         let members = (0..2)
-            .map(|i| {
-                PendingPod::from_k8s(&pod(&format!("big-{i}"), 8, None, 100, true))
-                    .expect("a member")
-            })
+            .map(|i| PendingPod::from_k8s(&member("big", 2, i, 8, 100)).expect("a member"))
             .collect();
         let key = GangKey {
             namespace: "ml".into(),
@@ -498,7 +341,7 @@ mod tests {
             "n1 GPUs 0,1,2,3,4,5,6,7, n2 GPUs 0,1,2,3,4,5,6,7"
         );
 
-        let small = PendingPod::from_k8s(&pod("small", 1, None, 0, false)).expect("a pod");
+        let small = PendingPod::from_k8s(&pod("small", 1, None, 0)).expect("a pod");
         assert!(matches!(
             schedule(&snap, &small, &config),
             Decision::Placed(_)
@@ -559,45 +402,6 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("maxReservations"), "{e}");
         assert!(r.reserve(&key, vec![("n2".into(), 0x1)], 16, now).is_err());
-    }
-
-    #[test]
-    fn a_nomination_keeps_freed_gpus_for_its_preemptor() {
-        let mut snap = cluster();
-        let config = SchedulerConfig::default();
-        let n2 = snap.node_id("n2").expect("n2");
-        // n2 entirely nominated to one preemptor.
-        let mut nominations = Nominations::default();
-        let now = Instant::now();
-        nominations.nominate(
-            "ml/urgent",
-            "n2",
-            &[0, 1, 2, 3, 4, 5, 6, 7],
-            now + Duration::from_secs(60),
-        );
-        assert!(nominations.apply(&mut snap, None).is_empty());
-        assert_eq!(snap.node(n2).free_gpus(), 0);
-        let small = PendingPod::from_k8s(&pod("small", 1, None, 0, false)).expect("a pod");
-        assert!(
-            matches!(schedule(&snap, &small, &config), Decision::Unschedulable(_)),
-            "a lower-priority pod took the nominated GPUs"
-        );
-        nominations.unapply(&mut snap, "ml/urgent");
-        let urgent = PendingPod::from_k8s(&pod("urgent", 8, None, 100, false)).expect("a pod");
-        match schedule(&snap, &urgent, &config) {
-            Decision::Placed(p) => assert_eq!(p.node, "n2"),
-            other => panic!("the nominee cannot use its own GPUs: {other:?}"),
-        }
-        assert!(nominations.reapply(&mut snap, "ml/urgent").is_empty());
-        assert_eq!(snap.node(n2).free_gpus(), 0);
-        nominations.prune(now, |p| p != "ml/urgent");
-        assert!(
-            nominations.is_empty(),
-            "a bound preemptor keeps no nomination"
-        );
-        nominations.nominate("ml/x", "n2", &[0], now);
-        nominations.prune(now, |_| true);
-        assert!(nominations.is_empty(), "a lapsed nomination stays");
     }
 
     #[test]

@@ -167,6 +167,11 @@ impl SchedulingQueue {
             .min()
     }
 
+    /// Whether `key` is queued.
+    pub fn contains(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
     /// Failures so far of `key`.
     pub fn attempts(&self, key: &str) -> u32 {
         self.entries.get(key).map_or(0, |e| e.attempts)

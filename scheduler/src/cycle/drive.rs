@@ -1,0 +1,372 @@
+//! The cycle's driver: pure stages in between, every write through
+//! [`ClusterWrites`]. The only `async` code of the cycle, and the only
+//! place that awaits the API; it decides nothing itself.
+
+use super::gang::{GangReadiness, GangUnit};
+use super::outcome::workload_label;
+use super::preempt::{self, MAX_ROUNDS, PreemptResult};
+use super::stages::{Prepared, domain_use};
+use super::{
+    Clock, ClusterWrites, Cycle, CycleReport, EventSpec, EvictionResult, Outcome, PodOutcome,
+};
+use crate::cluster::{Objects, pod_key, usage};
+use crate::config::Preemption;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
+use gputopo_scheduler_core::snapshot::Snapshot;
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
+
+/// A pod with its readable request.
+type Member = (Arc<Pod>, PendingPod);
+
+/// What one decision works with.
+struct Work<'a> {
+    snapshot: Snapshot,
+    by_key: HashMap<String, Arc<Pod>>,
+    groups: &'a [Arc<crate::podgroup::PodGroup>],
+    clock: Clock,
+    report: CycleReport,
+    /// The snapshot's build time, charged to the cycle's first decision.
+    build_time: Duration,
+}
+
+impl Work<'_> {
+    fn decided(&mut self, started: Instant) {
+        let took = std::mem::take(&mut self.build_time) + started.elapsed();
+        self.report.decisions.push(took);
+    }
+}
+
+impl Cycle {
+    /// One pass over the pods that are due.
+    pub async fn run<W: ClusterWrites>(
+        &mut self,
+        objects: &Objects<'_>,
+        writes: &W,
+        clock: Clock,
+    ) -> CycleReport {
+        let started = Instant::now();
+        let Prepared {
+            by_key,
+            ready,
+            snapshot,
+        } = match self.prepare(objects, clock.now) {
+            Ok(Some(p)) => p,
+            Ok(None) => return CycleReport::default(),
+            Err(e) => {
+                warn!(error = %e, "retrying later");
+                return CycleReport {
+                    snapshot_error: Some(e),
+                    ..CycleReport::default()
+                };
+            }
+        };
+        let mut work = Work {
+            snapshot,
+            by_key,
+            groups: objects.groups,
+            clock,
+            report: CycleReport::default(),
+            build_time: started.elapsed(),
+        };
+        let mut handled: HashSet<String> = HashSet::new();
+        for q in ready {
+            if !handled.insert(q.key.clone()) {
+                continue;
+            }
+            let Some(pod) = work.by_key.get(&q.key).cloned() else {
+                self.forget(&q.key);
+                continue;
+            };
+            let pending = match PendingPod::from_k8s(&pod) {
+                Ok(p) => p,
+                Err(e) => {
+                    let message = format!("invalid {}: {e}", e.key());
+                    self.finish(writes, &mut work, &pod, None, Outcome::Invalid { message })
+                        .await;
+                    continue;
+                }
+            };
+            let (core, preemption) = {
+                let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+                let (c, p) = self.settings.profile_for(name.unwrap_or_default());
+                (c.clone(), *p)
+            };
+            match pending.request.gang.clone() {
+                None => {
+                    self.one_pod(writes, &mut work, (pod, pending), &core, &preemption)
+                        .await;
+                }
+                Some(gang) => {
+                    let unit = self.assemble_gang(&pending, &gang, &work.by_key, work.groups);
+                    handled.extend(unit.members.iter().map(|(p, _)| pod_key(p)));
+                    self.gang(writes, &mut work, unit, &core, &preemption).await;
+                }
+            }
+        }
+        work.report.usage = Some(usage(&work.snapshot));
+        work.report.domains = domain_use(&work.snapshot);
+        work.report
+    }
+
+    async fn one_pod<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        member: Member,
+        core: &SchedulerConfig,
+        preemption: &Preemption,
+    ) {
+        let key = pod_key(&member.0);
+        let own = [key];
+        self.lift_holds(&mut work.snapshot, None, &own);
+        let t = Instant::now();
+        let decision = schedule(&work.snapshot, &member.1, core);
+        work.decided(t);
+        match decision {
+            Decision::Placed(p) => {
+                self.bind_all(writes, work, vec![(member, p)]).await;
+            }
+            Decision::Unschedulable(u) => {
+                self.restore_holds(&mut work.snapshot, None, &own);
+                let members = [member];
+                let outcome = match self.preempt(writes, work, &members, core, preemption).await {
+                    PreemptResult::Off => Outcome::Unschedulable { message: u.message },
+                    PreemptResult::NoPlan(note) => Outcome::Unschedulable {
+                        message: format!("{}; {note}", u.message),
+                    },
+                    PreemptResult::Preempting(note) => Outcome::Preempting {
+                        message: format!("{}; {note}", u.message),
+                    },
+                    PreemptResult::Failed(note) => Outcome::PreemptionFailed {
+                        message: format!("{}; {note}", u.message),
+                    },
+                };
+                let [(pod, pending)] = members;
+                self.finish(writes, work, &pod, Some(&pending), outcome)
+                    .await;
+            }
+        }
+    }
+
+    async fn gang<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        unit: GangUnit,
+        core: &SchedulerConfig,
+        preemption: &Preemption,
+    ) {
+        let member_keys: Vec<String> = unit.members.iter().map(|(p, _)| pod_key(p)).collect();
+        // The gang's own reservation and nominations are free for it.
+        self.lift_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
+        let waited = self.gang_waited(&unit.key, work.clock.now);
+        let t = Instant::now();
+        let decision = (unit.readiness == GangReadiness::Complete).then(|| {
+            let list: Vec<PendingPod> = unit.members.iter().map(|(_, p)| p.clone()).collect();
+            schedule_gang(&work.snapshot, &list, core)
+        });
+        work.decided(t);
+        let outcome = match decision {
+            Some(GangDecision::Placed(placements)) if placements.len() == unit.members.len() => {
+                let all = unit.members.into_iter().zip(placements).collect();
+                if self.bind_all(writes, work, all).await {
+                    if let Some(w) = self.gang_placed(&unit.key, work.clock.now) {
+                        work.report.gang_waits.push(w);
+                    }
+                } else {
+                    self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
+                }
+                return;
+            }
+            Some(GangDecision::Placed(placements)) => {
+                warn!(gang = %unit.key, members = unit.members.len(), placements = placements.len(), "the gang decision does not place every member; retrying later");
+                for k in &member_keys {
+                    self.retry_later(k, work.clock.now);
+                }
+                self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
+                return;
+            }
+            Some(GangDecision::Waiting { message }) => {
+                match self
+                    .preempt(writes, work, &unit.members, core, preemption)
+                    .await
+                {
+                    PreemptResult::Off => Outcome::Unschedulable { message },
+                    PreemptResult::NoPlan(note) => Outcome::Unschedulable {
+                        message: format!("{message}; {note}"),
+                    },
+                    PreemptResult::Preempting(note) => Outcome::Preempting {
+                        message: format!("{message}; {note}"),
+                    },
+                    PreemptResult::Failed(note) => Outcome::PreemptionFailed {
+                        message: format!("{message}; {note}"),
+                    },
+                }
+            }
+            None => Outcome::WaitingForGang {
+                message: unit.waiting_message().unwrap_or_default(),
+            },
+        };
+        let outcome = if waited > unit.timeout {
+            let message = outcome.message().unwrap_or_default();
+            self.gang_timed_out(&unit, waited, &message)
+        } else if let Outcome::Unschedulable { message } = &outcome {
+            let pendings: Vec<PendingPod> = unit.members.iter().map(|(_, p)| p.clone()).collect();
+            match self.reserve(&work.snapshot, &unit.key, &pendings, core, work.clock.now) {
+                Some(note) => Outcome::Unschedulable {
+                    message: format!("{message}; {note}"),
+                },
+                None => outcome,
+            }
+        } else {
+            outcome
+        };
+        self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
+        for (pod, pending) in &unit.members {
+            self.finish(writes, work, pod, Some(pending), outcome.clone())
+                .await;
+        }
+    }
+
+    /// Binds every pod, its GPUs written by the same request, then says so
+    /// in an event. A gang member whose binding fails after others
+    /// succeeded cannot undo theirs: it is retried alone. Returns whether
+    /// every pod was bound.
+    async fn bind_all<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        all: Vec<(Member, Placement)>,
+    ) -> bool {
+        let mut all_bound = true;
+        for ((pod, pending), p) in all {
+            let outcome = match writes.bind(&pod, &p).await {
+                Ok(()) => {
+                    self.assume(&mut work.snapshot, &pod, &pending, &p, work.clock.now);
+                    info!(pod = %p.pod, node = %p.node, gpus = %p.assigned_gpus(), score = p.score, "scheduled");
+                    Outcome::Scheduled(Box::new(p))
+                }
+                Err(e) => {
+                    warn!(error = %e, "binding failed");
+                    all_bound = false;
+                    Outcome::BindFailed(e)
+                }
+            };
+            self.finish(writes, work, &pod, Some(&pending), outcome)
+                .await;
+        }
+        all_bound
+    }
+
+    /// The writes and bookkeeping every outcome ends with: the queue, the
+    /// event, and for a pod left pending its PodScheduled condition.
+    async fn finish<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        pod: &Pod,
+        pending: Option<&PendingPod>,
+        outcome: Outcome,
+    ) {
+        let key = pod_key(pod);
+        self.record(&key, &outcome, work.clock.now);
+        debug!(pod = %key, result = outcome.metric_label(), message = ?outcome.message(), "attempt");
+        let gone = matches!(&outcome, Outcome::BindFailed(e) if e.pod_gone());
+        if !gone {
+            writes.emit_event(pod, outcome.event());
+        }
+        if outcome.waits_for_a_change()
+            && let Some(message) = outcome.message()
+            && let Err(e) = writes.set_unschedulable(pod, &message).await
+        {
+            warn!(error = %e, "pod condition not written");
+        }
+        work.report.outcomes.push(PodOutcome {
+            pod: key,
+            workload: workload_label(pending),
+            outcome,
+        });
+    }
+
+    /// For `members` (one pod, or every member of a gang) that fit nowhere:
+    /// evicts the pods scheduler-core proposes, dry runs first (see
+    /// `preempt.rs`), and nominates the nodes.
+    async fn preempt<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        members: &[Member],
+        core: &SchedulerConfig,
+        preemption: &Preemption,
+    ) -> PreemptResult {
+        if let Some(r) = preempt::precheck(members, &work.by_key, preemption) {
+            return r;
+        }
+        let pendings: Vec<PendingPod> = members.iter().map(|(_, p)| p.clone()).collect();
+        let mut spared: BTreeSet<String> = BTreeSet::new();
+        for _ in 0..MAX_ROUNDS {
+            let plan = match preempt::propose(
+                &work.snapshot,
+                &pendings,
+                core,
+                preemption,
+                work.clock.wall,
+                &spared,
+            ) {
+                Ok(plan) => plan,
+                Err(no) => return no,
+            };
+            let mut refused = Vec::new();
+            for victim in &plan.victims {
+                match writes.evict(victim, true).await {
+                    Ok(()) => {}
+                    Err(e) if e.budget_refused() => refused.push(victim.clone()),
+                    Err(e) => {
+                        work.report.evictions.push(EvictionResult::Error);
+                        return PreemptResult::Failed(format!("preemption: {e}"));
+                    }
+                }
+            }
+            if !refused.is_empty() {
+                work.report
+                    .evictions
+                    .extend(refused.iter().map(|_| EvictionResult::Refused));
+                spared.extend(refused);
+                continue;
+            }
+            let preemptors: Vec<String> = members.iter().map(|(p, _)| pod_key(p)).collect();
+            for victim in &plan.victims {
+                if let Err(e) = writes.evict(victim, false).await {
+                    // A budget changed between the dry run and now.
+                    work.report.evictions.push(if e.budget_refused() {
+                        EvictionResult::Refused
+                    } else {
+                        EvictionResult::Error
+                    });
+                    return PreemptResult::Failed(format!("preemption: {e}"));
+                }
+                work.report.evictions.push(EvictionResult::Evicted);
+                if let Some(v) = work.by_key.get(victim) {
+                    let note = preempt::victim_note(v, &preemptors, &plan);
+                    writes.emit_event(v, EventSpec::normal("Preempted", "Preempting", note));
+                }
+            }
+            self.nominate(&preemptors, &plan.members, work.clock.now);
+            for ((pod, _), (node, _)) in members.iter().zip(&plan.members) {
+                if let Err(e) = writes.nominate(pod, node).await {
+                    warn!(error = %e, "nominated node not written");
+                }
+            }
+            info!(preemptors = ?preemptors, victims = ?plan.victims, gpu_hours_lost = plan.gpu_hours_lost, "preempting");
+            return preempt::preempting(&plan);
+        }
+        preempt::every_plan_protected(&spared)
+    }
+}

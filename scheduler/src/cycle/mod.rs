@@ -1,0 +1,197 @@
+//! One scheduling cycle, read as I/O → pure → I/O.
+//!
+//! * **In**: the watched objects ([`Objects`]) and a [`Clock`], passed in
+//!   by the daemon (`scheduler.rs`), which owns the watches.
+//! * **Pure** (no `async`, no API; `stages.rs`, `gang.rs`, `queue.rs`,
+//!   `reservations.rs`, `nominations.rs`, `preempt.rs`, `outcome.rs`): the
+//!   [`Cycle`]'s bookkeeping (queue, assume cache, gang clocks,
+//!   reservations, nominations), the snapshot, gang assembly, and
+//!   scheduler-core's decisions, ending in typed [`Outcome`]s.
+//! * **Out**: every write goes through [`ClusterWrites`] (`drive.rs`, the
+//!   only async part): bind, evict (a dry run first), nominate, set the
+//!   PodScheduled condition, record an event. What the writes answer feeds
+//!   the next pure stage (a refused eviction spares its pod; a failed bind
+//!   backs the pod off). Metrics derive from the returned [`CycleReport`].
+//!
+//! The tests (`tests/`) drive whole cycles over literal objects with a
+//! recording [`ClusterWrites`] that fails on demand.
+
+mod drive;
+pub mod gang;
+pub mod nominations;
+pub mod outcome;
+mod preempt;
+pub mod queue;
+pub mod reservations;
+mod stages;
+pub mod writes;
+
+#[cfg(test)]
+mod tests;
+
+pub use outcome::Outcome;
+pub use writes::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
+
+use crate::cluster::{AssumeCache, Usage};
+use crate::config::Settings;
+use gang::GangKey;
+use k8s_openapi::jiff::Timestamp;
+use nominations::Nominations;
+use queue::SchedulingQueue;
+use reservations::GangReservations;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How long a preemptor keeps its claim on the GPUs its victims free: well
+/// beyond the victims' default 30 s grace period.
+pub const NOMINATION_TTL: Duration = Duration::from_secs(5 * 60);
+
+/// The cycle's notion of now: monotonic for waits and lapses, wall time for
+/// what pods' timestamps are compared with (preemption's cost of lost work).
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub now: Instant,
+    pub wall: Timestamp,
+}
+
+impl Clock {
+    pub fn system() -> Clock {
+        Clock {
+            now: Instant::now(),
+            wall: Timestamp::now(),
+        }
+    }
+}
+
+/// The scheduler's state between cycles: what it decided and has not yet
+/// seen in the API, and what it holds for whom.
+#[derive(Debug)]
+pub struct Cycle {
+    settings: Settings,
+    queue: SchedulingQueue,
+    assumed: AssumeCache,
+    /// When each gang waiting now was first seen pending: for
+    /// `gputopo_gang_wait_seconds` and the gang's schedule timeout.
+    gang_since: HashMap<GangKey, Instant>,
+    /// GPUs held for waiting gangs; `None` when the configuration turns
+    /// reservations off.
+    reservations: Option<GangReservations>,
+    /// Preemptors' claims on the GPUs their victims free.
+    nominations: Nominations,
+}
+
+impl Cycle {
+    pub fn new(settings: Settings) -> Cycle {
+        Cycle {
+            queue: SchedulingQueue::new(settings.backoff),
+            assumed: AssumeCache::default(),
+            gang_since: HashMap::new(),
+            reservations: settings.gangs.reservations.map(GangReservations::new),
+            nominations: Nominations::default(),
+            settings,
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Something in the cluster changed that may make an unschedulable pod
+    /// fit: its backoff, not the unschedulable timeout, now decides.
+    pub fn cluster_changed(&mut self) {
+        self.queue.cluster_changed();
+    }
+
+    /// When the queue next has a pod due.
+    pub fn next_wake(&self) -> Option<Instant> {
+        self.queue.next_wake()
+    }
+
+    /// Whether `pod` (`namespace/name`) is queued: pending for this scheduler.
+    pub fn is_queued(&self, pod: &str) -> bool {
+        self.queue.contains(pod)
+    }
+
+    /// Pods placed and not yet seen bound.
+    pub fn assumed(&self) -> usize {
+        self.assumed.len()
+    }
+
+    /// Gangs holding a reservation.
+    pub fn reservations(&self) -> usize {
+        self.reservations.as_ref().map_or(0, GangReservations::len)
+    }
+
+    /// Preemptors holding a nomination.
+    pub fn nominations(&self) -> usize {
+        self.nominations.len()
+    }
+}
+
+/// One pod's attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodOutcome {
+    /// `namespace/name`.
+    pub pod: String,
+    /// `training` | `inference` | `unspecified`.
+    pub workload: &'static str,
+    pub outcome: Outcome,
+}
+
+/// What an eviction for preemption came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionResult {
+    Evicted,
+    /// A PodDisruptionBudget said no (in the dry run or for real).
+    Refused,
+    Error,
+}
+
+impl EvictionResult {
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            EvictionResult::Evicted => "evicted",
+            EvictionResult::Refused => "refused",
+            EvictionResult::Error => "error",
+        }
+    }
+}
+
+/// A network domain's GPUs in use, for `gputopo_domain_utilization_ratio`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DomainUse {
+    /// The tier's node label key (`gputopo.dev/leaf`).
+    pub tier: String,
+    /// The label value naming the domain (`leaf-3`).
+    pub domain: String,
+    pub ratio: f64,
+}
+
+/// What one cycle did: the metrics derive from it.
+#[derive(Clone, Debug, Default)]
+pub struct CycleReport {
+    /// Every attempt, in the order made.
+    pub outcomes: Vec<PodOutcome>,
+    /// Per decision (a pod or a whole gang): the time to decide, the
+    /// snapshot's build charged to the cycle's first.
+    pub decisions: Vec<Duration>,
+    /// Gangs placed whole: how long since their first member was seen.
+    pub gang_waits: Vec<Duration>,
+    pub evictions: Vec<EvictionResult>,
+    /// GPU use after the cycle's placements; `None` when nothing was due.
+    pub usage: Option<Usage>,
+    pub domains: Vec<DomainUse>,
+    /// The snapshot could not be built; every due pod backs off.
+    pub snapshot_error: Option<String>,
+}
+
+impl CycleReport {
+    /// The outcome of `pod`'s last attempt in this cycle.
+    pub fn outcome(&self, pod: &str) -> Option<&Outcome> {
+        self.outcomes
+            .iter()
+            .rev()
+            .find(|o| o.pod == pod)
+            .map(|o| &o.outcome)
+    }
+}

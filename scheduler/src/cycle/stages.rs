@@ -1,0 +1,312 @@
+//! The cycle's pure stages: from the objects to the snapshot and the pods
+//! due, the bookkeeping after each outcome, and the gangs' reservations.
+//! No `async`, no API: the driver (`drive.rs`) calls these between writes.
+
+use super::gang::{GangContext, GangKey, GangUnit};
+use super::queue::QueuedPod;
+use super::reservations::GangReservations;
+use super::{Cycle, DomainUse, NOMINATION_TTL, Outcome};
+use crate::cluster::{Assumed, Objects, build_snapshot, is_pending_for, pod_key, queued};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::schedule::Placement;
+use gputopo_scheduler_core::snapshot::Snapshot;
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::{debug, info, warn};
+
+/// What the cycle works on once prepared.
+pub struct Prepared {
+    /// Every pod, by `namespace/name`.
+    pub by_key: HashMap<String, Arc<Pod>>,
+    /// The pods due now, in the queue's order.
+    pub ready: Vec<QueuedPod>,
+    /// The cluster as the decisions see it: bound and assumed pods, other
+    /// gangs' reservations and other preemptors' nominations.
+    pub snapshot: Snapshot,
+}
+
+impl Cycle {
+    /// Reconciles the assume cache with the pods, makes the queue hold
+    /// exactly the pending pods, and, when any is due, builds the snapshot.
+    /// `Ok(None)`: nothing is due. `Err`: the snapshot cannot be built; the
+    /// due pods back off.
+    pub fn prepare(
+        &mut self,
+        objects: &Objects<'_>,
+        now: Instant,
+    ) -> Result<Option<Prepared>, String> {
+        let by_key: HashMap<String, Arc<Pod>> = objects
+            .pods
+            .iter()
+            .map(|p| (pod_key(p), p.clone()))
+            .collect();
+        let forgotten = self.assumed.reconcile(&by_key);
+        if forgotten > 0 {
+            debug!(forgotten, "assumed pods now seen bound");
+        }
+        let names = self.settings.all_scheduler_names();
+        let pending: Vec<&Arc<Pod>> = objects
+            .pods
+            .iter()
+            .filter(|p| is_pending_for(p, &names) && !self.assumed.contains(&pod_key(p)))
+            .collect();
+        self.queue.sync(pending.iter().map(|p| queued(p)));
+        let pending_keys: HashSet<String> = pending.iter().map(|p| pod_key(p)).collect();
+        let waiting_gangs: HashSet<GangKey> =
+            pending.iter().filter_map(|p| GangKey::of_pod(p)).collect();
+        self.gang_since.retain(|k, _| waiting_gangs.contains(k));
+        for k in waiting_gangs {
+            self.gang_since.entry(k).or_insert(now);
+        }
+        if let Some(r) = &mut self.reservations {
+            let gang_since = &self.gang_since;
+            for gang in r.prune(now, |k| gang_since.contains_key(k)) {
+                info!(%gang, "reservation ended: lapsed or the gang stopped waiting");
+            }
+        }
+        self.nominations.prune(now, |k| pending_keys.contains(k));
+        let ready = self.queue.ready(now);
+        if ready.is_empty() {
+            return Ok(None);
+        }
+        let (mut snapshot, warnings) =
+            match build_snapshot(objects, &self.assumed, &self.settings.core) {
+                Ok(s) => s,
+                Err(e) => {
+                    for q in &ready {
+                        self.queue.retry_later(&q.key, now);
+                    }
+                    return Err(format!("building the cluster snapshot: {e}"));
+                }
+            };
+        for w in &warnings {
+            debug!(warning = %w, "snapshot");
+        }
+        if let Some(r) = &self.reservations {
+            for w in r.apply(&mut snapshot, None) {
+                warn!(warning = %w, "reservation");
+            }
+        }
+        for w in self.nominations.apply(&mut snapshot, None) {
+            warn!(warning = %w, "nomination");
+        }
+        Ok(Some(Prepared {
+            by_key,
+            ready,
+            snapshot,
+        }))
+    }
+
+    /// The gang `first` belongs to, as this cycle sees it.
+    pub fn assemble_gang(
+        &self,
+        first: &PendingPod,
+        gang: &gputopo_api::GangRef,
+        by_key: &HashMap<String, Arc<Pod>>,
+        groups: &[Arc<crate::podgroup::PodGroup>],
+    ) -> GangUnit {
+        let names = self.settings.all_scheduler_names();
+        super::gang::assemble(
+            first,
+            gang,
+            &GangContext {
+                by_key,
+                groups,
+                names: &names,
+                assumed: &self.assumed,
+                default_timeout: self.settings.gangs.schedule_timeout,
+            },
+        )
+    }
+
+    /// Frees for `members`' own decision what is held for them: their
+    /// gang's reservation, their nominations.
+    pub fn lift_holds(&self, snapshot: &mut Snapshot, gang: Option<&GangKey>, members: &[String]) {
+        if let (Some(r), Some(gang)) = (&self.reservations, gang) {
+            r.unapply(snapshot, gang);
+        }
+        for k in members {
+            self.nominations.unapply(snapshot, k);
+        }
+    }
+
+    /// Puts back what [`Cycle::lift_holds`] took out: the decision left
+    /// them waiting.
+    pub fn restore_holds(
+        &self,
+        snapshot: &mut Snapshot,
+        gang: Option<&GangKey>,
+        members: &[String],
+    ) {
+        if let (Some(r), Some(gang)) = (&self.reservations, gang) {
+            for w in r.reapply(snapshot, gang) {
+                warn!(warning = %w, "reservation");
+            }
+        }
+        for pod in members {
+            for w in self.nominations.reapply(snapshot, pod) {
+                warn!(warning = %w, "nomination");
+            }
+        }
+    }
+
+    /// A bound pod: it joins the snapshot for the rest of the cycle and the
+    /// assume cache until the watch shows it bound.
+    pub fn assume(
+        &mut self,
+        snapshot: &mut Snapshot,
+        pod: &Pod,
+        pending: &PendingPod,
+        p: &Placement,
+        now: Instant,
+    ) {
+        let key = pod_key(pod);
+        if let Err(e) = snapshot.add_pod(p.bound_pod(pending)) {
+            warn!(pod = %key, error = %e, "adding the bound pod to this cycle's snapshot");
+        }
+        self.assumed.assume(
+            key,
+            Assumed {
+                uid: pod.metadata.uid.clone(),
+                input: p.bound_pod(pending),
+                since: now,
+            },
+        );
+    }
+
+    /// The queue's bookkeeping after `outcome`: a placed pod (or one gone)
+    /// leaves, a failed binding backs off, anything else waits for a change.
+    pub fn record(&mut self, pod: &str, outcome: &Outcome, now: Instant) {
+        match outcome {
+            Outcome::Scheduled(_) => self.queue.done(pod),
+            Outcome::BindFailed(e) if e.pod_gone() => self.queue.done(pod),
+            Outcome::BindFailed(_) => {
+                self.queue.retry_later(pod, now);
+            }
+            _ => {
+                self.queue.unschedulable(pod, now);
+            }
+        }
+    }
+
+    /// A pod left to try again later without an outcome of its own.
+    pub fn retry_later(&mut self, pod: &str, now: Instant) {
+        self.queue.retry_later(pod, now);
+    }
+
+    /// The pod is gone from the store.
+    pub fn forget(&mut self, pod: &str) {
+        self.queue.done(pod);
+    }
+
+    /// A gang placed whole: its clock stops and its reservation ends.
+    /// Returns how long it waited.
+    pub fn gang_placed(&mut self, gang: &GangKey, now: Instant) -> Option<std::time::Duration> {
+        if let Some(r) = &mut self.reservations {
+            r.release(gang);
+        }
+        self.gang_since
+            .remove(gang)
+            .map(|since| now.saturating_duration_since(since))
+    }
+
+    /// How long `gang` has waited.
+    pub fn gang_waited(&self, gang: &GangKey, now: Instant) -> std::time::Duration {
+        self.gang_since
+            .get(gang)
+            .map_or(std::time::Duration::ZERO, |t| {
+                now.saturating_duration_since(*t)
+            })
+    }
+
+    /// The gang waited past its timeout: it is told, and loses its
+    /// reservation (what coscheduling's Permit timeout means here).
+    pub fn gang_timed_out(
+        &mut self,
+        unit: &GangUnit,
+        waited: std::time::Duration,
+        message: &str,
+    ) -> Outcome {
+        let released = self
+            .reservations
+            .as_mut()
+            .is_some_and(|r| r.release(&unit.key));
+        Outcome::GangTimedOut {
+            message: format!(
+                "{} has waited {}s, longer than its schedule timeout ({}s){}: {message}",
+                unit.key,
+                waited.as_secs(),
+                unit.timeout.as_secs(),
+                if released {
+                    "; its reservation is released"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+
+    /// For a complete gang that fits nowhere and preempts nothing: holds
+    /// the GPUs it would use once pods of no higher priority finish, or
+    /// says why not. `None` when reservations are off.
+    pub fn reserve(
+        &mut self,
+        snapshot: &Snapshot,
+        gang: &GangKey,
+        members: &[PendingPod],
+        core: &SchedulerConfig,
+        now: Instant,
+    ) -> Option<String> {
+        let r = self.reservations.as_mut()?;
+        if let Some(held) = r.get(gang) {
+            return Some(format!(
+                "holding its reservation of {} GPUs ({}) while they free up",
+                held.gpus,
+                held.describe()
+            ));
+        }
+        let Some(nodes) = GangReservations::propose(snapshot, members, core) else {
+            return Some(
+                "no reservation: it would not fit even once every pod of no higher priority finished"
+                    .into(),
+            );
+        };
+        let cluster_gpus: u32 = snapshot.nodes().map(|n| n.gpus().count_ones()).sum();
+        match r.reserve(gang, nodes, cluster_gpus, now) {
+            Ok(held) => {
+                info!(%gang, gpus = held.gpus, nodes = %held.describe(), "reserved");
+                Some(format!(
+                    "reserved {} GPUs ({}) for it: no other pod may take them as they free up",
+                    held.gpus,
+                    held.describe()
+                ))
+            }
+            Err(why) => Some(format!("no reservation: {why}")),
+        }
+    }
+
+    /// A preemptor's members wait for their victims on these nodes and GPUs.
+    pub fn nominate(&mut self, members: &[String], plan: &[(String, Vec<u32>)], now: Instant) {
+        for (pod, (node, gpus)) in members.iter().zip(plan) {
+            self.nominations
+                .nominate(pod, node, gpus, now + NOMINATION_TTL);
+        }
+    }
+}
+
+/// GPUs in use per network domain.
+pub fn domain_use(snapshot: &Snapshot) -> Vec<DomainUse> {
+    let tiers = snapshot.tiers().keys();
+    snapshot
+        .domains()
+        .filter(|(_, d)| d.gpu_count() > 0)
+        .map(|(_, d)| DomainUse {
+            tier: tiers.get(d.tier()).cloned().unwrap_or_default(),
+            domain: d.name().to_string(),
+            ratio: f64::from(d.gpus_used()) / f64::from(d.gpu_count()),
+        })
+        .collect()
+}

@@ -1,0 +1,179 @@
+//! A [`ClusterWrites`] that records every write and fails the ones a test
+//! names: the stand-in for the API server in the cycle's unit tests. (The
+//! end-to-end tests in `scheduler/tests/` run the same cycle against a real
+//! kube-apiserver.)
+
+use crate::annotations::assignment_annotations;
+use crate::cluster::pod_key;
+use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
+use gputopo_scheduler_core::schedule::Placement;
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// One write as the fake saw it (failed ones included).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    Bind {
+        pod: String,
+        node: String,
+        annotations: BTreeMap<String, String>,
+        ok: bool,
+    },
+    Evict {
+        pod: String,
+        dry_run: bool,
+        ok: bool,
+    },
+    Nominate {
+        pod: String,
+        node: String,
+    },
+    Unschedulable {
+        pod: String,
+        message: String,
+    },
+    Event {
+        pod: String,
+        event: EventSpec,
+    },
+}
+
+/// A failure to inject: writes of `op` to `target` (`*`: any) fail with
+/// `kind`, `times` times (`None`: until cleared).
+#[derive(Clone, Debug)]
+struct Failure {
+    op: WriteOp,
+    target: String,
+    kind: WriteErrorKind,
+    times: Option<u32>,
+}
+
+#[derive(Default)]
+pub struct FakeWrites {
+    log: Mutex<Vec<Write>>,
+    failures: Mutex<Vec<Failure>>,
+    /// Every write fails as if the API server were unreachable.
+    down: Mutex<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl FakeWrites {
+    /// Writes of `op` to `target` (`namespace/name`, or `*`) fail with `kind`.
+    pub fn fail(&self, op: WriteOp, target: &str, kind: WriteErrorKind) {
+        lock(&self.failures).push(Failure {
+            op,
+            target: target.into(),
+            kind,
+            times: None,
+        });
+    }
+
+    /// The next write of `op` to `target` fails with `kind`, later ones pass.
+    pub fn fail_once(&self, op: WriteOp, target: &str, kind: WriteErrorKind) {
+        lock(&self.failures).push(Failure {
+            op,
+            target: target.into(),
+            kind,
+            times: Some(1),
+        });
+    }
+
+    pub fn clear_failures(&self) {
+        lock(&self.failures).clear();
+        *lock(&self.down) = false;
+    }
+
+    /// The API server goes away: every write fails.
+    pub fn api_down(&self) {
+        *lock(&self.down) = true;
+    }
+
+    /// Everything written since the last call.
+    pub fn take(&self) -> Vec<Write> {
+        std::mem::take(&mut *lock(&self.log))
+    }
+
+    fn check(&self, op: WriteOp, target: &str) -> Result<(), WriteError> {
+        let err = |kind| WriteError {
+            op,
+            kind,
+            target: target.to_string(),
+            message: format!("injected {kind:?}"),
+        };
+        if *lock(&self.down) {
+            return Err(err(WriteErrorKind::Unavailable));
+        }
+        let mut failures = lock(&self.failures);
+        let hit = failures
+            .iter_mut()
+            .find(|f| f.op == op && (f.target == "*" || f.target == target));
+        let Some(f) = hit else {
+            return Ok(());
+        };
+        let kind = f.kind;
+        if let Some(t) = &mut f.times {
+            *t -= 1;
+        }
+        failures.retain(|f| f.times != Some(0));
+        Err(err(kind))
+    }
+
+    fn push(&self, w: Write) {
+        lock(&self.log).push(w);
+    }
+}
+
+impl ClusterWrites for FakeWrites {
+    async fn bind(&self, pod: &Pod, placement: &Placement) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        let r = self.check(WriteOp::Bind, &key);
+        self.push(Write::Bind {
+            pod: key,
+            node: placement.node.clone(),
+            annotations: assignment_annotations(placement),
+            ok: r.is_ok(),
+        });
+        r
+    }
+
+    async fn evict(&self, victim: &str, dry_run: bool) -> Result<(), WriteError> {
+        let r = self.check(WriteOp::Evict { dry_run }, victim);
+        self.push(Write::Evict {
+            pod: victim.into(),
+            dry_run,
+            ok: r.is_ok(),
+        });
+        r
+    }
+
+    async fn nominate(&self, pod: &Pod, node: &str) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        self.check(WriteOp::Nominate, &key)?;
+        self.push(Write::Nominate {
+            pod: key,
+            node: node.into(),
+        });
+        Ok(())
+    }
+
+    async fn set_unschedulable(&self, pod: &Pod, message: &str) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        self.check(WriteOp::Condition, &key)?;
+        self.push(Write::Unschedulable {
+            pod: key,
+            message: message.into(),
+        });
+        Ok(())
+    }
+
+    fn emit_event(&self, pod: &Pod, event: EventSpec) {
+        self.push(Write::Event {
+            pod: pod_key(pod),
+            event,
+        });
+    }
+}

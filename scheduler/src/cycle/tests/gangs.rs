@@ -1,0 +1,228 @@
+//! Gangs: all or nothing, waiting, timeouts, reservations against a stream
+//! of small pods, interleaved gangs, and a bind that fails mid-gang. These
+//! are the properties scheduler-core's former `GangQueue` and
+//! `Reservations` were tested for, now held by the code that runs.
+
+use super::fixtures::{World, member, pod, pod_group};
+use super::{Harness, binds, message};
+use crate::config::Settings;
+use crate::cycle::{Outcome, WriteErrorKind, WriteOp};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn leaves(h: &Harness, pods: &[String]) -> BTreeSet<String> {
+    let bound = h.bound();
+    pods.iter()
+        .map(|p| {
+            let node = &bound[p];
+            let n: usize = node[1..].parse().expect("nN");
+            format!("leaf of {}", (n - 1) / 2)
+        })
+        .collect()
+}
+
+#[test]
+fn a_gang_waits_for_every_member_then_binds_all_in_one_leaf() {
+    let mut w = World::dgx(4, 2);
+    w.add(member("job", 2, 0, 8, 0));
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    assert!(binds(&writes).is_empty());
+    let Some(Outcome::WaitingForGang { message }) = report.outcome("ml/job-0") else {
+        panic!("{:?}", report.outcomes);
+    };
+    assert!(message.contains("1 of 2 members present"), "{message}");
+    h.world.add(member("job", 2, 1, 8, 0));
+    h.advance(Duration::from_secs(2));
+    let (report, writes) = h.cycle();
+    assert_eq!(binds(&writes).len(), 2, "{:?}", report.outcomes);
+    assert_eq!(report.gang_waits.len(), 1);
+    assert_eq!(report.decisions.len(), 1, "one decision for the whole gang");
+    assert_eq!(leaves(&h, &["job-0".into(), "job-1".into()]).len(), 1);
+    h.held_gpus();
+}
+
+#[test]
+fn a_gang_that_does_not_fit_binds_nothing() {
+    let mut w = World::dgx(2, 2);
+    for i in 0..3 {
+        w.add(member("big", 3, i, 8, 0));
+    }
+    let mut h = Harness::new(w, Harness::no_preemption());
+    let (report, writes) = h.cycle();
+    assert!(binds(&writes).is_empty());
+    assert_eq!(report.outcomes.len(), 3);
+    for o in &report.outcomes {
+        assert_eq!(o.outcome.metric_label(), "unschedulable", "{o:?}");
+    }
+    assert!(message(&report, "ml/big-0").contains("no reservation"));
+}
+
+#[test]
+fn two_interleaved_gangs_do_not_deadlock() {
+    // Each gang needs 3 of the 4 nodes; their pods arrive interleaved.
+    let mut w = World::dgx(4, 2);
+    for i in 0..3 {
+        w.add(member("a", 3, i, 8, 0));
+        w.add(member("b", 3, i, 8, 0));
+    }
+    let mut h = Harness::new(w, Harness::no_preemption());
+    let (_, writes) = h.cycle();
+    let bound: Vec<(String, String)> = binds(&writes);
+    assert_eq!(bound.len(), 3, "one gang whole: {bound:?}");
+    let gangs: BTreeSet<&str> = bound
+        .iter()
+        .map(|(p, _)| if p.starts_with("ml/a-") { "a" } else { "b" })
+        .collect();
+    assert_eq!(gangs.len(), 1, "never part of each: {bound:?}");
+    assert_eq!(h.held_gpus().len(), 24);
+
+    // At higher priority, the other gang goes first and the first waits
+    // holding nothing.
+    let mut w = World::dgx(4, 2);
+    for i in 0..3 {
+        w.add(member("a", 3, i, 8, 0));
+        w.add(member("b", 3, i, 8, 10));
+    }
+    let mut h = Harness::new(w, Harness::no_preemption());
+    let (_, writes) = h.cycle();
+    assert!(binds(&writes).iter().all(|(p, _)| p.starts_with("ml/b-")));
+    assert_eq!(binds(&writes).len(), 3);
+}
+
+#[test]
+fn a_reserved_gang_is_not_starved_by_a_stream_of_small_pods() {
+    for reservations in [true, false] {
+        let mut settings = Harness::reserving();
+        if !reservations {
+            settings.gangs.reservations = None;
+        }
+        // n1 busy with a low-priority pod; the gang needs n1 and n2.
+        let mut w = World::dgx(2, 2);
+        w.add(pod("low", 8, Some("n1"), 0));
+        w.add(member("big", 2, 0, 8, 100))
+            .add(member("big", 2, 1, 8, 100));
+        let mut h = Harness::new(w, settings);
+        let (report, _) = h.cycle();
+        let m = message(&report, "ml/big-0");
+        assert_eq!(
+            m.contains("reserved 16 GPUs"),
+            reservations,
+            "reservations {reservations}: {m}"
+        );
+        assert_eq!(h.cycle.reservations(), usize::from(reservations));
+        // A stream of one-GPU pods, one per cycle.
+        let mut small_bound = 0;
+        for i in 0..4 {
+            h.world.add(pod(&format!("small-{i}"), 1, None, 0));
+            h.advance(Duration::from_secs(31));
+            let (_, writes) = h.cycle();
+            small_bound += binds(&writes)
+                .iter()
+                .filter(|(p, _)| p.starts_with("ml/small-"))
+                .count();
+        }
+        if !reservations {
+            assert_eq!(small_bound, 4, "without a reservation they take n2");
+            continue;
+        }
+        assert_eq!(small_bound, 0, "a small pod took reserved GPUs");
+        // The low-priority pod ends: the gang takes what was held for it.
+        h.world.remove("low");
+        h.advance(Duration::from_secs(31));
+        let (_, writes) = h.cycle();
+        let gang: BTreeSet<String> = binds(&writes)
+            .into_iter()
+            .filter(|(p, _)| p.starts_with("ml/big-"))
+            .map(|(_, n)| n)
+            .collect();
+        assert_eq!(gang, BTreeSet::from(["n1".to_string(), "n2".to_string()]));
+        assert_eq!(h.cycle.reservations(), 0, "released once placed");
+        h.held_gpus();
+    }
+}
+
+#[test]
+fn a_gang_past_its_timeout_is_told_and_loses_its_reservation() {
+    let mut w = World::dgx(2, 2);
+    w.groups.push(Arc::new(pod_group("job", 2, Some(30))));
+    w.add(pod("low", 8, Some("n1"), 0));
+    for i in 0..2 {
+        let p = pod(&format!("job-{i}"), 8, None, 100);
+        let mut p = p;
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("scheduling.x-k8s.io/pod-group".into(), "job".into());
+        w.add(p);
+    }
+    let mut h = Harness::new(w, Harness::reserving());
+    let (report, _) = h.cycle();
+    assert!(message(&report, "ml/job-0").contains("reserved"));
+    assert_eq!(h.cycle.reservations(), 1);
+    h.advance(Duration::from_secs(31));
+    let (report, writes) = h.cycle();
+    assert!(binds(&writes).is_empty());
+    let Some(Outcome::GangTimedOut { message }) = report.outcome("ml/job-1") else {
+        panic!("{:?}", report.outcomes);
+    };
+    assert!(
+        message.contains("longer than its schedule timeout (30s); its reservation is released"),
+        "{message}"
+    );
+    assert_eq!(h.cycle.reservations(), 0);
+}
+
+#[test]
+fn a_reservation_lapses_after_its_ttl() {
+    let mut settings = Harness::reserving();
+    let mut policy = settings.gangs.reservations.expect("on by default");
+    policy.ttl = Duration::from_secs(60);
+    settings.gangs.reservations = Some(policy);
+    settings.gangs.schedule_timeout = Duration::from_secs(3600);
+    let mut w = World::dgx(2, 2);
+    w.add(pod("low", 8, Some("n1"), 0));
+    w.add(member("big", 2, 0, 8, 100))
+        .add(member("big", 2, 1, 8, 100));
+    let mut h = Harness::new(w, settings);
+    h.cycle();
+    assert_eq!(h.cycle.reservations(), 1);
+    h.advance(Duration::from_secs(61));
+    h.cycle();
+    // Lapsed, then made again by the same cycle's decision: a fresh ttl.
+    assert_eq!(h.cycle.reservations(), 1);
+    // The gang is deleted: its reservation ends with it.
+    h.world.remove("big-0");
+    h.world.remove("big-1");
+    h.advance(Duration::from_secs(1));
+    h.cycle();
+    assert_eq!(h.cycle.reservations(), 0);
+}
+
+#[test]
+fn a_bind_that_fails_mid_gang_retries_that_member_alone() {
+    let mut w = World::dgx(2, 2);
+    for i in 0..2 {
+        w.add(member("job", 2, i, 8, 0));
+    }
+    let mut h = Harness::new(w, Settings::default());
+    h.writes
+        .fail_once(WriteOp::Bind, "ml/job-1", WriteErrorKind::Timeout);
+    let (report, writes) = h.cycle();
+    let first = binds(&writes);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0].0, "ml/job-0");
+    assert!(
+        matches!(report.outcome("ml/job-1"), Some(Outcome::BindFailed(e)) if e.kind == WriteErrorKind::Timeout)
+    );
+    assert!(report.gang_waits.is_empty(), "the gang is not placed yet");
+    h.advance(Duration::from_secs(1));
+    let (report, writes) = h.cycle();
+    let second = binds(&writes);
+    assert_eq!(second.len(), 1, "{:?}", report.outcomes);
+    assert_eq!(second[0].0, "ml/job-1");
+    assert_ne!(second[0].1, first[0].1, "the bound member's GPUs are taken");
+    assert_eq!(report.gang_waits.len(), 1, "placed whole now");
+    assert_eq!(h.held_gpus().len(), 16, "no GPU twice");
+}

@@ -1,0 +1,302 @@
+//! [`ClusterWrites`] over `kube::Client`: each write one request in its own
+//! short `tracing` span, errors sorted into [`WriteErrorKind`]s.
+
+use crate::annotations::assignment_annotations;
+use crate::cluster::pod_key;
+use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
+use gputopo_scheduler_core::schedule::Placement;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use tracing::{Instrument, info_span, warn};
+
+/// The field manager of every write, and the events' reporting controller.
+pub const FIELD_MANAGER: &str = "gputopo-scheduler";
+
+/// Environment variable naming a number of bindings after which the
+/// process aborts: lets the end-to-end tests kill the scheduler between two
+/// members of a gang, which no signal sent from outside can time reliably.
+pub const FAILPOINT_EXIT_AFTER_BINDS: &str = "GPUTOPO_SCHEDULER_FAILPOINT_EXIT_AFTER_BINDS";
+
+/// Per pod (`namespace/name`) and event reason: the last note and its recorder.
+type Recorders = HashMap<(String, &'static str), (String, Recorder)>;
+
+/// The scheduler's writes to the API server.
+pub struct KubeWrites {
+    client: kube::Client,
+    /// For evictions: a client that does not retry 429 Too Many Requests,
+    /// the API server's answer when a PodDisruptionBudget refuses, which
+    /// the default client would retry for about a minute.
+    eviction_client: kube::Client,
+    reporter: Reporter,
+    /// Per pod and reason, the last note and the recorder that wrote it.
+    /// `Recorder` folds repeats into one event's series but keys them
+    /// without the note, so a changed note would hide under the old one: a
+    /// new note gets a new recorder, hence a new event, as client-go's
+    /// aggregation does.
+    recorders: Mutex<Recorders>,
+    exit_after_binds: Option<u32>,
+    binds: AtomicU32,
+}
+
+impl KubeWrites {
+    pub fn new(client: kube::Client, eviction_client: kube::Client) -> KubeWrites {
+        KubeWrites {
+            reporter: Reporter {
+                controller: FIELD_MANAGER.into(),
+                instance: std::env::var("POD_NAME")
+                    .ok()
+                    .or_else(|| std::env::var("HOSTNAME").ok()),
+            },
+            recorders: Mutex::new(HashMap::new()),
+            exit_after_binds: std::env::var(FAILPOINT_EXIT_AFTER_BINDS)
+                .ok()
+                .and_then(|v| v.parse().ok()),
+            binds: AtomicU32::new(0),
+            client,
+            eviction_client,
+        }
+    }
+
+    /// Forgets the event series of pods `keep` says no longer matter.
+    pub fn retain_events(&self, keep: impl Fn(&str) -> bool) {
+        recorders(&self.recorders).retain(|(k, _), _| keep(k));
+    }
+
+    fn pods(&self, pod: &Pod) -> Api<Pod> {
+        Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        )
+    }
+}
+
+fn recorders<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    }
+}
+
+/// Sorts a kube error into what the cycle reacts to.
+fn write_error(op: WriteOp, target: String, e: kube::Error) -> WriteError {
+    let kind = match &e {
+        kube::Error::Api(s) => match s.code {
+            404 => WriteErrorKind::NotFound,
+            409 => WriteErrorKind::Conflict,
+            429 => WriteErrorKind::TooManyRequests,
+            408 | 504 => WriteErrorKind::Timeout,
+            c if c >= 500 => WriteErrorKind::Unavailable,
+            _ => WriteErrorKind::Rejected,
+        },
+        kube::Error::HyperError(_) | kube::Error::Service(_) => WriteErrorKind::Unavailable,
+        _ => WriteErrorKind::Rejected,
+    };
+    let message = match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    };
+    WriteError {
+        op,
+        kind,
+        target,
+        message,
+    }
+}
+
+impl ClusterWrites for KubeWrites {
+    async fn bind(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: pod.metadata.name.clone(),
+                namespace: Some(namespace.to_string()),
+                uid: pod.metadata.uid.clone(),
+                annotations: Some(assignment_annotations(p)),
+                ..ObjectMeta::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(p.node.clone()),
+                ..ObjectReference::default()
+            },
+        };
+        let post = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        self.pods(pod)
+            .create_subresource::<Binding, serde_json::Value>(
+                "binding",
+                pod.name_any().as_str(),
+                &post,
+                &binding,
+            )
+            .instrument(info_span!("bind_pod", pod = %key, node = %p.node))
+            .await
+            .map_err(|e| write_error(WriteOp::Bind, key, e))?;
+        let binds = self.binds.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.exit_after_binds.is_some_and(|n| binds >= n) {
+            warn!(binds, "{FAILPOINT_EXIT_AFTER_BINDS} reached: aborting");
+            std::process::abort();
+        }
+        Ok(())
+    }
+
+    async fn evict(&self, victim: &str, dry_run: bool) -> Result<(), WriteError> {
+        let (namespace, name) = victim.split_once('/').unwrap_or(("default", victim));
+        let api = Api::<Pod>::namespaced(self.eviction_client.clone(), namespace);
+        let params = EvictParams {
+            delete_options: None,
+            post_options: PostParams {
+                dry_run,
+                field_manager: None,
+            },
+        };
+        match api
+            .evict(name, &params)
+            .instrument(info_span!("evict_pod", pod = %victim, dry_run))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Already gone: what the eviction was for.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(write_error(
+                WriteOp::Evict { dry_run },
+                victim.to_string(),
+                e,
+            )),
+        }
+    }
+
+    async fn nominate(&self, pod: &Pod, node: &str) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        let patch = json!({"status": {"nominatedNodeName": node}});
+        self.pods(pod)
+            .patch_status(pod.name_any().as_str(), &params(), &Patch::Merge(&patch))
+            .instrument(info_span!("nominate_pod", pod = %key, node))
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(WriteOp::Nominate, key, e))
+    }
+
+    async fn set_unschedulable(&self, pod: &Pod, message: &str) -> Result<(), WriteError> {
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
+        if current.is_some_and(|c| {
+            c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+                && c.message.as_deref() == Some(message)
+        }) {
+            return Ok(());
+        }
+        let key = pod_key(pod);
+        let condition = PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some(message.to_string()),
+            last_transition_time: Some(Time(Timestamp::now())),
+            ..PodCondition::default()
+        };
+        let patch = json!({"status": {"conditions": [condition]}});
+        self.pods(pod)
+            .patch_status(
+                pod.name_any().as_str(),
+                &params(),
+                &Patch::Strategic(&patch),
+            )
+            .instrument(info_span!("pod_condition", pod = %key))
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(WriteOp::Condition, key, e))
+    }
+
+    fn emit_event(&self, pod: &Pod, event: EventSpec) {
+        let reference = pod.object_ref(&());
+        let key = pod_key(pod);
+        let recorder = {
+            let mut map = recorders(&self.recorders);
+            let entry = map.entry((key.clone(), event.reason)).or_insert_with(|| {
+                (
+                    event.note.clone(),
+                    Recorder::new(self.client.clone(), self.reporter.clone()),
+                )
+            });
+            if entry.0 != event.note {
+                *entry = (
+                    event.note.clone(),
+                    Recorder::new(self.client.clone(), self.reporter.clone()),
+                );
+            }
+            entry.1.clone()
+        };
+        let reason = event.reason;
+        let event = Event {
+            type_: if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.into(),
+            note: Some(event.note),
+            action: event.action.into(),
+            secondary: None,
+        };
+        // Published in the background (the recorder serializes its own
+        // series updates).
+        tokio::spawn(
+            async move {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    warn!(pod = %key, reason, error = %e, "event not written");
+                }
+            }
+            .instrument(info_span!("event", reason)),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            code,
+            ..Status::failure(&format!("code {code}"), "")
+        }))
+    }
+
+    #[test]
+    fn api_codes_become_kinds() {
+        for (code, kind) in [
+            (404, WriteErrorKind::NotFound),
+            (409, WriteErrorKind::Conflict),
+            (429, WriteErrorKind::TooManyRequests),
+            (504, WriteErrorKind::Timeout),
+            (503, WriteErrorKind::Unavailable),
+            (403, WriteErrorKind::Rejected),
+        ] {
+            let e = write_error(WriteOp::Bind, "a/b".into(), api(code));
+            assert_eq!(e.kind, kind, "{code}");
+            assert_eq!(e.message, format!("code {code}"));
+        }
+    }
+}
