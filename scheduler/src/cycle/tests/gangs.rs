@@ -226,3 +226,23 @@ fn a_bind_that_fails_mid_gang_retries_that_member_alone() {
     assert_eq!(report.gang_waits.len(), 1, "placed whole now");
     assert_eq!(h.held_gpus().len(), 16, "no GPU twice");
 }
+
+#[test]
+fn a_restarted_scheduler_completes_a_half_bound_gang_without_a_gpu_twice() {
+    let mut w = World::dgx(2, 2);
+    for i in 0..2 {
+        w.add(member("job", 2, i, 8, 0));
+    }
+    let mut h = Harness::new(w, Settings::default());
+    // The process dies between the two binds: its state is lost, the
+    // first member's binding stands.
+    h.writes
+        .fail_once(WriteOp::Bind, "ml/job-1", WriteErrorKind::Unavailable);
+    h.cycle();
+    assert_eq!(h.bound().len(), 1);
+    h.cycle = crate::cycle::Cycle::new(Settings::default());
+    let (report, writes) = h.cycle();
+    assert_eq!(binds(&writes).len(), 1, "{:?}", report.outcomes);
+    assert_eq!(h.bound().len(), 2);
+    assert_eq!(h.held_gpus().len(), 16, "no GPU twice");
+}

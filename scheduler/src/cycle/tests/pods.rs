@@ -179,3 +179,32 @@ fn an_api_outage_loses_no_pod_and_promises_no_gpu() {
     assert_eq!(h.bound().len(), 4, "every pod placed once the API is back");
     assert_eq!(h.held_gpus().len(), 16);
 }
+
+#[test]
+fn shared_inference_pods_pack_onto_few_gpus_never_a_held_one() {
+    let mut w = World::dgx(1, 1);
+    w.add(pod("train", 4, None, 0));
+    let mut h = Harness::new(w, Settings::default());
+    h.cycle();
+    let held: Vec<u32> = h.held_gpus().into_iter().map(|(_, g)| g).collect();
+    assert_eq!(held.len(), 4);
+    for i in 0..6 {
+        let mut p = pod(&format!("infer-{i}"), 0, None, 0);
+        p.spec.as_mut().expect("spec").containers[0].resources = None;
+        let p = annotate(p, "gputopo.dev/workload", "inference");
+        h.world.add(annotate(p, "gputopo.dev/gpu-share", "0.25"));
+    }
+    let (report, _) = h.cycle();
+    let mut per_gpu: std::collections::BTreeMap<u32, u32> = Default::default();
+    for i in 0..6 {
+        let Some(Outcome::Scheduled(p)) = report.outcome(&format!("ml/infer-{i}")) else {
+            panic!("infer-{i}: {:?}", report.outcomes);
+        };
+        assert_eq!(p.gpus.len(), 1, "a shared pod names the one GPU it shares");
+        assert!(!held.contains(&p.gpus[0]), "shares a GPU held whole");
+        *per_gpu.entry(p.gpus[0]).or_default() += 1;
+    }
+    assert!(per_gpu.values().all(|&n| n <= 4), "{per_gpu:?}");
+    assert!(per_gpu.len() <= 2, "spread instead of packed: {per_gpu:?}");
+    assert_eq!(report.outcomes[0].workload, "inference");
+}
