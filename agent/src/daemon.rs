@@ -2,13 +2,14 @@
 //! timer and on SIGHUP, back off while the API server is unreachable, stop
 //! cleanly on SIGTERM.
 
-use crate::backend::nvml::{RealNvml, facts_from_nvml};
-use crate::backend::sysfs::RealSysfs;
 use crate::discover::{Discovered, Source, build, gather};
-use crate::labels::LabelOptions;
+use crate::nvml::RealNvml;
 use crate::publish::{Publisher, Writes};
 use crate::serve::{Metrics, Readiness, ResultLabel, WriteLabel};
 use backon::{BackoffBuilder, ExponentialBuilder};
+use gputopo_topology::backend::nvml::facts_from_nvml;
+use gputopo_topology::backend::sysfs::RealSysfs;
+use gputopo_topology::labels::LabelOptions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use std::sync::Arc;

@@ -1,15 +1,16 @@
-//! One entry point over every backend: where to look in, `NodeFacts` and the
-//! normalized topology with its health out. The CLI and the daemon call this.
+//! One entry point over every source the agent knows: the live NVML (with
+//! sysfs for what NVML lacks) here, the saved files through
+//! [`gputopo_topology::discover`]. `NodeFacts` and the normalized topology
+//! with its health out. The daemon and `gputopo-agent discover` call this.
 
-use crate::backend::nvidia_smi::{self, NvidiaSmiError};
-use crate::backend::nvml::{NvmlError, RealNvml, facts_from_nvml};
-use crate::backend::recording::{Recording, RecordingError, replay_commands, replay_nvml};
-use crate::backend::sysfs::RealSysfs;
-use crate::facts::NodeFacts;
-use crate::health::{HealthFinding, assess};
-use crate::normalize::{NormalizeError, normalize};
-use gputopo_api::GpuTopologySpec;
-use std::path::{Path, PathBuf};
+use crate::nvml::RealNvml;
+use gputopo_topology::backend::nvml::{NvmlError, facts_from_nvml};
+use gputopo_topology::backend::sysfs::RealSysfs;
+use gputopo_topology::discover as saved;
+use gputopo_topology::facts::NodeFacts;
+use std::path::PathBuf;
+
+pub use gputopo_topology::discover::{Discovered, build};
 
 /// Where the agent looks.
 #[derive(Debug, Clone)]
@@ -20,64 +21,22 @@ pub enum Source {
         library: Option<PathBuf>,
         sysfs_root: PathBuf,
     },
-    /// Saved `nvidia-smi` outputs: `topo -m`, optionally `nvlink -s` and `-q`.
-    NvidiaSmi {
-        topo: PathBuf,
-        nvlink_status: Option<PathBuf>,
-        query: Option<PathBuf>,
-    },
-    /// A recording made by `gputopo-agent record`.
-    Fixture(PathBuf),
+    /// Saved `nvidia-smi` outputs or a recording, read as the topology crate reads them.
+    Saved(saved::Source),
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    NvidiaSmi {
-        path: PathBuf,
-        source: Box<NvidiaSmiError>,
-    },
     #[error(transparent)]
     Nvml(Box<NvmlError>),
     #[error(transparent)]
-    Recording(Box<RecordingError>),
-    #[error("{what}: {source}")]
-    Normalize {
-        what: String,
-        source: NormalizeError,
-    },
-}
-
-/// What one look at a node found.
-#[derive(Debug, Clone)]
-pub struct Discovered {
-    pub facts: NodeFacts,
-    pub spec: GpuTopologySpec,
-    pub findings: Vec<HealthFinding>,
+    Saved(#[from] saved::DiscoverError),
 }
 
 impl From<NvmlError> for DiscoverError {
     fn from(e: NvmlError) -> Self {
         DiscoverError::Nvml(Box::new(e))
     }
-}
-
-impl From<RecordingError> for DiscoverError {
-    fn from(e: RecordingError) -> Self {
-        DiscoverError::Recording(Box::new(e))
-    }
-}
-
-fn read(path: &Path) -> Result<String, DiscoverError> {
-    std::fs::read_to_string(path).map_err(|source| DiscoverError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// Gathers the facts from `source`. For a fixture, also the node name it was recorded on.
@@ -94,55 +53,6 @@ pub fn gather(source: &Source) -> Result<(NodeFacts, Option<String>), DiscoverEr
             let facts = facts_from_nvml(&nvml, &RealSysfs::new(sysfs_root))?;
             Ok((facts, None))
         }
-        Source::NvidiaSmi {
-            topo,
-            nvlink_status,
-            query,
-        } => {
-            let topo_text = read(topo)?;
-            let nvlink_text = nvlink_status.as_deref().map(read).transpose()?;
-            let query_text = query.as_deref().map(read).transpose()?;
-            let facts = nvidia_smi::facts_from_texts(
-                &topo_text,
-                nvlink_text.as_deref(),
-                query_text.as_deref(),
-            )
-            .map_err(|source| {
-                // Name the file whose text was wrong; a disagreement between
-                // files is reported against the matrix, which it is checked against.
-                let path = match (&source, nvlink_status, query) {
-                    (NvidiaSmiError::Nvlink(_), Some(p), _) => p.clone(),
-                    (NvidiaSmiError::Query(_), _, Some(p)) => p.clone(),
-                    _ => topo.clone(),
-                };
-                DiscoverError::NvidiaSmi {
-                    path,
-                    source: Box::new(source),
-                }
-            })?;
-            Ok((facts, None))
-        }
-        Source::Fixture(path) => {
-            let rec = Recording::load(path)?;
-            // NVML answers are the richer record (UUIDs, link state, NVSwitch);
-            // a recording made without NVML replays its nvidia-smi texts.
-            let facts = if rec.nvml.is_some() {
-                replay_nvml(&rec)?
-            } else {
-                replay_commands(&rec)?
-            };
-            Ok((facts, Some(rec.node_name)))
-        }
+        Source::Saved(source) => Ok(saved::gather(source)?),
     }
-}
-
-/// Normalizes facts for `node_name` and judges the NVLinks.
-pub fn build(node_name: &str, facts: NodeFacts) -> Result<Discovered, NormalizeError> {
-    let spec = normalize(node_name, &facts)?;
-    let findings = assess(&spec, &facts);
-    Ok(Discovered {
-        facts,
-        spec,
-        findings,
-    })
 }

@@ -1,19 +1,16 @@
-//! gputopo-agent as a library: discovery backends, the normalizer, link health
-//! and labels. The binary (`src/main.rs`) is a thin CLI over this.
+//! gputopo-agent as a library: what discovery needs a GPU node, a Kubernetes
+//! API or an async runtime for. The binary (`src/main.rs`) is a thin CLI over
+//! this; everything pure (parsers, `NodeFacts`, the normalizer, link health,
+//! labels, recordings, NVML answers → facts) is in `gputopo_topology`.
 //!
-//! Data flows one way: a backend fills [`facts::NodeFacts`], [`normalize`]
-//! makes `GpuTopology.spec` of it, [`health`] judges the NVLinks, [`labels`]
-//! and [`object`] shape what is published.
+//! [`nvml`] is the live NVML (the only code linking `nvml-wrapper`), [`host`]
+//! reads the machine a recording is taken on, [`discover`] puts the live NVML
+//! in front of the topology crate's file sources, [`daemon`] rescans and
+//! [`publish`]es labels and the `GpuTopology`, [`serve`] has its metrics.
 
-pub mod backend;
 pub mod daemon;
 pub mod discover;
-pub mod facts;
-pub mod health;
-pub mod labels;
-pub mod normalize;
-pub mod object;
-pub mod parse;
-pub mod pci;
+pub mod host;
+pub mod nvml;
 pub mod publish;
 pub mod serve;

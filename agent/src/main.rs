@@ -1,16 +1,19 @@
 //! `gputopo-agent`: discovers how this node's GPUs are wired and prints or
-//! publishes it (DESIGN.md, "Command-line contract").
+//! publishes it (docs/contract.md, "Command-line contract").
 
 use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use gputopo_agent::backend::nvml::RealNvml;
-use gputopo_agent::backend::recording::{RecordMeta, record, run_command_stdout};
-use gputopo_agent::backend::sysfs::{RealSysfs, host_facts};
 use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{Source, build, gather};
-use gputopo_agent::labels::{LabelOptions, node_labels, to_lines};
-use gputopo_agent::object::gpu_topology;
+use gputopo_agent::host::host_facts;
+use gputopo_agent::nvml::RealNvml;
 use gputopo_agent::serve::{Metrics, router};
+use gputopo_topology::backend::nvml::NvmlSource;
+use gputopo_topology::backend::recording::{RecordMeta, record, run_command_stdout};
+use gputopo_topology::backend::sysfs::RealSysfs;
+use gputopo_topology::discover::Source as SavedSource;
+use gputopo_topology::labels::{LabelOptions, node_labels, to_lines};
+use gputopo_topology::object::gpu_topology;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use std::io::Write;
@@ -82,13 +85,13 @@ impl SourceArgs {
                 sysfs_root: self.host.sysfs_root,
             }
         } else if let Some(topo) = self.nvidia_smi_topo {
-            Source::NvidiaSmi {
+            Source::Saved(SavedSource::NvidiaSmi {
                 topo,
                 nvlink_status: self.nvlink_status,
                 query: self.smi_query,
-            }
+            })
         } else if let Some(path) = self.fixture {
-            Source::Fixture(path)
+            Source::Saved(SavedSource::Fixture(path))
         } else {
             bail!("one of --nvml, --nvidia-smi-topo or --fixture is required");
         })
@@ -238,8 +241,7 @@ fn record_node(args: RecordArgs) -> Result<()> {
         }
     };
     let recording = record(
-        nvml.as_ref()
-            .map(|n| n as &dyn gputopo_agent::backend::nvml::NvmlSource),
+        nvml.as_ref().map(|n| n as &dyn NvmlSource),
         &run_command_stdout,
         &RealSysfs::new(&args.host.sysfs_root),
         RecordMeta {

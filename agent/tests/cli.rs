@@ -1,4 +1,4 @@
-//! `gputopo-agent discover` as DESIGN.md's command-line contract states it:
+//! `gputopo-agent discover` as docs/contract.md's command-line contract states it:
 //! `-o json` is one JSON document on stdout; errors go to stderr with a
 //! non-zero exit and nothing on stdout.
 

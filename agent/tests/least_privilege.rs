@@ -3,11 +3,11 @@
 //! kubelet would mount). It may publish node A; node B, foreign labels on A,
 //! and anything outside its role are refused by the real API server.
 
-use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-use gputopo_agent::discover::build;
-use gputopo_agent::labels::LabelOptions;
 use gputopo_agent::publish::{PublishError, Publisher};
 use gputopo_testenv::{TestEnv, fake_gpu_node};
+use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::discover::build;
+use gputopo_topology::labels::LabelOptions;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -114,7 +114,7 @@ async fn agent_client_on(env: &TestEnv, admin: &kube::Client, node: &str) -> kub
     kube::Client::try_from(config).expect("client")
 }
 
-fn dgx_a100(node: &str) -> gputopo_agent::discover::Discovered {
+fn dgx_a100(node: &str) -> gputopo_topology::discover::Discovered {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../fixtures/nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt"),

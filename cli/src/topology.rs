@@ -10,10 +10,10 @@
 //! A document whose first meaningful line looks like YAML or JSON (`key:`,
 //! `{`, `---`) is read as one of the first three; anything else as `topo -m`.
 
-use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-use gputopo_agent::discover::{Source, build, gather};
-use gputopo_agent::normalize::normalize;
 use gputopo_api::{GpuTopology, GpuTopologySpec};
+use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::discover::{Source, build, gather};
+use gputopo_topology::normalize::normalize;
 use std::path::{Path, PathBuf};
 
 /// A topology file that could not be read; every variant names the file.

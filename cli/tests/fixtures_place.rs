@@ -8,9 +8,9 @@
 //! best all-to-all set of level `L` is a `k`-clique of that graph.
 
 use gputopo::place::{PlaceRequest, place};
-use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-use gputopo_agent::normalize::normalize;
 use gputopo_api::{Collective, GpuTopologySpec, LinkClass};
+use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::normalize::normalize;
 use std::collections::HashSet;
 use std::path::PathBuf;
 

@@ -5,8 +5,8 @@
 pub mod plan;
 
 use crate::discover::Discovered;
-use crate::labels::{LabelOptions, node_labels};
 use gputopo_api::GpuTopology;
+use gputopo_topology::labels::{LabelOptions, node_labels};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};

@@ -2,9 +2,9 @@
 //! agent found, which writes are needed. No I/O, no clock: `now` is passed in.
 //! Writing only what changed keeps a quiet node at zero writes per scan.
 
-use crate::health::{HealthFinding, degraded_condition};
 use gputopo_api::keys::node::OWNED;
 use gputopo_api::{CONDITION_DEGRADED, GpuTopology, GpuTopologySpec, GpuTopologyStatus};
+use gputopo_topology::health::{HealthFinding, degraded_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     Condition, ManagedFieldsEntry, OwnerReference, Time,
 };
@@ -120,8 +120,8 @@ fn same_condition(a: &Condition, b: &Condition) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::FindingKind;
     use gputopo_api::{Interconnect, TopologySource, TopologySummary};
+    use gputopo_topology::health::FindingKind;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
     use k8s_openapi::jiff::Timestamp;
 

@@ -5,10 +5,10 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-use gputopo_agent::normalize::normalize;
 use gputopo_api::GpuTopology;
 use gputopo_testenv::TestEnv;
+use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::normalize::normalize;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;

@@ -4,11 +4,11 @@
 
 use super::topo::Model;
 use anyhow::{Context, Result, bail};
-use gputopo_agent::labels::{LabelOptions, node_labels};
 use gputopo_api::GpuTopology;
 use gputopo_api::keys::node as node_keys;
 use gputopo_testenv::TestEnv;
 use gputopo_testenv::process::{Process, tail};
+use gputopo_topology::labels::{LabelOptions, node_labels};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

@@ -3,9 +3,9 @@
 //! parser and normalizer, as `gputopo-agent --nvidia-smi-topo` publishes them.
 
 use anyhow::{Context, Result, bail};
-use gputopo_agent::backend::nvidia_smi::facts_from_topo;
-use gputopo_agent::normalize::normalize;
 use gputopo_api::{GpuTopologySpec, LinkClass};
+use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::normalize::normalize;
 use std::path::Path;
 
 /// One machine type of the cluster.
