@@ -2,8 +2,8 @@
 
 use crate::link::{LinkClass, LinkType};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
-use kube::core::CustomResourceExt;
+use kube_core::CustomResourceExt;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "gputopo.dev",
     version = "v1alpha1",
     kind = "GpuTopology",
