@@ -12,7 +12,7 @@ pub mod topology;
 /// Kubernetes types (`Node`, `Pod`, `Quantity`, …), so `scheduler-core` reads them
 /// without a dependency of its own and both crates agree on one version.
 pub use k8s_openapi;
-pub use link::{LinkClass, LinkType};
+pub use link::{LinkClass, LinkType, MAX_BONDED_NVLINKS};
 pub use request::{
     Collective, GangRef, GpuRequest, GpuShare, PlacementStrategy, RequestError, WorkloadKind,
 };

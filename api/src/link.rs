@@ -60,6 +60,11 @@ impl fmt::Display for LinkType {
     }
 }
 
+/// The most NVLinks one GPU has (H100, H200, B200: 18 ports): no pair of
+/// GPUs can be joined by more, directly or through NVSwitch. A topology
+/// claiming more is not trusted.
+pub const MAX_BONDED_NVLINKS: u32 = 18;
+
 /// The quality of one GPU-to-GPU connection: a link type and, for `NV`, how many
 /// NVLinks are bonded. Ordered from worst to best, so `max`/`min` pick the
 /// strongest/weakest link: `SYS < NODE < PHB < PXB < PIX < NV1 < NV2 < … < NV18`.
@@ -105,7 +110,8 @@ impl LinkClass {
         }
     }
 
-    /// A dense rank for arithmetic (scores, tables): SYS=1 … PIX=5, NV<k>=5+k.
+    /// A dense rank for arithmetic (scores, tables): SYS=1 … PIX=5, NV<k>=5+k
+    /// (saturating: an absurd `k` from an untrusted object cannot wrap).
     pub fn rank(self) -> u32 {
         match self {
             LinkClass::Sys => 1,
@@ -113,7 +119,7 @@ impl LinkClass {
             LinkClass::Phb => 3,
             LinkClass::Pxb => 4,
             LinkClass::Pix => 5,
-            LinkClass::Nv(k) => 5 + k,
+            LinkClass::Nv(k) => k.saturating_add(5),
         }
     }
 }
@@ -189,6 +195,12 @@ mod tests {
             let e = bad.parse::<LinkClass>().unwrap_err();
             assert!(e.to_string().contains("accepted"), "{e}");
         }
+    }
+
+    #[test]
+    fn rank_never_wraps() {
+        assert_eq!(LinkClass::Nv(u32::MAX).rank(), u32::MAX);
+        assert!(LinkClass::Nv(u32::MAX) > LinkClass::Nv(MAX_BONDED_NVLINKS));
     }
 
     #[test]

@@ -631,3 +631,45 @@ fn aggregated_message_counts_reasons_like_kube_scheduler() {
         "no nodes available to schedule pods"
     );
 }
+
+/// A node whose `GpuTopology` claims absurd NVLink counts (a compromised
+/// agent, or anyone who may write the object) neither panics the
+/// scheduler nor wins: its topology is refused with the reason, and the
+/// other nodes score exactly as they would without it.
+#[test]
+fn a_node_lying_about_its_nvlinks_is_not_trusted_and_changes_no_other_score() {
+    let honest = || vec![gpu_node("a100-1", a100()), gpu_node("dgx1", dgx1())];
+    let mut liar = gpu_node("liar", a100());
+    if let Some(t) = liar.topology.as_mut() {
+        for link in &mut t.links {
+            link.link_type = gputopo_api::LinkType::Nv;
+            link.nvlinks = u32::MAX;
+        }
+    }
+    let with_liar = snapshot([honest(), vec![liar]].concat(), vec![]);
+    let without = snapshot(honest(), vec![]);
+    assert!(
+        with_liar
+            .warnings()
+            .iter()
+            .any(|w| w.to_string().contains("claims NV4294967295")),
+        "{:?}",
+        with_liar.warnings()
+    );
+    let request = pod(4, &[]);
+    let v = verdicts(&with_liar, &request);
+    let liar_verdict = v.iter().find(|(n, _)| n == "liar").expect("the liar node");
+    assert!(
+        matches!(&liar_verdict.1, Some(FilterReason::InvalidTopology(e)) if e.to_string().contains("not trusted")),
+        "{v:?}"
+    );
+    let config = SchedulerConfig::default();
+    let a = schedule(&with_liar, &request, &config);
+    let b = schedule(&without, &request, &config);
+    let (a, b) = (
+        a.placement().expect("placed"),
+        b.placement().expect("placed"),
+    );
+    assert_ne!(a.node, "liar");
+    assert_eq!((&a.node, &a.gpus, a.score), (&b.node, &b.gpus, b.score));
+}

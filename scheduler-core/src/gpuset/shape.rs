@@ -4,7 +4,7 @@
 use super::cache::ChoiceCache;
 use super::mask::{bit, bits, low_bits};
 use super::tables::{LinkTables, MAX_EXACT_GPUS, MAX_LEVELS, NO_HOP, NONE};
-use gputopo_api::{Collective, GpuTopologySpec, LinkClass};
+use gputopo_api::{Collective, GpuTopologySpec, LinkClass, MAX_BONDED_NVLINKS};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
@@ -40,6 +40,12 @@ pub enum ShapeError {
         first: LinkClass,
         second: LinkClass,
     },
+    /// A link claims more bonded NVLinks than any GPU has.
+    ImplausibleNvLinks {
+        a: u32,
+        b: u32,
+        nvlinks: u32,
+    },
     /// More distinct link classes than a one-byte level can index.
     TooManyLinkClasses {
         count: usize,
@@ -67,6 +73,10 @@ impl fmt::Display for ShapeError {
                 first,
                 second,
             } => write!(f, "link {a}-{b} is listed as both {first} and {second}"),
+            ShapeError::ImplausibleNvLinks { a, b, nvlinks } => write!(
+                f,
+                "link {a}-{b} claims NV{nvlinks}; no GPU has more than {MAX_BONDED_NVLINKS} NVLinks, so the topology is not trusted"
+            ),
             ShapeError::TooManyLinkClasses { count } => write!(
                 f,
                 "{count} distinct link classes; at most {MAX_LEVELS} are supported"
@@ -409,6 +419,13 @@ fn parse(spec: &GpuTopologySpec) -> Result<Parsed, ShapeError> {
             return Err(ShapeError::LinkToUnknownGpu { a, b });
         }
         let new = link.class();
+        if new.nvlinks() > MAX_BONDED_NVLINKS {
+            return Err(ShapeError::ImplausibleNvLinks {
+                a,
+                b,
+                nvlinks: new.nvlinks(),
+            });
+        }
         let cell = &mut class[a as usize * nu + b as usize];
         match *cell {
             Some(first) if first != new => {

@@ -144,7 +144,11 @@ impl LinkTables {
     /// `LinkClass::rank` of a level, with [`NO_HOP`] ranked above every link.
     pub(crate) fn rank(&self, level: u8) -> u32 {
         match level {
-            NO_HOP => self.classes.last().map_or(1, |c| c.rank()) + 1,
+            NO_HOP => self
+                .classes
+                .last()
+                .map_or(1, |c| c.rank())
+                .saturating_add(1),
             l => self.class(l).map_or(0, LinkClass::rank),
         }
     }
