@@ -412,6 +412,7 @@ fn pod_input(
         request,
         priority: entry.priority.unwrap_or(0),
         start_time: None,
+        unreadable_assignment: None,
     })
 }
 

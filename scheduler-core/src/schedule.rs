@@ -104,6 +104,7 @@ impl Placement {
             request: Ok(pod.request.clone()),
             priority: pod.priority,
             start_time: None,
+            unreadable_assignment: None,
         }
     }
 }

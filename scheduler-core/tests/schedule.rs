@@ -394,3 +394,65 @@ proptest::proptest! {
         }
     }
 }
+
+/// A tenant who may edit their own running pod cannot make the scheduler
+/// forget it: an unreadable `assigned-gpus` record, or one naming fewer
+/// GPUs than the pod holds, still counts every GPU it requested.
+#[test]
+fn an_edited_assignment_record_never_lowers_what_a_pod_holds() {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "hgx"},
+        "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}}
+    }))
+    .unwrap();
+    let topology = GpuTopology::new("hgx", a100());
+    let bound = |name: &str, record: &str, gpus: u32| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "demo",
+                "annotations": {"gputopo.dev/assigned-gpus": record}},
+            "spec": {"nodeName": "hgx", "containers": [{"name": "c", "resources": {
+                "limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    };
+    let config = SchedulerConfig::default();
+    let quad = gputopo_scheduler_core::pod::PendingPod::from_k8s(
+        &serde_json::from_value(json!({
+            "metadata": {"name": "next", "namespace": "demo"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    for (ddp_record, warning) in [
+        ("x", "is not a GPU index list"),
+        ("7", "names 1 usable GPU"),
+    ] {
+        let mut b = SnapshotBuilder::new(&config);
+        b.node(node_input(&node, Some(&topology)).unwrap());
+        for p in [bound("ddp", ddp_record, 4), bound("other", "0,1", 2)] {
+            b.pod(bound_pod_input(&p).unwrap().expect("kept, never dropped"));
+        }
+        let snap = b.build().unwrap();
+        let n = snap.node(snap.node_id("hgx").unwrap());
+        assert_eq!(
+            n.held_gpus().count_ones(),
+            6,
+            "record {ddp_record:?}: {:#b}",
+            n.held_gpus()
+        );
+        assert_eq!(n.requested().gpus, 6);
+        assert!(
+            snap.warnings()
+                .iter()
+                .any(|w| w.to_string().contains(warning)),
+            "{:?}",
+            snap.warnings()
+        );
+        assert!(
+            matches!(schedule(&snap, &quad, &config), Decision::Unschedulable(_)),
+            "record {ddp_record:?}: a 4-GPU pod fit beside 6 held GPUs"
+        );
+    }
+}

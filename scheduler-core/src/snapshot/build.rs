@@ -86,6 +86,9 @@ pub struct BoundPodInput {
     pub request: Result<GpuRequest, RequestError>,
     pub priority: i32,
     pub start_time: Option<Timestamp>,
+    /// A `gputopo.dev/assigned-gpus` value that is not an index list: the
+    /// pod is counted with GPUs of unknown indices and this is a warning.
+    pub unreadable_assignment: Option<String>,
 }
 
 impl BoundPodInput {
@@ -103,6 +106,7 @@ impl BoundPodInput {
             request: Ok(GpuRequest::default()),
             priority: 0,
             start_time: None,
+            unreadable_assignment: None,
         }
     }
 }
@@ -608,6 +612,12 @@ impl Snapshot {
         if self.pod_index.contains_key(&index_key) {
             return Err(SnapshotError::DuplicatePod { pod: key });
         }
+        if let Some(value) = input.unreadable_assignment {
+            self.warnings.push(SnapshotWarning::UnreadableAssignment {
+                pod: key.clone(),
+                value,
+            });
+        }
         let request = match input.request {
             Ok(r) => Some(r),
             Err(error) => {
@@ -625,12 +635,12 @@ impl Snapshot {
         let mut shared = None;
         match input.holding {
             GpuHolding::None => {}
-            GpuHolding::Whole(list) => {
+            GpuHolding::Whole(indices) => {
                 let taken = {
                     let g = &self.nodes[node_index].gpus;
                     g.held | g.shared_mask
                 };
-                for gpu in list {
+                for gpu in indices {
                     if gpu >= MAX_GPUS || present & (1 << gpu) == 0 {
                         self.warnings.push(SnapshotWarning::GpuNotOnNode {
                             pod: key.clone(),
@@ -648,23 +658,24 @@ impl Snapshot {
                     }
                     gpus |= 1 << gpu;
                 }
-            }
-            GpuHolding::Unknown(count) => {
-                let mut free = self.nodes[node_index].gpus.free();
-                let mut left = count;
-                while left > 0 && free != 0 {
-                    let top = 31 - free.leading_zeros();
-                    gpus |= 1 << top;
-                    free &= !(1 << top);
-                    left -= 1;
-                }
-                if left > 0 {
-                    self.warnings.push(SnapshotWarning::TooFewGpus {
+                // A record naming fewer GPUs than the pod holds (edited, or
+                // naming GPUs the node lacks) never lowers the count.
+                let requested = u32::try_from(input.requests.gpus).unwrap_or(0);
+                let short = requested.saturating_sub(gpus.count_ones());
+                if short > 0 {
+                    let extra = self.charge_highest_free(node_index, gpus, short, &key, &node_name);
+                    self.warnings.push(SnapshotWarning::ShortAssignment {
                         pod: key.clone(),
                         node: node_name.clone(),
-                        count: left,
+                        listed: gpus.count_ones(),
+                        requested,
+                        charged: list(extra),
                     });
+                    gpus |= extra;
                 }
+            }
+            GpuHolding::Unknown(count) => {
+                gpus = self.charge_highest_free(node_index, 0, count, &key, &node_name);
                 if count > 0 {
                     self.warnings.push(SnapshotWarning::UnknownGpus {
                         pod: key.clone(),
@@ -769,6 +780,36 @@ impl Snapshot {
         }));
         self.pod_index.insert(index_key, pod_id);
         Ok(pod_id)
+    }
+
+    /// Charges `count` GPUs of a node to a pod whose indices are not known:
+    /// the highest free ones outside `taken` (a warning where too few are
+    /// free). Returns the GPUs charged.
+    fn charge_highest_free(
+        &mut self,
+        node_index: usize,
+        taken: u32,
+        count: u32,
+        pod: &str,
+        node: &str,
+    ) -> u32 {
+        let mut free = self.nodes[node_index].gpus.free() & !taken;
+        let mut charged = 0u32;
+        let mut left = count;
+        while left > 0 && free != 0 {
+            let top = 31 - free.leading_zeros();
+            charged |= 1 << top;
+            free &= !(1 << top);
+            left -= 1;
+        }
+        if left > 0 {
+            self.warnings.push(SnapshotWarning::TooFewGpus {
+                pod: pod.to_string(),
+                node: node.to_string(),
+                count: left,
+            });
+        }
+        charged
     }
 
     /// A GPU's memory on a node, when its topology gives it.

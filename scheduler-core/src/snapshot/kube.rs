@@ -27,14 +27,6 @@ pub enum ConvertError {
     },
     #[error(transparent)]
     Pod(#[from] PodError),
-    #[error(
-        "pod {pod}: {key}: {value:?} is not a GPU index list; accepted: comma-separated indices such as 0,1,2,3"
-    )]
-    AssignedGpus {
-        pod: String,
-        key: &'static str,
-        value: String,
-    },
 }
 
 /// A node with its `GpuTopology` (the object whose name is the node's), if any.
@@ -91,8 +83,11 @@ pub fn node_input(node: &Node, topology: Option<&GpuTopology>) -> Result<NodeInp
 /// Its GPUs: `gputopo.dev/assigned-gpus` when present (with `gpu-share`, the
 /// one GPU shared); otherwise its `nvidia.com/gpu` request of unknown indices,
 /// which the snapshot resolves from the node's `GpuTopology` status. A
-/// malformed GPU request is kept (its GPUs still count) and becomes a
-/// snapshot warning; a malformed quantity or index list is an error.
+/// malformed GPU request or `assigned-gpus` record is kept as a snapshot
+/// warning and its GPUs still count (an unreadable record as GPUs of
+/// unknown indices): anyone who may edit their own pod's annotations must
+/// not make the scheduler forget what it holds. A malformed quantity is an
+/// error (requests are immutable once the pod exists).
 pub fn bound_pod_input(pod: &Pod) -> Result<Option<BoundPodInput>, ConvertError> {
     let Some(spec) = &pod.spec else {
         return Ok(None);
@@ -113,19 +108,16 @@ pub fn bound_pod_input(pod: &Pod) -> Result<Option<BoundPodInput>, ConvertError>
         source,
     })?;
     let request = GpuRequest::from_pod(pod);
-    let assigned = pod
+    let record = pod
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(pod_keys::ASSIGNED_GPUS))
-        .map(|v| {
-            parse_index_list(v).ok_or_else(|| ConvertError::AssignedGpus {
-                pod: key.clone(),
-                key: pod_keys::ASSIGNED_GPUS,
-                value: v.clone(),
-            })
-        })
-        .transpose()?;
+        .and_then(|a| a.get(pod_keys::ASSIGNED_GPUS));
+    let (assigned, unreadable_assignment) = match record.map(|v| (v, parse_index_list(v))) {
+        None => (None, None),
+        Some((_, Some(list))) => (Some(list), None),
+        Some((v, None)) => (None, Some(v.clone())),
+    };
     let share = request.as_ref().ok().and_then(|r| r.gpu_share);
     let holding = match (share, assigned) {
         (Some(share), assigned) => GpuHolding::Shared {
@@ -147,6 +139,7 @@ pub fn bound_pod_input(pod: &Pod) -> Result<Option<BoundPodInput>, ConvertError>
         holding,
         request,
         priority: spec.priority.unwrap_or(0),
+        unreadable_assignment,
         start_time: pod
             .status
             .as_ref()

@@ -210,6 +210,20 @@ pub enum SnapshotWarning {
     UnknownNode { pod: String, node: String },
     #[error("pod {pod} is listed twice; the second is ignored")]
     DuplicatePod { pod: String },
+    #[error(
+        "pod {pod}: gputopo.dev/assigned-gpus {value:?} is not a GPU index list; its GPUs are counted as of unknown indices"
+    )]
+    UnreadableAssignment { pod: String, value: String },
+    #[error(
+        "pod {pod}: gputopo.dev/assigned-gpus names {listed} usable GPU(s) on node {node} but the pod holds {requested}; the rest charged to GPUs {charged}"
+    )]
+    ShortAssignment {
+        pod: String,
+        node: String,
+        listed: u32,
+        requested: u32,
+        charged: String,
+    },
     #[error("pod {pod}: GPU {gpu} is not on node {node}; ignored")]
     GpuNotOnNode { pod: String, node: String, gpu: u32 },
     #[error("pod {pod}: GPU {gpu} on node {node} is already held by another pod; counted for both")]
