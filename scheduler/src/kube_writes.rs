@@ -2,7 +2,9 @@
 //! short `tracing` span, errors sorted into [`WriteErrorKind`]s.
 
 use crate::annotations::assignment_annotations;
+use crate::checked::InvalidObject;
 use crate::cluster::pod_key;
+use crate::cycle::writes::truncate;
 use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
@@ -68,6 +70,31 @@ impl KubeWrites {
     /// Forgets the event series of pods `keep` says no longer matter.
     pub fn retain_events(&self, keep: impl Fn(&str) -> bool) {
         recorders(&self.recorders).retain(|(k, _), _| keep(k));
+    }
+
+    /// A `Warning` event on an object gputopo skips, saying why.
+    pub fn report_invalid(&self, bad: &InvalidObject) {
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "InvalidObject".into(),
+            note: Some(truncate(format!(
+                "gputopo-scheduler skips this {}: {}",
+                bad.kind, bad.reason
+            ))),
+            action: "Reading".into(),
+            secondary: None,
+        };
+        let reference = bad.reference.clone();
+        let name = bad.name.clone();
+        tokio::spawn(
+            async move {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    warn!(object = %name, error = %e, "event not written");
+                }
+            }
+            .instrument(info_span!("event", reason = "InvalidObject")),
+        );
     }
 
     fn pods(&self, pod: &Pod) -> Api<Pod> {

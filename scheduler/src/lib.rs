@@ -5,6 +5,7 @@
 //! it, and says why in an event. See the README's "gputopo-scheduler" section.
 
 pub mod annotations;
+pub mod checked;
 pub mod cluster;
 pub mod config;
 pub mod cycle;

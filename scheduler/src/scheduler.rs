@@ -87,7 +87,13 @@ impl Scheduler {
             let signals = signals.clone();
             move |changed| signals.poke(changed)
         };
-        let watches = Watches::start(&self.client, true, poke).await?;
+        let watches = Watches::start(
+            &self.client,
+            true,
+            poke,
+            self.metrics.invalid_objects.clone(),
+        )
+        .await?;
         let mut shutdown = std::pin::pin!(shutdown);
         tokio::select! {
             r = watches.synced(&readiness) => r?,
@@ -139,8 +145,11 @@ impl Scheduler {
     async fn cycle(&mut self, watches: &Watches) {
         let pods = watches.pods.state();
         let nodes = watches.nodes.state();
-        let topologies = watches.topologies.state();
-        let groups = watches.groups.state();
+        let (topologies, bad_topologies) = watches.topologies();
+        let (groups, bad_groups) = watches.groups();
+        for bad in bad_topologies.iter().chain(&bad_groups) {
+            self.writes.report_invalid(bad);
+        }
         let objects = Objects {
             nodes: &nodes,
             topologies: &topologies,

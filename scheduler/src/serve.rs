@@ -2,6 +2,7 @@
 //! has listed its objects) and `/metrics` are served by `gputopo-ops`.
 
 use crate::annotations::bottleneck_text;
+use crate::checked::InvalidObjectsGauge;
 use crate::cycle::{CycleReport, Outcome};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -56,6 +57,18 @@ pub struct Metrics {
     /// 1 on the replica that holds the leader lease (or runs without
     /// leader election), 0 on a standby.
     pub leader: Gauge,
+    pub invalid_objects: InvalidObjectsGauge,
+}
+
+/// Registers `gputopo_invalid_objects{kind,reason}` (both modes have it).
+pub fn register_invalid_objects(registry: &mut Registry) -> InvalidObjectsGauge {
+    let gauge = InvalidObjectsGauge::default();
+    registry.register(
+        "invalid_objects",
+        "Watched objects gputopo cannot use (skipped), by kind and the field that failed",
+        gauge.clone(),
+    );
+    gauge
 }
 
 impl Metrics {
@@ -72,6 +85,7 @@ impl Metrics {
         let gang_wait = Histogram::new(exponential_buckets(0.5, 2.0, 16));
         let domain_utilization = Family::<DomainLabels, Gauge<f64, AtomicU64>>::default();
         let evictions = Family::<EvictionLabels, Counter>::default();
+        let invalid_objects = register_invalid_objects(&mut registry);
         registry.register(
             "gang_wait_seconds",
             "Time from a gang's first member seen pending to its last member bound",
@@ -130,6 +144,7 @@ impl Metrics {
             domain_utilization,
             evictions,
             leader,
+            invalid_objects,
         }
     }
 }

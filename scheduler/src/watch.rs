@@ -3,6 +3,7 @@
 //! saying whether it may change what a decision sees, and the bootstrap
 //! both modes share (is the CRD served, wait for every first list).
 
+use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::podgroup::PodGroup;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -13,6 +14,7 @@ use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use std::sync::Arc;
 use tracing::{info, warn};
 
 /// Why the watches could not start.
@@ -27,13 +29,16 @@ pub enum WatchError {
     Ended { what: &'static str },
 }
 
-/// The stores a mode decides from.
+/// The stores a mode decides from. Custom resources are stored
+/// [`Checked`]: one object gputopo cannot read never fails a list (so a
+/// restart still becomes ready); it is skipped and reported.
 pub struct Watches {
     pub pods: Store<Pod>,
     pub nodes: Store<Node>,
-    pub topologies: Store<GpuTopology>,
+    topologies: Store<Checked<GpuTopology>>,
     /// Empty when not watched (the extender) or not served.
-    pub groups: Store<PodGroup>,
+    groups: Store<Checked<PodGroup>>,
+    invalid: InvalidReport,
 }
 
 impl Watches {
@@ -44,8 +49,9 @@ impl Watches {
         client: &kube::Client,
         pod_groups: bool,
         on_event: impl Fn(bool) + Clone + Send + 'static,
+        invalid: InvalidObjectsGauge,
     ) -> Result<Watches, WatchError> {
-        let topologies = Api::<GpuTopology>::all(client.clone());
+        let topologies = Api::<Checked<GpuTopology>>::all(client.clone());
         let topologies = if served(&topologies, "GpuTopology").await? {
             reflect(topologies, "GpuTopology", on_event.clone(), always)
         } else {
@@ -54,7 +60,7 @@ impl Watches {
             );
             empty_store()
         };
-        let groups = Api::<PodGroup>::all(client.clone());
+        let groups = Api::<Checked<PodGroup>>::all(client.clone());
         let groups = if !pod_groups {
             empty_store()
         } else if served(&groups, "PodGroup").await? {
@@ -75,7 +81,21 @@ impl Watches {
             nodes: reflect(Api::all(client.clone()), "Node", on_event, always),
             topologies,
             groups,
+            invalid: InvalidReport::new(invalid),
         })
+    }
+
+    /// The `GpuTopology` objects gputopo can use, and those newly found
+    /// unusable (each logged once and counted in the gauge).
+    pub fn topologies(&self) -> (Vec<Arc<GpuTopology>>, Vec<InvalidObject>) {
+        let (ok, bad) = Checked::split(&self.topologies.state());
+        (ok, self.invalid.observe("GpuTopology", &bad))
+    }
+
+    /// The PodGroups gputopo can use, and those newly found unusable.
+    pub fn groups(&self) -> (Vec<Arc<PodGroup>>, Vec<InvalidObject>) {
+        let (ok, bad) = Checked::split(&self.groups.state());
+        (ok, self.invalid.observe("PodGroup", &bad))
     }
 
     /// Waits until every watch has listed, saying which one it waits for

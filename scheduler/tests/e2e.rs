@@ -18,182 +18,13 @@ use gputopo_scheduler_core::schedule::{Decision, schedule};
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::kube::node_input;
 use gputopo_testenv::TestEnv;
-use gputopo_testenv::process::{Process, tail};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
+use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use kube::{Client, CustomResourceExt};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-use tokio::sync::OnceCell;
-
-/// The shared control plane with the controller manager, kwok and the PodGroup CRD.
-async fn env() -> &'static TestEnv {
-    static CRD: OnceCell<()> = OnceCell::const_new();
-    let env = TestEnv::shared().await;
-    env.with_controller_manager().await;
-    env.with_kwok().await;
-    CRD.get_or_init(|| async {
-        gputopo_testenv::install_crd(&env.client().await, PodGroup::crd())
-            .await
-            .expect("installing the PodGroup CRD");
-    })
-    .await;
-    env
-}
-
-/// The namespace of the schedulers' leader leases (one per test run).
-async fn lease_namespace(env: &TestEnv) -> &'static str {
-    static NS: OnceCell<String> = OnceCell::const_new();
-    NS.get_or_init(|| env.create_namespace("leases")).await
-}
-
-/// A running `gputopo-scheduler`; killed on drop.
-struct SchedulerProcess {
-    process: Process,
-    port: u16,
-}
-
-impl SchedulerProcess {
-    /// A scheduler with its own lease (named after it and its port, in the
-    /// shared lease namespace), so that parallel tests never wait on one.
-    async fn start(env: &TestEnv, name: &str) -> SchedulerProcess {
-        SchedulerProcess::start_with(env, name, |port| {
-            (
-                vec!["--leader-elect-lease-name".into(), format!("{name}-{port}")],
-                vec![],
-            )
-        })
-        .await
-    }
-
-    /// `extra(port)` gives the arguments and environment added to the usual.
-    async fn start_with(
-        env: &TestEnv,
-        name: &str,
-        extra: impl FnOnce(u16) -> (Vec<String>, Vec<(&'static str, String)>),
-    ) -> SchedulerProcess {
-        SchedulerProcess::start_configured(env, name, "", extra).await
-    }
-
-    /// A scheduler whose configuration file has `config` after the usual
-    /// short backoff.
-    async fn start_with_config(env: &TestEnv, name: &str, config: &str) -> SchedulerProcess {
-        SchedulerProcess::start_configured(env, name, config, |port| {
-            (
-                vec!["--leader-elect-lease-name".into(), format!("{name}-{port}")],
-                vec![],
-            )
-        })
-        .await
-    }
-
-    async fn start_configured(
-        env: &TestEnv,
-        name: &str,
-        config_extra: &str,
-        extra: impl FnOnce(u16) -> (Vec<String>, Vec<(&'static str, String)>),
-    ) -> SchedulerProcess {
-        let lease_namespace = lease_namespace(env).await;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let dir = env.dir().join(format!("{name}-{port}"));
-        std::fs::create_dir_all(&dir).expect("scheduler dir");
-        let config = dir.join("config.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "backoff: {{initial: 200ms, max: 2s, unschedulableTimeout: 10s}}\n{config_extra}"
-            ),
-        )
-        .expect("writing the config");
-        let (extra_args, extra_env) = extra(port);
-        let mut args = vec![
-            "run".to_string(),
-            "--scheduler-name".into(),
-            name.into(),
-            "--config".into(),
-            config.display().to_string(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--leader-elect-namespace".into(),
-            lease_namespace.to_string(),
-        ];
-        args.extend(extra_args);
-        let mut vars: Vec<(&str, &std::ffi::OsStr)> = vec![
-            ("KUBECONFIG", env.kubeconfig_path().as_os_str()),
-            (
-                "RUST_LOG",
-                std::ffi::OsStr::new("info,gputopo_scheduler=debug"),
-            ),
-        ];
-        vars.extend(extra_env.iter().map(|(k, v)| (*k, std::ffi::OsStr::new(v))));
-        let process = Process::spawn(
-            name,
-            std::path::Path::new(env!("CARGO_BIN_EXE_gputopo-scheduler")),
-            &args,
-            &vars,
-            dir.join("scheduler.log"),
-        )
-        .expect("starting gputopo-scheduler");
-        let mut s = SchedulerProcess { process, port };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Err(e) = s.process.check_running() {
-                panic!("{e}");
-            }
-            if let Some((200, _)) = s.get("/readyz").await {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gputopo-scheduler not ready after 60 s:\n{}",
-                tail(&s.process.log, 40)
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        s
-    }
-
-    /// A plain HTTP GET on the scheduler's port: (status, body).
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
-        gputopo_testenv::loopback::get(self.port, path).await
-    }
-
-    fn log(&self) -> String {
-        tail(&self.process.log, 60)
-    }
-}
-
-async fn bound(pods: &Api<Pod>, name: &str, s: &SchedulerProcess) -> Pod {
-    wait_for(
-        &format!("pod {name} bound"),
-        Duration::from_secs(90),
-        || async { pods.get(name).await.ok().filter(|p| node_of(p).is_some()) },
-        || s.log(),
-    )
-    .await
-}
-
-async fn one_event(
-    client: &Client,
-    ns: &str,
-    pod: &str,
-    reason: &str,
-    s: &SchedulerProcess,
-) -> Event {
-    wait_for(
-        &format!("a {reason} event for {pod}"),
-        Duration::from_secs(90),
-        || async { events(client, ns, pod, reason).await.into_iter().next() },
-        || s.log(),
-    )
-    .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ddp_pod_gets_the_nvlink_quad_scheduler_core_chooses_and_runs() {
@@ -662,6 +493,8 @@ async fn two_replicas_bind_each_pod_once_from_the_leader_and_fail_over() {
         for g in gpus_of(&pod) {
             assert!(used.insert(g), "GPU {g} given twice");
         }
+        // Wait for the (background) event, then check there is one only.
+        one_event(&client, &ns, n, "Scheduled", &a).await;
         let scheduled = events(&client, &ns, n, "Scheduled").await;
         assert_eq!(
             scheduled.len(),
@@ -899,18 +732,24 @@ async fn a_training_gang_preempts_inference_not_a_training_pod_near_completion()
         "the training pod near completion was evicted"
     );
     // The victims were told who preempted them; the preemptors why they waited.
-    let e = events(&client, &ns, "serve-0", "Preempted").await;
-    assert!(
-        e.iter().any(|e| note(e).contains("pretrain-")),
-        "no Preempted event naming the preemptor on serve-0: {:?}",
-        e.iter().map(note).collect::<Vec<_>>()
-    );
-    let waited = events(&client, &ns, "pretrain-0", "FailedScheduling").await;
-    assert!(
-        waited.iter().any(|e| note(e).contains("preempting")),
-        "no FailedScheduling event saying it preempts: {:?}",
-        waited.iter().map(note).collect::<Vec<_>>()
-    );
+    event_where(
+        &client,
+        &ns,
+        "serve-0",
+        "Preempted",
+        |n| n.contains("pretrain-"),
+        &s,
+    )
+    .await;
+    event_where(
+        &client,
+        &ns,
+        "pretrain-0",
+        "FailedScheduling",
+        |n| n.contains("preempting"),
+        &s,
+    )
+    .await;
     let metrics = s.get("/metrics").await.expect("metrics").1;
     assert!(
         metrics.contains("gputopo_preemption_evictions_total{result=\"evicted\"} 8"),

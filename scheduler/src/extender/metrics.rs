@@ -45,6 +45,7 @@ pub struct ExtenderMetrics {
     pub bottlenecks: Family<BottleneckLabel, Counter>,
     pub allocation: Gauge<f64, AtomicU64>,
     pub fragmentation: Gauge<f64, AtomicU64>,
+    pub invalid_objects: crate::checked::InvalidObjectsGauge,
 }
 
 impl ExtenderMetrics {
@@ -59,6 +60,7 @@ impl ExtenderMetrics {
         let bottlenecks = Family::<BottleneckLabel, Counter>::default();
         let allocation = Gauge::<f64, AtomicU64>::default();
         let fragmentation = Gauge::<f64, AtomicU64>::default();
+        let invalid_objects = crate::serve::register_invalid_objects(&mut registry);
         registry.register(
             "extender_requests",
             "Extender requests from kube-scheduler by verb (filter, prioritize, bind) and result (ok, bad_request, not_ready, error)",
@@ -103,6 +105,7 @@ impl ExtenderMetrics {
             bottlenecks,
             allocation,
             fragmentation,
+            invalid_objects,
         }
     }
 

@@ -122,7 +122,13 @@ impl Extender {
         readiness: Arc<Readiness>,
     ) -> Result<Arc<Extender>, ExtenderError> {
         let generation = Arc::new(AtomicU64::new(0));
-        let watches = Watches::start(&client, false, bump(&generation)).await?;
+        let watches = Watches::start(
+            &client,
+            false,
+            bump(&generation),
+            metrics.invalid_objects.clone(),
+        )
+        .await?;
         Ok(Arc::new(Extender {
             client,
             config,
@@ -150,7 +156,7 @@ impl Extender {
         }
         let pods = self.watches.pods.state();
         let nodes = self.watches.nodes.state();
-        let topologies = self.watches.topologies.state();
+        let (topologies, _) = self.watches.topologies();
         let by_key: HashMap<String, Arc<Pod>> =
             pods.iter().map(|p| (pod_key(p), p.clone())).collect();
         let objects = Objects {

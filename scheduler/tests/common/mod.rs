@@ -5,6 +5,10 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod scheduler_process;
+#[allow(unused_imports)] // the extender tests start no scheduler process
+pub use scheduler_process::*;
+
 use gputopo_api::GpuTopology;
 use gputopo_testenv::TestEnv;
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;

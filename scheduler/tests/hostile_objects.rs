@@ -1,0 +1,96 @@
+//! Objects the API server accepts and gputopo's types refuse, on the real
+//! control plane: a scheduler started while one exists still becomes ready
+//! and places pods; the object is skipped, counted, and told why.
+
+mod common;
+
+use common::*;
+use gputopo_api::GpuTopology;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_schedules() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("hostile");
+    let node_name = env.unique_name("a100-hostile");
+    fixture_node(env, &node_name, DGX_A100, &[("e2e-group", &group)]).await;
+
+    // A copy of a real GpuTopology with one GPU index beyond u32: the CRD's
+    // `format: uint32` is not enforced by the API server.
+    let bad_name = env.unique_name("index-overflow");
+    let resource = ApiResource::erase::<GpuTopology>(&());
+    let dynamic: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let mut spec = serde_json::to_value(
+        Api::<GpuTopology>::all(client.clone())
+            .get(&node_name)
+            .await
+            .expect("the good node's GpuTopology")
+            .spec,
+    )
+    .expect("a spec serializes");
+    spec["nodeName"] = bad_name.clone().into();
+    spec["gpus"][0]["index"] = 5_000_000_000u64.into();
+    let mut bad = DynamicObject::new(&bad_name, &resource);
+    bad.data = serde_json::json!({ "spec": spec });
+    dynamic
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect("the API server accepts it");
+
+    // A scheduler started now lists it: it must still become ready
+    // (`start` waits for /readyz) and place pods on the good node.
+    let sched = env.unique_name("sched-hostile");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("hostile").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    create(&pods, &gpu_pod("quad", &sched, &group, 4, &[])).await;
+    let placed = bound(&pods, "quad", &s).await;
+    assert_eq!(node_of(&placed).as_deref(), Some(node_name.as_str()));
+
+    let metrics = wait_for(
+        "the invalid object counted",
+        std::time::Duration::from_secs(30),
+        || async {
+            let text = s.get("/metrics").await?.1;
+            text.contains(
+                "gputopo_invalid_objects{kind=\"GpuTopology\",reason=\"spec.gpus[0].index\"}",
+            )
+            .then_some(text)
+        },
+        || s.log(),
+    )
+    .await;
+    assert!(metrics.contains("gputopo_invalid_objects"), "{metrics}");
+    let event = wait_for(
+        "an InvalidObject event on the GpuTopology",
+        std::time::Duration::from_secs(30),
+        || async {
+            Api::<Event>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("InvalidObject")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                            == Some(bad_name.as_str())
+                })
+        },
+        || s.log(),
+    )
+    .await;
+    assert!(
+        note(&event).contains("spec.gpus[0].index"),
+        "{}",
+        note(&event)
+    );
+
+    dynamic
+        .delete(&bad_name, &DeleteParams::default())
+        .await
+        .expect("cleaning up");
+}
