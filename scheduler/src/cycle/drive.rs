@@ -136,18 +136,10 @@ impl Cycle {
             Decision::Unschedulable(u) => {
                 self.restore_holds(&mut work.snapshot, None, &own);
                 let members = [member];
-                let outcome = match self.preempt(writes, work, &members, core, preemption).await {
-                    PreemptResult::Off => Outcome::Unschedulable { message: u.message },
-                    PreemptResult::NoPlan(note) => Outcome::Unschedulable {
-                        message: format!("{}; {note}", u.message),
-                    },
-                    PreemptResult::Preempting(note) => Outcome::Preempting {
-                        message: format!("{}; {note}", u.message),
-                    },
-                    PreemptResult::Failed(note) => Outcome::PreemptionFailed {
-                        message: format!("{}; {note}", u.message),
-                    },
-                };
+                let outcome = self
+                    .preempt(writes, work, &members, core, preemption)
+                    .await
+                    .outcome(u.message);
                 let [(pod, pending)] = members;
                 self.finish(writes, work, &pod, Some(&pending), outcome)
                     .await;
@@ -193,23 +185,10 @@ impl Cycle {
                 self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
                 return;
             }
-            Some(GangDecision::Waiting { message }) => {
-                match self
-                    .preempt(writes, work, &unit.members, core, preemption)
-                    .await
-                {
-                    PreemptResult::Off => Outcome::Unschedulable { message },
-                    PreemptResult::NoPlan(note) => Outcome::Unschedulable {
-                        message: format!("{message}; {note}"),
-                    },
-                    PreemptResult::Preempting(note) => Outcome::Preempting {
-                        message: format!("{message}; {note}"),
-                    },
-                    PreemptResult::Failed(note) => Outcome::PreemptionFailed {
-                        message: format!("{message}; {note}"),
-                    },
-                }
-            }
+            Some(GangDecision::Waiting { message }) => self
+                .preempt(writes, work, &unit.members, core, preemption)
+                .await
+                .outcome(message),
             None => Outcome::WaitingForGang {
                 message: unit.waiting_message().unwrap_or_default(),
             },

@@ -108,11 +108,8 @@ mod tests {
     use gputopo_scheduler_core::schedule::{Decision, schedule};
     use std::time::Duration;
 
-    /// Two DGX A100 on one leaf; n1 full with a low-priority pod.
     fn cluster() -> Snapshot {
-        let mut w = World::dgx(2, 2);
-        w.add(pod("low", 8, Some("n1"), 0));
-        w.snapshot()
+        World::busy_pair().snapshot()
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! refuses one spares it (and its gang) for the next round's proposal, so
 //! a refusal never leaves half a plan evicted.
 
+use super::Outcome;
 use crate::config::Preemption;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -30,6 +31,25 @@ pub enum PreemptResult {
     NoPlan(String),
     /// An eviction failed for another reason.
     Failed(String),
+}
+
+impl PreemptResult {
+    /// The outcome of a pod (or gang) that fit nowhere for `why`, after
+    /// this preemption result.
+    pub fn outcome(self, why: String) -> Outcome {
+        match self {
+            PreemptResult::Off => Outcome::Unschedulable { message: why },
+            PreemptResult::NoPlan(note) => Outcome::Unschedulable {
+                message: format!("{why}; {note}"),
+            },
+            PreemptResult::Preempting(note) => Outcome::Preempting {
+                message: format!("{why}; {note}"),
+            },
+            PreemptResult::Failed(note) => Outcome::PreemptionFailed {
+                message: format!("{why}; {note}"),
+            },
+        }
+    }
 }
 
 /// Whether preemption may be tried for `members` at all; `None`: go ahead.

@@ -115,6 +115,13 @@ impl World {
         w
     }
 
+    /// Two DGX A100 on one leaf; n1 full with a low-priority 8-GPU pod.
+    pub fn busy_pair() -> World {
+        let mut w = World::dgx(2, 2);
+        w.add(pod("low", 8, Some("n1"), 0));
+        w
+    }
+
     pub fn add(&mut self, pod: Pod) -> &mut World {
         self.pods.push(Arc::new(pod));
         self
