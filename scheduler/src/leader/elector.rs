@@ -53,6 +53,8 @@ enum Attempt {
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderConfig,
+    /// What this candidate last saw of the lease, and since when.
+    observed: std::sync::Mutex<Option<Observed>>,
 }
 
 impl LeaderElector {
@@ -60,6 +62,7 @@ impl LeaderElector {
         LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
+            observed: std::sync::Mutex::new(None),
         }
     }
 
@@ -96,7 +99,15 @@ impl LeaderElector {
         let spec = current.as_ref().and_then(|l| l.spec.as_ref());
         let me = &self.config.identity;
         let now = Timestamp::now();
-        let action = decide(spec, me, now, &self.config);
+        let observed = {
+            let mut o = self
+                .observed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *o = observe(o.take(), spec, Instant::now());
+            o.clone()
+        };
+        let action = decide(spec, me, observed.as_ref(), Instant::now(), &self.config);
         let Some(next) = next_spec(&action, spec, me, now, &self.config) else {
             let Action::Wait { holder, .. } = action else {
                 return Ok(Attempt::Conflict);

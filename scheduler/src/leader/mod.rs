@@ -1,20 +1,21 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so that of several
 //! replicas only one pops the queue and binds. The semantics are client-go's
 //! (`leaderelection`, as kube-scheduler uses it): the holder renews
-//! `renewTime` every retry period; a holder whose `renewTime` plus
-//! `leaseDurationSeconds` has passed may be taken over (`leaseTransitions`
-//! counts the changes of holder); every write is a create or a replace
+//! `renewTime` every retry period; a holder whose record this candidate has
+//! seen unchanged for `leaseDurationSeconds`, by its own clock, may be
+//! taken over (`leaseTransitions` counts the changes of holder); every write is a create or a replace
 //! carrying the `resourceVersion` that was read, so two candidates racing
 //! for an expired lease cannot both win. A leader that cannot renew within
 //! the renew deadline has lost the lease and must stop binding at once.
 //!
-//! The decision is [`decide`], a pure function of the lease read, the
-//! candidate and the time; [`next_spec`] writes the lease that carries it
+//! The decision is [`decide`], a pure function of the lease read, what
+//! this candidate observed of it and when (its own clock, never the
+//! holder's `renewTime`), and the time; [`next_spec`] writes the lease that carries it
 //! out; [`LeaderElector`] does the I/O around them.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
@@ -118,20 +119,47 @@ pub enum Action {
     Create,
     /// I hold it: write a new `renewTime`.
     Renew,
-    /// Nobody holds it, or its holder's lease expired: take it over
+    /// Nobody holds it, or its holder stopped renewing: take it over
     /// (`leaseTransitions` + 1).
     TakeOver,
-    /// Someone else holds a valid lease until `expires`.
-    Wait { holder: String, expires: Timestamp },
+    /// Someone else holds a valid lease until `expires` (my clock).
+    Wait { holder: String, expires: Instant },
 }
 
-/// The decision, pure: `lease` is the spec read (`None`: no Lease object).
-/// A lease without a `leaseDurationSeconds` is judged by `config`'s; one
-/// without a `renewTime` has expired.
+/// The lease record as last read, and when it was first read so by this
+/// candidate's own monotonic clock. Expiry is judged from that moment, as
+/// client-go does: the holder's `renewTime` comes from another node's
+/// clock, and trusting it would let clock skew end a live lease early.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub record: LeaseSpec,
+    pub since: Instant,
+}
+
+/// The observation after reading `lease` at `now`: kept while the record is
+/// unchanged, restarted when it changed (the holder renewed, or another
+/// took over).
+pub fn observe(
+    previous: Option<Observed>,
+    lease: Option<&LeaseSpec>,
+    now: Instant,
+) -> Option<Observed> {
+    let record = lease?.clone();
+    match previous {
+        Some(p) if p.record == record => Some(p),
+        _ => Some(Observed { record, since: now }),
+    }
+}
+
+/// The decision, pure: `lease` is the spec read (`None`: no Lease object),
+/// `observed` what [`observe`] made of it. A lease without a
+/// `leaseDurationSeconds` is judged by `config`'s; one without a
+/// `renewTime` was never renewed.
 pub fn decide(
     lease: Option<&LeaseSpec>,
     me: &str,
-    now: Timestamp,
+    observed: Option<&Observed>,
+    now: Instant,
     config: &LeaderConfig,
 ) -> Action {
     let Some(spec) = lease else {
@@ -144,17 +172,17 @@ pub fn decide(
     if holder == me {
         return Action::Renew;
     }
+    if spec.renew_time.is_none() {
+        return Action::TakeOver;
+    }
     let seconds = spec
         .lease_duration_seconds
         .filter(|s| *s > 0)
         .unwrap_or(config.lease_seconds());
-    let Some(renewed) = spec.renew_time.as_ref() else {
-        return Action::TakeOver;
-    };
-    let expires = renewed
-        .0
-        .checked_add(SignedDuration::from_secs(i64::from(seconds)))
-        .unwrap_or(Timestamp::MAX);
+    let since = observed
+        .filter(|o| &o.record == spec)
+        .map_or(now, |o| o.since);
+    let expires = since + Duration::from_secs(u64::from(seconds.unsigned_abs()));
     if now >= expires {
         Action::TakeOver
     } else {
@@ -250,87 +278,94 @@ mod tests {
         }
     }
 
+    /// Decides on `spec` first seen `seen` ago.
+    fn decide_seen(spec: Option<&LeaseSpec>, seen: Duration) -> Action {
+        let now = Instant::now() + Duration::from_secs(3600);
+        let observed = observe(None, spec, now - seen);
+        decide(spec, "me_1", observed.as_ref(), now, &config())
+    }
+
     #[test]
     fn decisions() {
-        let c = config();
-        let now = t("2026-01-01T00:01:00Z");
-        let cases: &[(Option<LeaseSpec>, Action)] = &[
-            (None, Action::Create),
-            (
-                Some(lease(Some("me_1"), Some("2026-01-01T00:00:59Z"), Some(15))),
-                Action::Renew,
-            ),
-            // Mine even though expired: renew (nobody took it).
-            (
-                Some(lease(Some("me_1"), Some("2026-01-01T00:00:00Z"), Some(15))),
-                Action::Renew,
-            ),
-            (
-                Some(lease(
-                    Some("other_2"),
-                    Some("2026-01-01T00:00:50Z"),
-                    Some(15),
-                )),
-                Action::Wait {
-                    holder: "other_2".into(),
-                    expires: t("2026-01-01T00:01:05Z"),
-                },
-            ),
-            // Exactly at expiry: may be taken.
-            (
-                Some(lease(
-                    Some("other_2"),
-                    Some("2026-01-01T00:00:45Z"),
-                    Some(15),
-                )),
-                Action::TakeOver,
-            ),
-            (
-                Some(lease(
-                    Some("other_2"),
-                    Some("2026-01-01T00:00:10Z"),
-                    Some(15),
-                )),
-                Action::TakeOver,
-            ),
-            // The lease's own duration counts, not mine.
-            (
-                Some(lease(
-                    Some("other_2"),
-                    Some("2026-01-01T00:00:10Z"),
-                    Some(60),
-                )),
-                Action::Wait {
-                    holder: "other_2".into(),
-                    expires: t("2026-01-01T00:01:10Z"),
-                },
-            ),
-            // No duration on the lease: mine (15 s).
-            (
-                Some(lease(Some("other_2"), Some("2026-01-01T00:00:50Z"), None)),
-                Action::Wait {
-                    holder: "other_2".into(),
-                    expires: t("2026-01-01T00:01:05Z"),
-                },
-            ),
-            // Released (no holder, or an empty one).
-            (
-                Some(lease(None, Some("2026-01-01T00:00:59Z"), Some(1))),
-                Action::TakeOver,
-            ),
-            (
-                Some(lease(Some(""), Some("2026-01-01T00:00:59Z"), Some(1))),
-                Action::TakeOver,
-            ),
-            // A holder that never renewed.
-            (
-                Some(lease(Some("other_2"), None, Some(15))),
-                Action::TakeOver,
-            ),
-        ];
-        for (i, (spec, want)) in cases.iter().enumerate() {
-            assert_eq!(&decide(spec.as_ref(), "me_1", now, &c), want, "case {i}");
+        let wait = |a: &Action| matches!(a, Action::Wait { holder, .. } if holder == "other_2");
+        assert_eq!(decide_seen(None, Duration::ZERO), Action::Create);
+        // Mine, even if not renewed for long: renew (nobody took it).
+        let mine = lease(Some("me_1"), Some("2020-01-01T00:00:00Z"), Some(15));
+        assert_eq!(
+            decide_seen(Some(&mine), Duration::from_secs(600)),
+            Action::Renew
+        );
+        // Another holder: expiry counts from when I first saw this record.
+        let theirs = lease(Some("other_2"), Some("2026-01-01T00:00:50Z"), Some(15));
+        assert!(wait(&decide_seen(Some(&theirs), Duration::from_secs(14))));
+        assert_eq!(
+            decide_seen(Some(&theirs), Duration::from_secs(15)),
+            Action::TakeOver
+        );
+        // The lease's own duration counts, not mine; without one, mine (15 s).
+        let long = lease(Some("other_2"), Some("2026-01-01T00:00:10Z"), Some(60));
+        assert!(wait(&decide_seen(Some(&long), Duration::from_secs(59))));
+        let none = lease(Some("other_2"), Some("2026-01-01T00:00:50Z"), None);
+        assert!(wait(&decide_seen(Some(&none), Duration::from_secs(14))));
+        assert_eq!(
+            decide_seen(Some(&none), Duration::from_secs(15)),
+            Action::TakeOver
+        );
+        // Released (no holder, or an empty one), or never renewed.
+        for spec in [
+            lease(None, Some("2026-01-01T00:00:59Z"), Some(1)),
+            lease(Some(""), Some("2026-01-01T00:00:59Z"), Some(1)),
+            lease(Some("other_2"), None, Some(15)),
+        ] {
+            assert_eq!(decide_seen(Some(&spec), Duration::ZERO), Action::TakeOver);
         }
+    }
+
+    /// A holder whose clock runs an hour behind writes renewTimes an hour
+    /// in the past; as long as it keeps renewing, nobody takes over.
+    #[test]
+    fn clock_skew_never_ends_a_live_lease() {
+        let c = config();
+        let start = Instant::now();
+        let mut observed = None;
+        for step in 0..20u64 {
+            let now = start + Duration::from_secs(2 * step);
+            let skewed = format!(
+                "2026-01-01T00:{:02}:{:02}Z",
+                (2 * step) / 60,
+                (2 * step) % 60
+            );
+            let spec = lease(Some("other_2"), Some(&skewed), Some(15));
+            observed = observe(observed, Some(&spec), now);
+            let action = decide(Some(&spec), "me_1", observed.as_ref(), now, &c);
+            assert!(
+                matches!(action, Action::Wait { .. }),
+                "step {step}: {action:?}"
+            );
+        }
+        // The holder stops renewing: the record stays the same, and a lease
+        // duration later (by my clock) it may be taken.
+        let spec = observed.clone().expect("seen").record;
+        let last = start + Duration::from_secs(38);
+        let expired = last + Duration::from_secs(15);
+        let observed = observe(observed, Some(&spec), expired);
+        assert_eq!(
+            decide(
+                Some(&spec),
+                "me_1",
+                observed.as_ref(),
+                expired - Duration::from_secs(1),
+                &c
+            ),
+            Action::Wait {
+                holder: "other_2".into(),
+                expires: expired
+            }
+        );
+        assert_eq!(
+            decide(Some(&spec), "me_1", observed.as_ref(), expired, &c),
+            Action::TakeOver
+        );
     }
 
     #[test]
@@ -358,7 +393,7 @@ mod tests {
 
         let wait = Action::Wait {
             holder: "other_2".into(),
-            expires: now,
+            expires: Instant::now(),
         };
         assert_eq!(next_spec(&wait, Some(&theirs), "me_1", now, &c), None);
 
@@ -366,7 +401,7 @@ mod tests {
         assert_eq!(released.holder_identity, None);
         assert_eq!(released.lease_transitions, Some(3));
         assert_eq!(
-            decide(Some(&released), "other_2", now, &c),
+            decide(Some(&released), "other_2", None, Instant::now(), &c),
             Action::TakeOver
         );
     }
