@@ -83,18 +83,21 @@ impl Scheduler {
     ) -> Result<(), RunError> {
         let signals = Arc::new(Signals::default());
         readiness.set_not_ready("starting the watches".into());
+        let mut shutdown = std::pin::pin!(shutdown);
         let poke = {
             let signals = signals.clone();
             move |changed| signals.poke(changed)
         };
-        let watches = Watches::start(
-            &self.client,
-            true,
-            poke,
-            self.metrics.invalid_objects.clone(),
-        )
-        .await?;
-        let mut shutdown = std::pin::pin!(shutdown);
+        let watches = tokio::select! {
+            w = Watches::start(
+                &self.client,
+                true,
+                poke,
+                self.metrics.invalid_objects.clone(),
+                &readiness,
+            ) => w,
+            () = &mut shutdown => return Ok(()),
+        };
         tokio::select! {
             r = watches.synced(&readiness) => r?,
             () = &mut shutdown => return Ok(()),

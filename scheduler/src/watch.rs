@@ -5,6 +5,7 @@
 
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::podgroup::PodGroup;
+use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
@@ -15,16 +16,12 @@ use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::Arc;
+use std::time::Duration;
 use tracing::{info, warn};
 
 /// Why the watches could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
-    #[error("checking whether the API server serves {what}: {source}")]
-    Discover {
-        what: &'static str,
-        source: kube::Error,
-    },
     #[error("the {what} watch ended before its first list completed")]
     Ended { what: &'static str },
 }
@@ -45,14 +42,18 @@ impl Watches {
     /// Starts the reflectors; every event calls `on_event(changed)`. A
     /// custom resource the API server does not serve gets an empty store
     /// (and a log line saying what that means) until a restart.
+    /// While the API server cannot be reached this waits (with backoff,
+    /// saying so in `readiness`) rather than fail: a process that exits
+    /// would only crash-loop until it is back.
     pub async fn start(
         client: &kube::Client,
         pod_groups: bool,
         on_event: impl Fn(bool) + Clone + Send + 'static,
         invalid: InvalidObjectsGauge,
-    ) -> Result<Watches, WatchError> {
+        readiness: &Readiness,
+    ) -> Watches {
         let topologies = Api::<Checked<GpuTopology>>::all(client.clone());
-        let topologies = if served(&topologies, "GpuTopology").await? {
+        let topologies = if served(&topologies, "GpuTopology", readiness).await {
             reflect(topologies, "GpuTopology", on_event.clone(), always)
         } else {
             warn!(
@@ -63,7 +64,7 @@ impl Watches {
         let groups = Api::<Checked<PodGroup>>::all(client.clone());
         let groups = if !pod_groups {
             empty_store()
-        } else if served(&groups, "PodGroup").await? {
+        } else if served(&groups, "PodGroup", readiness).await {
             reflect(groups, "PodGroup", on_event.clone(), always)
         } else {
             info!(
@@ -71,7 +72,7 @@ impl Watches {
             );
             empty_store()
         };
-        Ok(Watches {
+        Watches {
             pods: reflect(
                 Api::all(client.clone()),
                 "Pod",
@@ -82,7 +83,7 @@ impl Watches {
             topologies,
             groups,
             invalid: InvalidReport::new(invalid),
-        })
+        }
     }
 
     /// The `GpuTopology` objects gputopo can use, and those newly found
@@ -116,16 +117,33 @@ impl Watches {
     }
 }
 
-/// Whether the API server serves `api`'s resource (its CRD is installed).
-async fn served<K>(api: &Api<K>, what: &'static str) -> Result<bool, WatchError>
+/// Whether the API server serves `api`'s resource (its CRD is installed);
+/// asks again, with backoff up to 30 s, until it answers.
+async fn served<K>(api: &Api<K>, what: &'static str, readiness: &Readiness) -> bool
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
-    match api.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-        Err(source) => Err(WatchError::Discover { what, source }),
-    }
+    let probe = || async {
+        match api.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
+    let backoff = ExponentialBuilder::default()
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .without_max_times();
+    probe
+        .retry(backoff)
+        .notify(|e, wait| {
+            warn!(what, error = %e, ?wait, "asking the API server whether it serves {what}; retrying");
+            readiness.set_not_ready(format!(
+                "cannot reach the API server (asking whether it serves {what}): {e}"
+            ));
+        })
+        .await
+        .unwrap_or(false)
 }
 
 /// An empty, synced store, for a resource not watched.

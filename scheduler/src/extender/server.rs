@@ -127,8 +127,9 @@ impl Extender {
             false,
             bump(&generation),
             metrics.invalid_objects.clone(),
+            &readiness,
         )
-        .await?;
+        .await;
         Ok(Arc::new(Extender {
             client,
             config,
