@@ -33,8 +33,24 @@ pub fn pod_key(pod: &Pod) -> String {
 }
 
 /// Whether `pod` waits for one of `names` to place it: its scheduler is
-/// one of them, it has no node, it is not being deleted and not finished.
+/// one of them, it has no node, it is not being deleted and not finished,
+/// and no scheduling gate holds it (Kueue and others gate pods until they
+/// admit them; a gated pod is not placed, reserved for, counted in a
+/// gang's quorum or a reason to preempt).
 pub fn is_pending_for(pod: &Pod, names: &[String]) -> bool {
+    is_unbound_for(pod, names) && !is_gated(pod)
+}
+
+/// Whether a scheduling gate (`spec.schedulingGates`) holds `pod` back.
+pub fn is_gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
+}
+
+/// [`is_pending_for`] whether gated or not.
+pub fn is_unbound_for(pod: &Pod, names: &[String]) -> bool {
     let Some(spec) = &pod.spec else {
         return false;
     };

@@ -2,7 +2,7 @@
 //! pending and bound, how many the gang needs, and how long it may wait.
 //! Pure functions over the watched objects.
 
-use crate::cluster::{AssumeCache, is_pending_for, pod_key};
+use crate::cluster::{AssumeCache, is_gated, is_pending_for, is_unbound_for, pod_key};
 use crate::podgroup::PodGroup;
 use gputopo_api::GangRef;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -73,6 +73,8 @@ pub enum GangReadiness {
         size: u32,
         pending: usize,
         bound: u32,
+        /// Members held by a scheduling gate: they do not count until ungated.
+        gated: u32,
     },
     /// The gang's size is not known.
     SizeUnknown(GangSizeError),
@@ -100,10 +102,16 @@ impl GangUnit {
                 size,
                 pending,
                 bound,
+                gated,
             } => Some(format!(
-                "{}: {} of {size} members present ({pending} pending, {bound} bound); waiting for the rest before placing any",
+                "{}: {} of {size} members present ({pending} pending, {bound} bound{}); waiting for the rest before placing any",
                 self.key,
                 *pending as u32 + bound,
+                if *gated > 0 {
+                    format!(", {gated} more held by scheduling gates")
+                } else {
+                    String::new()
+                }
             )),
             GangReadiness::SizeUnknown(e) => Some(e.to_string()),
         }
@@ -139,6 +147,13 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
         .collect();
     members.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     let bound = bound_members(&key, ctx);
+    let gated = ctx
+        .by_key
+        .values()
+        .filter(|p| {
+            is_gated(p) && is_unbound_for(p, ctx.names) && GangKey::of_pod(p).as_ref() == Some(&key)
+        })
+        .count() as u32;
     let group = match gang {
         GangRef::PodGroup { name } => ctx.groups.iter().find(|g| {
             g.metadata.namespace.as_deref() == Some(first.namespace.as_str())
@@ -158,6 +173,7 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
             size,
             pending: members.len(),
             bound,
+            gated,
         },
         Ok(_) => GangReadiness::Complete,
     };
@@ -248,7 +264,8 @@ mod tests {
             GangReadiness::Incomplete {
                 size: 3,
                 pending: 1,
-                bound: 1
+                bound: 1,
+                gated: 0
             }
         );
         let msg = u.waiting_message().expect("waiting");

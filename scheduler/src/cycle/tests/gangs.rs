@@ -246,3 +246,61 @@ fn a_restarted_scheduler_completes_a_half_bound_gang_without_a_gpu_twice() {
     assert_eq!(h.bound().len(), 2);
     assert_eq!(h.held_gpus().len(), 16, "no GPU twice");
 }
+
+/// Kueue (and others) hold pods with scheduling gates until they admit
+/// them: a gated pod is never placed, and a gang waits until enough of its
+/// members are ungated, reserving and preempting nothing meanwhile.
+#[test]
+fn gated_pods_wait_and_a_gang_counts_only_ungated_members() {
+    let gate = |mut p: k8s_openapi::api::core::v1::Pod| {
+        p.spec.as_mut().expect("spec").scheduling_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: "kueue.x-k8s.io/admission".into(),
+            }]);
+        p
+    };
+    let mut w = World::busy_pair();
+    w.add(gate(pod("single", 1, None, 100)));
+    w.add(member("job", 2, 0, 8, 100));
+    w.add(gate(member("job", 2, 1, 8, 100)));
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    assert!(
+        report.outcome("ml/single").is_none(),
+        "a gated pod was tried"
+    );
+    assert!(!h.cycle.is_queued("ml/single"));
+    let m = message(&report, "ml/job-0");
+    assert!(m.contains("1 more held by scheduling gates"), "{m}");
+    assert!(
+        !writes
+            .iter()
+            .any(|w| matches!(w, super::fake::Write::Evict { .. })),
+        "a gated member is no reason to preempt: {writes:?}"
+    );
+    assert_eq!(
+        h.cycle.reservations(),
+        0,
+        "nothing reserved for a gated gang"
+    );
+    // Admitted: the gates go, the single pod and the gang are placed (the
+    // gang preempting the low-priority pod it needs).
+    for p in &mut h.world.pods {
+        std::sync::Arc::make_mut(p)
+            .spec
+            .as_mut()
+            .expect("spec")
+            .scheduling_gates = None;
+    }
+    h.advance(Duration::from_secs(2));
+    let (report, _) = h.cycle();
+    assert!(
+        matches!(report.outcome("ml/single"), Some(Outcome::Scheduled(_))),
+        "{:?}",
+        report.outcomes
+    );
+    assert!(
+        report.outcome("ml/job-1").is_some(),
+        "the ungated member joins"
+    );
+}
