@@ -97,6 +97,11 @@ impl AssumeCache {
         self.pods.contains_key(key)
     }
 
+    /// The node an assumed pod was bound to.
+    pub fn node_of(&self, key: &str) -> Option<&str> {
+        self.pods.get(key).map(|a| a.input.node.as_str())
+    }
+
     pub fn len(&self) -> usize {
         self.pods.len()
     }

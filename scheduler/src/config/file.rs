@@ -63,6 +63,7 @@ struct PreemptionFile {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct GangsFile {
     schedule_timeout: Option<DurationFile>,
+    partial_bind_timeout: Option<DurationFile>,
     reservations: Option<ReservationsFile>,
 }
 
@@ -336,6 +337,15 @@ impl Settings {
                 }
                 settings.gangs.schedule_timeout = t.0;
             }
+            if let Some(t) = g.partial_bind_timeout {
+                if t.0.is_zero() {
+                    return Err(inconsistent(
+                        "gangs.partialBindTimeout",
+                        "must be above zero (e.g. 5m)".into(),
+                    ));
+                }
+                settings.gangs.partial_bind_timeout = t.0;
+            }
             if let Some(r) = g.reservations {
                 let base = settings.gangs.reservations.unwrap_or_default();
                 let policy = ReservationPolicy {
@@ -485,7 +495,7 @@ mod tests {
     fn preemption_and_gangs_are_read() {
         let s = parse(
             "preemption: {enabled: false, checkpointMaxAge: 10m}\n\
-             gangs: {scheduleTimeout: 90s, reservations: {maxFraction: 0.5, ttl: 5m}}\n",
+             gangs: {scheduleTimeout: 90s, partialBindTimeout: 2m, reservations: {maxFraction: 0.5, ttl: 5m}}\n",
         )
         .unwrap();
         assert!(!s.preemption.enabled);
@@ -498,6 +508,7 @@ mod tests {
             PreemptionPolicy::default().finish_window
         );
         assert_eq!(s.gangs.schedule_timeout, Duration::from_secs(90));
+        assert_eq!(s.gangs.partial_bind_timeout, Duration::from_secs(120));
         let r = s.gangs.reservations.expect("reservations on");
         assert_eq!((r.max_fraction, r.ttl), (0.5, Duration::from_secs(300)));
         assert_eq!(

@@ -19,6 +19,7 @@
 //!   inferenceRestart: 6m                  # what evicting an inference pod costs per GPU
 //! gangs:
 //!   scheduleTimeout: 10m                  # a PodGroup's scheduleTimeoutSeconds, where it sets none
+//!   partialBindTimeout: 5m                # a partly bound gang is undone after this
 //!   reservations: {enabled: true, maxFraction: 0.25, maxReservations: 4, ttl: 15m}
 //! targetWorkload:                         # the pods the cluster expects: turns on the fragmentation score
 //!   modelLabel: nvidia.com/gpu.product    # node label naming the GPU model (the default)
@@ -144,6 +145,10 @@ pub struct Gangs {
     /// released and its members are told so; a PodGroup's own
     /// `scheduleTimeoutSeconds` takes precedence.
     pub schedule_timeout: Duration,
+    /// How long a gang may stay partly bound (some members bound, the rest
+    /// not placeable) before its bound members are evicted, so that their
+    /// controllers recreate them and no GPU is held idle.
+    pub partial_bind_timeout: Duration,
     /// Whether a waiting gang holds GPUs so that a stream of small pods
     /// cannot starve it; `None`: it does not.
     pub reservations: Option<ReservationPolicy>,
@@ -153,6 +158,7 @@ impl Default for Gangs {
     fn default() -> Gangs {
         Gangs {
             schedule_timeout: Duration::from_secs(10 * 60),
+            partial_bind_timeout: Duration::from_secs(5 * 60),
             reservations: Some(ReservationPolicy::default()),
         }
     }

@@ -5,7 +5,7 @@
 use super::gang::{GangReadiness, GangUnit};
 use super::outcome::workload_label;
 use super::preempt::{self, MAX_ROUNDS, PreemptResult};
-use super::stages::{Prepared, domain_use};
+use super::stages::{Prepared, domain_selectors, domain_use};
 use super::{
     Clock, ClusterWrites, Cycle, CycleReport, EventSpec, EvictionResult, Outcome, PodOutcome,
 };
@@ -157,12 +157,39 @@ impl Cycle {
     ) {
         let member_keys: Vec<String> = unit.members.iter().map(|(p, _)| pod_key(p)).collect();
         // The gang's own reservation and nominations are free for it.
+        if let Some(partial) = self.partly_bound_for(&unit, work.clock.now)
+            && partial > self.settings.gangs.partial_bind_timeout
+        {
+            self.undo_partial_gang(writes, work, &unit, partial).await;
+            return;
+        }
         self.lift_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
         let waited = self.gang_waited(&unit.key, work.clock.now);
         let t = Instant::now();
         let decision = (unit.readiness == GangReadiness::Complete).then(|| {
-            let list: Vec<PendingPod> = unit.members.iter().map(|(_, p)| p.clone()).collect();
-            schedule_gang(&work.snapshot, &list, core)
+            // The rest of a partly bound gang goes as close to its bound
+            // members as fits: their leaf, else their spine, else anywhere.
+            let nodes: Vec<String> = unit.bound_members.iter().map(|(_, n)| n.clone()).collect();
+            let mut last = None;
+            for selector in domain_selectors(&work.snapshot, &nodes) {
+                let list: Vec<PendingPod> = unit
+                    .members
+                    .iter()
+                    .map(|(_, p)| {
+                        let mut p = p.clone();
+                        p.node_selector.extend(selector.clone());
+                        p
+                    })
+                    .collect();
+                let d = schedule_gang(&work.snapshot, &list, core);
+                if matches!(d, GangDecision::Placed(_)) {
+                    return d;
+                }
+                last = Some(d);
+            }
+            last.unwrap_or(GangDecision::Waiting {
+                message: format!("{}: nothing to place", unit.key),
+            })
         });
         work.decided(t);
         let outcome = match decision {
@@ -211,6 +238,65 @@ impl Cycle {
         for (pod, pending) in &unit.members {
             self.finish(writes, work, pod, Some(pending), outcome.clone())
                 .await;
+        }
+    }
+
+    /// A gang partly bound for longer than `gangs.partialBindTimeout`: its
+    /// bound members are evicted (their controllers recreate them, and the
+    /// whole gang is placed again as one), so none holds GPUs idle waiting
+    /// for members that cannot come. Its pending members are told why.
+    async fn undo_partial_gang<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        unit: &GangUnit,
+        partial: Duration,
+    ) {
+        let mut evicted = Vec::new();
+        let mut failed = Vec::new();
+        for (member, _) in &unit.bound_members {
+            match writes.evict(member, false).await {
+                Ok(()) => {
+                    work.report.evictions.push(EvictionResult::Evicted);
+                    evicted.push(member.clone());
+                }
+                Err(e) => {
+                    work.report.evictions.push(if e.budget_refused() {
+                        EvictionResult::Refused
+                    } else {
+                        EvictionResult::Error
+                    });
+                    failed.push(e.to_string());
+                }
+            }
+        }
+        if failed.is_empty() {
+            self.gang_undone(&unit.key);
+        }
+        warn!(gang = %unit.key, ?evicted, ?failed, "undoing a partly bound gang");
+        let message = format!(
+            "{} stayed partly bound ({} bound, {} pending) for {}s, longer than gangs.partialBindTimeout ({}s): evicted {} so that the gang is placed again as one{}",
+            unit.key,
+            unit.bound_members.len(),
+            unit.members.len(),
+            partial.as_secs(),
+            self.settings.gangs.partial_bind_timeout.as_secs(),
+            if evicted.is_empty() {
+                "none of its bound members".to_string()
+            } else {
+                evicted.join(", ")
+            },
+            if failed.is_empty() {
+                String::new()
+            } else {
+                format!("; not evicted: {}", failed.join("; "))
+            }
+        );
+        for (pod, pending) in &unit.members {
+            let outcome = Outcome::GangTimedOut {
+                message: message.clone(),
+            };
+            self.finish(writes, work, pod, Some(pending), outcome).await;
         }
     }
 

@@ -2,7 +2,7 @@
 //! pending and bound, how many the gang needs, and how long it may wait.
 //! Pure functions over the watched objects.
 
-use crate::cluster::{AssumeCache, is_gated, is_pending_for, is_unbound_for, pod_key};
+use crate::cluster::{AssumeCache, is_gated, is_pending_for, is_unbound_for};
 use crate::podgroup::PodGroup;
 use gputopo_api::GangRef;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -88,6 +88,8 @@ pub struct GangUnit {
     pub members: Vec<(Arc<Pod>, PendingPod)>,
     /// Members already bound (or assumed): they count toward its size.
     pub bound: u32,
+    /// Those members (`namespace/name`) and their nodes.
+    pub bound_members: Vec<(String, String)>,
     pub readiness: GangReadiness,
     /// How long it may wait before it is told it timed out.
     pub timeout: Duration,
@@ -146,7 +148,8 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
         })
         .collect();
     members.sort_by(|a, b| a.1.name.cmp(&b.1.name));
-    let bound = bound_members(&key, ctx);
+    let bound_members = bound_members(&key, ctx);
+    let bound = bound_members.len() as u32;
     let gated = ctx
         .by_key
         .values()
@@ -184,30 +187,44 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
         key,
         members,
         bound,
+        bound_members,
         readiness,
         timeout,
     }
 }
 
-/// Members of the gang already bound (or assumed).
-fn bound_members(key: &GangKey, ctx: &GangContext<'_>) -> u32 {
-    ctx.by_key
-        .values()
-        .filter(|p| {
-            let bound = p
+/// Members of the gang already bound (or assumed), with their nodes,
+/// sorted; members that finished or are being deleted do not count.
+fn bound_members(key: &GangKey, ctx: &GangContext<'_>) -> Vec<(String, String)> {
+    let mut bound: Vec<(String, String)> = ctx
+        .by_key
+        .iter()
+        .filter(|(_, p)| {
+            p.metadata.deletion_timestamp.is_none()
+                && !matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                )
+                && GangKey::of_pod(p).as_ref() == Some(key)
+        })
+        .filter_map(|(k, p)| {
+            let node = p
                 .spec
                 .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_some_and(|n| !n.is_empty())
-                || ctx.assumed.contains(&pod_key(p));
-            bound && GangKey::of_pod(p).as_ref() == Some(key)
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty())
+                .or_else(|| ctx.assumed.node_of(k).map(str::to_string))?;
+            Some((k.clone(), node))
         })
-        .count() as u32
+        .collect();
+    bound.sort();
+    bound
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::pod_key;
     use crate::podgroup::PodGroupSpec;
     use serde_json::json;
 

@@ -78,6 +78,8 @@ pub struct Cycle {
     reservations: Option<GangReservations>,
     /// Preemptors' claims on the GPUs their victims free.
     nominations: Nominations,
+    /// Gangs partly bound (some members bound, others pending) since when.
+    partial_since: HashMap<GangKey, Instant>,
 }
 
 impl Cycle {
@@ -88,6 +90,7 @@ impl Cycle {
             gang_since: HashMap::new(),
             reservations: settings.gangs.reservations.map(GangReservations::new),
             nominations: Nominations::default(),
+            partial_since: HashMap::new(),
             settings,
         }
     }

@@ -12,9 +12,9 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 /// What the cycle works on once prepared.
@@ -58,6 +58,7 @@ impl Cycle {
         let waiting_gangs: HashSet<GangKey> =
             pending.iter().filter_map(|p| GangKey::of_pod(p)).collect();
         self.gang_since.retain(|k, _| waiting_gangs.contains(k));
+        self.partial_since.retain(|k, _| waiting_gangs.contains(k));
         for k in waiting_gangs {
             self.gang_since.entry(k).or_insert(now);
         }
@@ -202,12 +203,33 @@ impl Cycle {
         self.queue.done(pod);
     }
 
+    /// How long `unit` has been partly bound (some members bound, others
+    /// pending), or `None` when it is not.
+    pub fn partly_bound_for(&mut self, unit: &GangUnit, now: Instant) -> Option<Duration> {
+        if unit.bound_members.is_empty() || unit.members.is_empty() {
+            self.partial_since.remove(&unit.key);
+            return None;
+        }
+        let since = *self.partial_since.entry(unit.key.clone()).or_insert(now);
+        Some(now.saturating_duration_since(since))
+    }
+
+    /// A partly bound gang was undone: its clocks and reservation end.
+    pub fn gang_undone(&mut self, gang: &GangKey) {
+        self.partial_since.remove(gang);
+        self.gang_since.remove(gang);
+        if let Some(r) = &mut self.reservations {
+            r.release(gang);
+        }
+    }
+
     /// A gang placed whole: its clock stops and its reservation ends.
     /// Returns how long it waited.
     pub fn gang_placed(&mut self, gang: &GangKey, now: Instant) -> Option<std::time::Duration> {
         if let Some(r) = &mut self.reservations {
             r.release(gang);
         }
+        self.partial_since.remove(gang);
         self.gang_since
             .remove(gang)
             .map(|since| now.saturating_duration_since(since))
@@ -295,6 +317,34 @@ impl Cycle {
                 .nominate(pod, node, gpus, now + NOMINATION_TTL);
         }
     }
+}
+
+/// Node selectors for the rest of a gang whose members are bound on
+/// `nodes`, tightest first: every network domain they all share (leaf and
+/// spine), then the outer ones only, then none. The rest goes where the
+/// first placement would have put it: as close to its bound members as fits.
+pub fn domain_selectors(snapshot: &Snapshot, nodes: &[String]) -> Vec<BTreeMap<String, String>> {
+    let mut shared: Vec<(String, String)> = Vec::new();
+    if !nodes.is_empty() {
+        for key in snapshot.tiers().keys() {
+            let values: BTreeSet<Option<&str>> = nodes
+                .iter()
+                .map(|n| {
+                    snapshot
+                        .node_id(n)
+                        .and_then(|id| snapshot.node(id).label(key))
+                })
+                .collect();
+            match values.into_iter().collect::<Vec<_>>()[..] {
+                [Some(v)] => shared.push((key.clone(), v.to_string())),
+                _ => break,
+            }
+        }
+    }
+    (0..=shared.len())
+        .rev()
+        .map(|n| shared[..n].iter().cloned().collect())
+        .collect()
 }
 
 /// GPUs in use per network domain.

@@ -283,8 +283,8 @@ fn gated_pods_wait_and_a_gang_counts_only_ungated_members() {
         0,
         "nothing reserved for a gated gang"
     );
-    // Admitted: the gates go, the single pod and the gang are placed (the
-    // gang preempting the low-priority pod it needs).
+    // Admitted: the gates go. Both pods are tried now, and the gang,
+    // complete, preempts the low-priority pod it needs.
     for p in &mut h.world.pods {
         std::sync::Arc::make_mut(p)
             .spec
@@ -295,12 +295,84 @@ fn gated_pods_wait_and_a_gang_counts_only_ungated_members() {
     h.advance(Duration::from_secs(2));
     let (report, _) = h.cycle();
     assert!(
-        matches!(report.outcome("ml/single"), Some(Outcome::Scheduled(_))),
+        report.outcome("ml/single").is_some(),
         "{:?}",
         report.outcomes
     );
     assert!(
-        report.outcome("ml/job-1").is_some(),
-        "the ungated member joins"
+        matches!(report.outcome("ml/job-1"), Some(Outcome::Preempting { .. })),
+        "{:?}",
+        report.outcomes
+    );
+    h.advance(Duration::from_secs(2));
+    let (_, writes) = h.cycle();
+    let gang: Vec<String> = binds(&writes).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        gang,
+        ["ml/job-0", "ml/job-1"],
+        "the gang binds once its victim is gone"
+    );
+}
+
+/// A gang member bound on `node` (as a restart or a lost member leaves it).
+fn bound_member(gang: &str, size: u32, i: u32, node: &str) -> k8s_openapi::api::core::v1::Pod {
+    let mut p = member(gang, size, i, 8, 0);
+    p.spec.as_mut().expect("spec").node_name = Some(node.into());
+    p.status.get_or_insert_default().phase = Some("Running".into());
+    super::fixtures::annotate(p, "gputopo.dev/assigned-gpus", "0,1,2,3,4,5,6,7")
+}
+
+#[test]
+fn the_rest_of_a_partly_bound_gang_goes_to_its_bound_members_leaf() {
+    // n1, n2 on leaf-1; n3, n4 on leaf-2. One member runs on n3.
+    let mut w = World::dgx(4, 2);
+    w.add(bound_member("job", 2, 0, "n3"));
+    w.add(member("job", 2, 1, 8, 0));
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    assert_eq!(
+        binds(&writes),
+        [("ml/job-1".to_string(), "n4".to_string())],
+        "{:?}",
+        report.outcomes
+    );
+}
+
+#[test]
+fn a_gang_stuck_partly_bound_is_undone_after_its_timeout() {
+    let mut settings = Harness::no_preemption();
+    settings.gangs.partial_bind_timeout = Duration::from_secs(60);
+    // n2 is full with a pod of higher priority: job-1 fits nowhere.
+    let mut w = World::dgx(2, 2);
+    w.add(pod("keeper", 8, Some("n2"), 1000));
+    w.add(bound_member("job", 2, 0, "n1"));
+    w.add(member("job", 2, 1, 8, 0));
+    let mut h = Harness::new(w, settings);
+    let (report, writes) = h.cycle();
+    assert!(binds(&writes).is_empty());
+    assert_eq!(
+        report.outcome("ml/job-1").map(Outcome::metric_label),
+        Some("unschedulable")
+    );
+    h.advance(Duration::from_secs(61));
+    let (report, writes) = h.cycle();
+    assert!(
+        writes.contains(&super::fake::Write::Evict {
+            pod: "ml/job-0".into(),
+            dry_run: false,
+            ok: true
+        }),
+        "{writes:?}"
+    );
+    let Some(Outcome::GangTimedOut { message }) = report.outcome("ml/job-1") else {
+        panic!("{:?}", report.outcomes);
+    };
+    assert!(
+        message.contains("partialBindTimeout") && message.contains("evicted ml/job-0"),
+        "{message}"
+    );
+    assert!(
+        !h.bound().contains_key("job-0"),
+        "no GPU held for a gang that cannot complete"
     );
 }
