@@ -2,9 +2,11 @@
 //! bipartite matching between request slots (request `r` has `counts[r]`
 //! slots) and GPUs, each slot taking a GPU of its request's candidates.
 //!
-//! Kuhn's augmenting paths, slots in request order, GPUs in ascending index
-//! order: deterministic, and it finds a split whenever one exists. When
-//! several exist, earlier requests tend to keep lower indices.
+//! Kuhn's augmenting paths, slots in request order, each slot taking the
+//! lowest free GPU of its candidates and only otherwise moving an earlier
+//! slot along an augmenting path: deterministic, it finds a split whenever
+//! one exists, and earlier requests keep the lower indices where the
+//! candidates allow.
 
 /// Per request, the GPUs it takes, each from `masks[r]`, exactly
 /// `counts[r]` of them, together exactly `set`. `None` when no split exists.
@@ -43,16 +45,30 @@ fn augment(
     owner: &mut [Option<usize>; 32],
     visited: &mut u32,
 ) -> bool {
-    let mut candidates = masks[slots[slot]] & set & !*visited;
-    while candidates != 0 {
-        let gpu = candidates.trailing_zeros() as usize;
-        candidates &= candidates - 1;
+    let candidates = masks[slots[slot]] & set & !*visited;
+    // A free GPU first, lowest index first: earlier requests keep lower indices.
+    let mut free = candidates;
+    while free != 0 {
+        let gpu = free.trailing_zeros() as usize;
+        free &= free - 1;
+        if owner[gpu].is_none() {
+            *visited |= 1 << gpu;
+            owner[gpu] = Some(slot);
+            return true;
+        }
+    }
+    // Otherwise move a holder elsewhere (an augmenting path).
+    let mut taken = candidates;
+    while taken != 0 {
+        let gpu = taken.trailing_zeros() as usize;
+        taken &= taken - 1;
+        if *visited & (1 << gpu) != 0 {
+            continue;
+        }
         *visited |= 1 << gpu;
-        let free = match owner[gpu] {
-            None => true,
-            Some(other) => augment(other, slots, masks, set, owner, visited),
-        };
-        if free {
+        if let Some(other) = owner[gpu]
+            && augment(other, slots, masks, set, owner, visited)
+        {
             owner[gpu] = Some(slot);
             return true;
         }
