@@ -9,8 +9,7 @@ use fixtures::*;
 use gputopo_api::k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use gputopo_api::{GpuRequest, LinkClass};
 use gputopo_scheduler_core::dra::{
-    ClaimErrorKind, DraConfig, DraFit, DraInventory, DraPod, DraWarning, GpuMapping, NodeReason,
-    pod_claim_names,
+    DraConfig, DraFit, DraInventory, DraPod, DraWarning, GpuMapping, NodeReason,
 };
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use serde_json::json;
@@ -84,10 +83,6 @@ fn all_pairs_nvlink(m: &Machine, gpus: &[u32]) -> bool {
     let shape = NodeShape::from_spec(&topology_spec(m)).expect("a shape");
     let mask = gpus.iter().fold(0u32, |acc, g| acc | 1 << g);
     matches!(shape.all_to_all_bottleneck(mask), Some(LinkClass::Nv(_)))
-}
-
-fn parse_error(claim: &ResourceClaim) -> gputopo_scheduler_core::dra::ClaimError {
-    DraPod::new("default/trainer", &[claim], &classes()).expect_err("refused")
 }
 
 #[test]
@@ -474,81 +469,6 @@ fn class_configuration_is_passed_through() {
 }
 
 #[test]
-fn admin_access_is_refused_naming_the_field() {
-    let admin = claim(
-        "admin",
-        json!({"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": "gpu.nvidia.com", "adminAccess": true}}]}),
-    );
-    let err = parse_error(&admin);
-    assert_eq!(err.field, "spec.devices.requests[0].exactly.adminAccess");
-    assert_eq!(err.kind, ClaimErrorKind::AdminAccess);
-    assert!(err.to_string().starts_with(
-        "ResourceClaim default/admin: spec.devices.requests[0].exactly.adminAccess: admin access is not allocated by gputopo"
-    ));
-}
-
-#[test]
-fn a_malformed_cel_expression_is_refused_naming_the_field() {
-    let bad = claim(
-        "bad",
-        json!({"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName =="}}]}}]}),
-    );
-    let err = parse_error(&bad);
-    assert_eq!(
-        err.field,
-        "spec.devices.requests[0].exactly.selectors[0].cel.expression"
-    );
-    assert!(matches!(err.kind, ClaimErrorKind::CelSyntax(_)), "{err}");
-}
-
-#[test]
-fn an_unsupported_cel_function_is_refused_naming_it() {
-    let bind = claim(
-        "bind",
-        json!({"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression":
-            "cel.bind(a, device.attributes['gpu.nvidia.com'], a.type == 'gpu')"}}]}}]}),
-    );
-    let err = parse_error(&bind);
-    assert_eq!(err.kind, ClaimErrorKind::CelFunction("bind".into()));
-}
-
-#[test]
-fn first_available_is_refused_naming_the_field() {
-    let prioritized = claim(
-        "prio",
-        json!({"requests": [{"name": "gpus", "firstAvailable": [
-        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
-        {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 2}]}]}),
-    );
-    let err = parse_error(&prioritized);
-    assert_eq!(err.field, "spec.devices.requests[0].firstAvailable");
-    assert_eq!(err.kind, ClaimErrorKind::FirstAvailable);
-}
-
-#[test]
-fn a_missing_device_class_is_refused() {
-    let missing = claim(
-        "missing",
-        json!({"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": "gpu.example.com"}}]}),
-    );
-    let err = parse_error(&missing);
-    assert_eq!(
-        err.field,
-        "spec.devices.requests[0].exactly.deviceClassName"
-    );
-    assert_eq!(
-        err.kind,
-        ClaimErrorKind::DeviceClassNotFound("gpu.example.com".into())
-    );
-}
-
-#[test]
 fn a_missing_attribute_without_has_is_a_runtime_error_as_upstream() {
     let c = cluster(&[]);
     let claims = [claim(
@@ -626,19 +546,6 @@ fn network_attached_slices_are_not_placed() {
     assert!(c.inventory.node("dgx-a100").is_none());
     assert!(c.inventory.warnings.iter().any(|w| matches!(w,
         DraWarning::UnsupportedSlice { reason, .. } if reason.starts_with("allNodes"))));
-}
-
-#[test]
-fn a_template_claim_not_created_yet_is_named() {
-    let p: gputopo_api::k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
-        "metadata": {"name": "p", "namespace": "default"},
-        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "quad"}],
-                 "containers": [{"name": "main"}]},
-    }))
-    .expect("a pod");
-    let err = pod_claim_names(&p).expect_err("pending");
-    assert_eq!(err.field, "spec.resourceClaims[0]");
-    assert_eq!(err.kind, ClaimErrorKind::TemplateClaimPending);
 }
 
 #[test]

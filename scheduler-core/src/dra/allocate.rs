@@ -4,6 +4,7 @@
 
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, DraPod, Mode};
+use super::constraint::{constraint_combinations, tolerated};
 use super::devices::{DeviceId, DraDevice, DraInventory, NodeDevices};
 use super::error::NodeReason;
 use super::matching::split;
@@ -12,14 +13,10 @@ use gputopo_api::k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
 };
 use gputopo_api::k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationResult, DeviceAttribute, DeviceRequestAllocationResult,
-    DeviceToleration,
+    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, DeviceToleration,
 };
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-
-/// The most value combinations of `matchAttribute` constraints tried per node.
-pub const MAX_CONSTRAINT_COMBINATIONS: usize = 4096;
 
 /// The pod's claims placed on one node.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,12 +69,12 @@ pub struct AssignedDevice {
 }
 
 /// One request of an unallocated claim, as matched on this node.
-struct Candidates {
-    claim: usize,
-    request: usize,
-    mode: Mode,
+pub(super) struct Candidates {
+    pub(super) claim: usize,
+    pub(super) request: usize,
+    pub(super) mode: Mode,
     /// Candidate GPUs.
-    mask: u32,
+    pub(super) mask: u32,
 }
 
 impl DraPod {
@@ -124,7 +121,7 @@ impl DraPod {
                                 },
                                 None => NodeReason::ClaimDevicesMissing {
                                     claim: claim.key.clone(),
-                                    device: id,
+                                    device: Box::new(id),
                                 },
                             });
                         }
@@ -355,14 +352,16 @@ fn all_unavailable(
     NodeReason::AllDeviceUnavailable {
         claim: claim.key.clone(),
         request: claim.requests[ri].name.clone(),
-        device: devices
-            .device_on(gpu)
-            .map(|d| d.id.clone())
-            .unwrap_or_else(|| DeviceId {
-                driver: String::new(),
-                pool: String::new(),
-                device: format!("gpu {gpu}"),
-            }),
+        device: Box::new(
+            devices
+                .device_on(gpu)
+                .map(|d| d.id.clone())
+                .unwrap_or_else(|| DeviceId {
+                    driver: String::new(),
+                    pool: String::new(),
+                    device: format!("gpu {gpu}"),
+                }),
+        ),
         why,
     }
 }
@@ -385,7 +384,7 @@ fn candidates(
         let value = value.as_ref().map_err(|e| NodeReason::CelRuntime {
             object: format!("ResourceSlice of {}", devices.node),
             field: "spec.devices".to_string(),
-            device: d.id.clone(),
+            device: Box::new(d.id.clone()),
             error: e.clone(),
         })?;
         let mut ok = true;
@@ -395,7 +394,7 @@ fn candidates(
                 .map_err(|error| NodeReason::CelRuntime {
                     object: s.object.clone(),
                     field: s.field.clone(),
-                    device: d.id.clone(),
+                    device: Box::new(d.id.clone()),
                     error,
                 })?;
             if !m {
@@ -442,7 +441,7 @@ fn candidates(
             Err(NodeReason::AllDeviceUnavailable {
                 claim: claim.key.clone(),
                 request: plan.name.clone(),
-                device: d.id.clone(),
+                device: Box::new(d.id.clone()),
                 why,
             })
         }
@@ -453,117 +452,6 @@ fn candidates(
             mask,
         }),
     }
-}
-
-/// Whether every `NoSchedule`/`NoExecute` taint of the device is tolerated.
-fn tolerated(device: &DraDevice, tolerations: &[DeviceToleration]) -> bool {
-    device
-        .taints
-        .iter()
-        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        .all(|t| {
-            tolerations.iter().any(|tol| {
-                let key_ok = tol
-                    .key
-                    .as_deref()
-                    .is_none_or(|k| k.is_empty() || k == t.key);
-                let effect_ok = tol
-                    .effect
-                    .as_deref()
-                    .is_none_or(|e| e.is_empty() || e == t.effect);
-                let value_ok = match tol.operator.as_deref() {
-                    Some("Exists") => true,
-                    _ => tol.value.as_deref().unwrap_or("") == t.value.as_deref().unwrap_or(""),
-                };
-                let key_required = tol.key.as_deref().is_none_or(str::is_empty)
-                    && tol.operator.as_deref() != Some("Exists");
-                key_ok && effect_ok && value_ok && !key_required
-            })
-        })
-}
-
-/// A `matchAttribute` value, typed as upstream compares them.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum AttrValue {
-    Int(i64),
-    Bool(bool),
-    Str(String),
-    Version(String),
-}
-
-fn attr_value(a: &DeviceAttribute) -> Option<AttrValue> {
-    if let Some(v) = a.int {
-        Some(AttrValue::Int(v))
-    } else if let Some(v) = a.bool {
-        Some(AttrValue::Bool(v))
-    } else if let Some(v) = &a.string {
-        Some(AttrValue::Str(v.clone()))
-    } else {
-        a.version.clone().map(AttrValue::Version)
-    }
-}
-
-/// Per combination of constraint values, each request's candidate mask
-/// restricted to the devices carrying those values. Without constraints,
-/// one combination: the masks as they are.
-fn constraint_combinations(
-    pod: &DraPod,
-    devices: &NodeDevices,
-    cands: &[Candidates],
-) -> Result<Vec<Vec<u32>>, NodeReason> {
-    let base: Vec<u32> = cands.iter().map(|c| c.mask).collect();
-    // Per constraint: the candidate indices it covers, and per value the GPUs carrying it.
-    let mut axes: Vec<(Vec<usize>, Vec<u32>)> = Vec::new();
-    for (ci, claim) in pod.claims.iter().enumerate() {
-        for constraint in &claim.constraints {
-            let covered: Vec<usize> = cands
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.claim == ci && constraint.requests.contains(&c.request))
-                .map(|(i, _)| i)
-                .collect();
-            let union = covered.iter().fold(0u32, |m, &i| m | base[i]);
-            let mut by_value: BTreeMap<AttrValue, u32> = BTreeMap::new();
-            let mut gpus = union;
-            while gpus != 0 {
-                let gpu = gpus.trailing_zeros();
-                gpus &= gpus - 1;
-                if let Some(v) = devices
-                    .device_on(gpu)
-                    .and_then(|d| d.attribute(&constraint.attribute))
-                    .and_then(attr_value)
-                {
-                    *by_value.entry(v).or_default() |= 1 << gpu;
-                }
-            }
-            if by_value.is_empty() {
-                return Err(NodeReason::ConstraintAttributeMissing {
-                    claim: claim.key.clone(),
-                    field: format!("{}.matchAttribute", constraint.field),
-                    attribute: constraint.attribute.clone(),
-                });
-            }
-            axes.push((covered, by_value.into_values().collect()));
-        }
-    }
-    let total = axes
-        .iter()
-        .try_fold(1usize, |n, (_, values)| n.checked_mul(values.len()))
-        .filter(|&n| n <= MAX_CONSTRAINT_COMBINATIONS)
-        .ok_or(NodeReason::SearchTooLarge)?;
-    let mut out = Vec::with_capacity(total);
-    for mut combo in 0..total {
-        let mut masks = base.clone();
-        for (covered, values) in &axes {
-            let value = values[combo % values.len()];
-            combo /= values.len();
-            for &i in covered {
-                masks[i] &= value;
-            }
-        }
-        out.push(masks);
-    }
-    Ok(out)
 }
 
 /// The pod's GPU set: `fixed` plus, for each count request, its count from

@@ -122,7 +122,7 @@ pub enum NodeReason {
     AllDeviceUnavailable {
         claim: String,
         request: String,
-        device: DeviceId,
+        device: Box<DeviceId>,
         why: &'static str,
     },
     /// A pool of the node is being updated or is invalid, and `All` asks for every device.
@@ -134,7 +134,10 @@ pub enum NodeReason {
     /// A claim the pod uses is allocated on another node.
     ClaimElsewhere { claim: String, node: String },
     /// A claim the pod uses is allocated to devices this node does not publish.
-    ClaimDevicesMissing { claim: String, device: DeviceId },
+    ClaimDevicesMissing {
+        claim: String,
+        device: Box<DeviceId>,
+    },
     /// No candidate device of the constrained requests has the attribute.
     ConstraintAttributeMissing {
         claim: String,
@@ -147,7 +150,7 @@ pub enum NodeReason {
     CelRuntime {
         object: String,
         field: String,
-        device: DeviceId,
+        device: Box<DeviceId>,
         error: String,
     },
     /// The GPU set's hard constraints (annotations, node policy) leave nothing.

@@ -44,16 +44,18 @@
 mod allocate;
 mod cel;
 mod claim;
+mod constraint;
 mod devices;
 mod error;
 pub mod matching;
 
-pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, MAX_CONSTRAINT_COMBINATIONS, pin};
+pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
 pub use claim::{
     Allocated, ClaimPlan, DraPod, MAX_DEVICES_PER_CLAIM, MatchConstraint, Mode, RequestPlan,
     claim_key, pod_claim_names,
 };
+pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
 pub use devices::{
     DeviceId, DraConfig, DraDevice, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER,
     NodeDevices,
