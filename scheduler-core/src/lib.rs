@@ -1,4 +1,5 @@
 pub mod config;
+pub mod dra;
 pub mod explain;
 pub mod filter;
 pub mod fragmentation;

@@ -107,7 +107,7 @@ impl NodeShape {
         }
     }
 
-    fn default_method(&self) -> Method {
+    pub(super) fn default_method(&self) -> Method {
         if self.is_exact() {
             Method::Exact
         } else {
@@ -276,7 +276,13 @@ impl NodeShape {
     }
 
     /// `round(70·q + 20·l + 10·u)`; see the module docs.
-    fn score(&self, query: &Query, winner: &Winner, before: LeftoverKey, left: u32) -> u8 {
+    pub(super) fn score(
+        &self,
+        query: &Query,
+        winner: &Winner,
+        before: LeftoverKey,
+        left: u32,
+    ) -> u8 {
         let k = query.k;
         let quality_ratio = if k <= 1 {
             1.0
@@ -309,7 +315,7 @@ impl NodeShape {
         score.round().clamp(0.0, 100.0) as u8
     }
 
-    fn leftover_of(&self, gpus: u32, key: LeftoverKey) -> Leftover {
+    pub(super) fn leftover_of(&self, gpus: u32, key: LeftoverKey) -> Leftover {
         let slot = |i: usize| {
             let (level, sets) = unpack_slot(key, i);
             LeftoverSlot {

@@ -69,6 +69,7 @@
 
 mod cache;
 mod choose;
+mod constrained;
 mod exact;
 mod explain;
 mod fragmentation;
@@ -80,6 +81,7 @@ mod tables;
 
 pub use cache::{MAX_CACHED, MAX_DENSE_GPUS};
 pub use choose::Picker;
+pub use constrained::{MAX_CONSTRAINED_SUBSETS, constrained_subsets};
 pub use fragmentation::{full_nvlink_slots, stranded_free_gpus};
 pub use heuristic::{GapReport, heuristic_gap};
 pub use request::{

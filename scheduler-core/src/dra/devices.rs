@@ -1,0 +1,509 @@
+//! The device model: ResourceSlices of the configured drivers, per node, each
+//! device mapped to a GPU index of the node's `GpuTopology`; and which devices
+//! are busy, from every ResourceClaim's `status.allocation`.
+
+use gputopo_api::GpuTopology;
+use gputopo_api::k8s_openapi::api::resource::v1::{
+    Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourceClaim, ResourceSlice,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// NVIDIA's DRA driver for GPUs (`k8s-dra-driver-gpu`).
+pub const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
+
+/// Which DRA drivers publish GPUs gputopo places.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DraConfig {
+    /// Driver names, e.g. `gpu.nvidia.com` (the default).
+    pub drivers: Vec<String>,
+}
+
+impl Default for DraConfig {
+    fn default() -> DraConfig {
+        DraConfig {
+            drivers: vec![NVIDIA_GPU_DRIVER.to_string()],
+        }
+    }
+}
+
+impl DraConfig {
+    pub fn handles(&self, driver: &str) -> bool {
+        self.drivers.iter().any(|d| d == driver)
+    }
+}
+
+/// A device as an allocation names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// One published device of a configured driver on a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraDevice {
+    pub id: DeviceId,
+    /// The GPU index in the node's `GpuTopology`; `None` when the topology
+    /// does not know the device (a warning says why): it is never allocated.
+    pub gpu: Option<u32>,
+    /// As published: names without a domain belong to the driver's domain.
+    pub attributes: BTreeMap<String, DeviceAttribute>,
+    pub capacity: BTreeMap<String, DeviceCapacity>,
+    pub taints: Vec<DeviceTaint>,
+    /// Counter sets the device consumes from (partitionable devices).
+    pub counter_sets: Vec<String>,
+    /// The device has binding conditions (not allocated by gputopo).
+    pub binding_conditions: bool,
+}
+
+impl DraDevice {
+    /// An attribute by fully qualified name (`gpu.nvidia.com/productName`,
+    /// `resource.kubernetes.io/pcieRoot`), as upstream looks it up: the exact
+    /// name, else the bare name when the domain is the device's driver.
+    pub fn attribute(&self, qualified: &str) -> Option<&DeviceAttribute> {
+        if let Some(a) = self.attributes.get(qualified) {
+            return Some(a);
+        }
+        let (domain, name) = qualified.split_once('/')?;
+        (domain == self.id.driver)
+            .then(|| self.attributes.get(name))
+            .flatten()
+    }
+
+    fn string_attribute(&self, name: &str) -> Option<&str> {
+        self.attribute(&format!("{}/{name}", self.id.driver))
+            .and_then(|a| a.string.as_deref())
+    }
+
+    fn int_attribute(&self, name: &str) -> Option<i64> {
+        self.attribute(&format!("{}/{name}", self.id.driver))
+            .and_then(|a| a.int)
+    }
+}
+
+/// How a node's devices were matched to its GPU indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuMapping {
+    /// The device's `uuid` attribute equals the topology GPU's UUID.
+    Uuid,
+    /// The topology has no UUIDs: the device's `index` attribute (published
+    /// by NVIDIA's driver before v25.8; current versions do not).
+    Index,
+    /// No `GpuTopology` for the node: nothing is placed.
+    NoTopology,
+}
+
+/// The devices of one node, from complete and valid pools of node-local slices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeDevices {
+    pub node: String,
+    /// Sorted by id.
+    pub devices: Vec<DraDevice>,
+    pub mapping: GpuMapping,
+    /// Pools of this node not used, with why (`driver/pool: reason`).
+    pub unusable_pools: Vec<String>,
+}
+
+impl NodeDevices {
+    /// The device placed on `gpu`.
+    pub fn device_on(&self, gpu: u32) -> Option<&DraDevice> {
+        self.devices.iter().find(|d| d.gpu == Some(gpu))
+    }
+
+    pub fn device(&self, id: &DeviceId) -> Option<&DraDevice> {
+        self.devices
+            .binary_search_by(|d| d.id.cmp(id))
+            .ok()
+            .map(|i| &self.devices[i])
+    }
+}
+
+/// Something the inventory left out, for the snapshot's warnings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DraWarning {
+    /// A device the node's topology does not know: it is never allocated.
+    UnplacedDevice {
+        node: String,
+        device: DeviceId,
+        reason: String,
+    },
+    /// The node's topology names no UUID: devices were matched by their `index` attribute.
+    IndexFallback { node: String },
+    /// A slice gputopo does not read (not node-local).
+    UnsupportedSlice { slice: String, reason: String },
+    /// A pool that is incomplete or invalid: its devices are not used.
+    UnusablePool { pool: String, reason: String },
+}
+
+impl fmt::Display for DraWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DraWarning::UnplacedDevice {
+                node,
+                device,
+                reason,
+            } => write!(
+                f,
+                "node {node}: DRA device {device} is not placed on the topology ({reason}); gputopo does not allocate it"
+            ),
+            DraWarning::IndexFallback { node } => write!(
+                f,
+                "node {node}: its GpuTopology names no GPU UUID, so DRA devices were matched to GPUs by their `index` attribute"
+            ),
+            DraWarning::UnsupportedSlice { slice, reason } => {
+                write!(f, "ResourceSlice {slice} is not used: {reason}")
+            }
+            DraWarning::UnusablePool { pool, reason } => {
+                write!(f, "resource pool {pool} is not used: {reason}")
+            }
+        }
+    }
+}
+
+/// Every node's devices and the busy ones: the DRA half of a snapshot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DraInventory {
+    pub config: DraConfig,
+    nodes: BTreeMap<String, NodeDevices>,
+    /// Allocated devices (admin access excluded, as upstream), with the claim holding each.
+    busy: BTreeMap<DeviceId, String>,
+    /// `(driver, pool, counter set)` consumed by an allocated device.
+    busy_counters: BTreeSet<(String, String, String)>,
+    pub warnings: Vec<DraWarning>,
+}
+
+/// Slices of one pool, newest generation only.
+struct PoolSlices<'a> {
+    generation: i64,
+    slices: Vec<&'a ResourceSlice>,
+}
+
+impl DraInventory {
+    /// Reads the slices of the configured drivers, places each device on its
+    /// node's `GpuTopology` (`topologies`, named after their nodes), and marks
+    /// the devices every claim's `status.allocation` holds as busy.
+    ///
+    /// As upstream: only the newest generation of a pool counts; a pool whose
+    /// slice count differs from `resourceSliceCount` is incomplete and a pool
+    /// with a duplicate device name invalid, and neither is used. Only
+    /// node-local slices (`spec.nodeName`) are read: `allNodes`, `nodeSelector`
+    /// and `perDeviceNodeSelection` slices publish devices reachable from many
+    /// nodes, which have no place in one node's GPU topology.
+    pub fn build(
+        config: &DraConfig,
+        slices: &[ResourceSlice],
+        topologies: &[GpuTopology],
+        claims: &[ResourceClaim],
+    ) -> DraInventory {
+        let mut inv = DraInventory {
+            config: config.clone(),
+            ..DraInventory::default()
+        };
+        let mut pools: BTreeMap<(String, String), PoolSlices<'_>> = BTreeMap::new();
+        for slice in slices {
+            let spec = &slice.spec;
+            if !config.handles(&spec.driver) {
+                continue;
+            }
+            let name = slice.metadata.name.clone().unwrap_or_default();
+            let node_local = spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
+            if !node_local || spec.per_device_node_selection == Some(true) {
+                let what = if spec.all_nodes == Some(true) {
+                    "allNodes"
+                } else if spec.node_selector.is_some() {
+                    "nodeSelector"
+                } else if spec.per_device_node_selection == Some(true) {
+                    "perDeviceNodeSelection"
+                } else {
+                    "no node selection"
+                };
+                inv.warnings.push(DraWarning::UnsupportedSlice {
+                    slice: name,
+                    reason: format!(
+                        "{what}: only node-local slices (spec.nodeName) are placed on a node's GPU topology"
+                    ),
+                });
+                continue;
+            }
+            let key = (spec.driver.clone(), spec.pool.name.clone());
+            let entry = pools.entry(key).or_insert(PoolSlices {
+                generation: spec.pool.generation,
+                slices: Vec::new(),
+            });
+            if spec.pool.generation < entry.generation {
+                continue;
+            }
+            if spec.pool.generation > entry.generation {
+                entry.generation = spec.pool.generation;
+                entry.slices.clear();
+            }
+            entry.slices.push(slice);
+        }
+
+        let topo_by_node: BTreeMap<&str, &GpuTopology> = topologies
+            .iter()
+            .map(|t| {
+                let name = t.metadata.name.as_deref().unwrap_or(&t.spec.node_name);
+                (name, t)
+            })
+            .collect();
+
+        for ((driver, pool), group) in pools {
+            let pool_id = format!("{driver}/{pool}");
+            let first = &group.slices[0].spec;
+            let node = first.node_name.clone().unwrap_or_default();
+            let problem = pool_problem(&group);
+            if let Some(reason) = problem {
+                inv.warnings.push(DraWarning::UnusablePool {
+                    pool: pool_id.clone(),
+                    reason: reason.clone(),
+                });
+                inv.node_entry(&node)
+                    .unusable_pools
+                    .push(format!("{pool_id}: {reason}"));
+                continue;
+            }
+            let devices: Vec<&Device> = group
+                .slices
+                .iter()
+                .flat_map(|s| s.spec.devices.iter().flatten())
+                .collect();
+            let entry = inv.node_entry(&node);
+            for device in devices {
+                entry.devices.push(DraDevice {
+                    id: DeviceId {
+                        driver: driver.clone(),
+                        pool: pool.clone(),
+                        device: device.name.clone(),
+                    },
+                    gpu: None,
+                    attributes: device.attributes.clone().unwrap_or_default(),
+                    capacity: device.capacity.clone().unwrap_or_default(),
+                    taints: device.taints.clone().unwrap_or_default(),
+                    counter_sets: device
+                        .consumes_counters
+                        .iter()
+                        .flatten()
+                        .map(|c| c.counter_set.clone())
+                        .collect(),
+                    binding_conditions: device
+                        .binding_conditions
+                        .as_ref()
+                        .is_some_and(|c| !c.is_empty()),
+                });
+            }
+        }
+
+        let mut warnings = Vec::new();
+        for (name, node) in &mut inv.nodes {
+            node.devices.sort_by(|a, b| a.id.cmp(&b.id));
+            place(
+                node,
+                topo_by_node.get(name.as_str()).copied(),
+                &mut warnings,
+            );
+        }
+        inv.warnings.extend(warnings);
+
+        for claim in claims {
+            let Some(allocation) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
+                continue;
+            };
+            let key = super::claim::claim_key(claim);
+            for result in allocation
+                .devices
+                .iter()
+                .flat_map(|d| d.results.iter().flatten())
+            {
+                if result.admin_access == Some(true) {
+                    continue;
+                }
+                inv.busy.insert(
+                    DeviceId {
+                        driver: result.driver.clone(),
+                        pool: result.pool.clone(),
+                        device: result.device.clone(),
+                    },
+                    key.clone(),
+                );
+            }
+        }
+        let mut counters = BTreeSet::new();
+        for id in inv.busy.keys() {
+            if let Some(device) = inv.find(id).map(|(_, d)| d) {
+                for set in &device.counter_sets {
+                    counters.insert((id.driver.clone(), id.pool.clone(), set.clone()));
+                }
+            }
+        }
+        inv.busy_counters = counters;
+        inv
+    }
+
+    fn node_entry(&mut self, node: &str) -> &mut NodeDevices {
+        self.nodes
+            .entry(node.to_string())
+            .or_insert_with(|| NodeDevices {
+                node: node.to_string(),
+                devices: Vec::new(),
+                mapping: GpuMapping::NoTopology,
+                unusable_pools: Vec::new(),
+            })
+    }
+
+    /// A node's devices; `None` when no slice of a configured driver names it.
+    pub fn node(&self, node: &str) -> Option<&NodeDevices> {
+        self.nodes.get(node)
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = &NodeDevices> {
+        self.nodes.values()
+    }
+
+    /// The node and device for an id, wherever it is published.
+    pub fn find(&self, id: &DeviceId) -> Option<(&str, &DraDevice)> {
+        self.nodes
+            .values()
+            .find_map(|n| n.device(id).map(|d| (n.node.as_str(), d)))
+    }
+
+    /// The claim (`namespace/name`) holding `id`, if any.
+    pub fn holder(&self, id: &DeviceId) -> Option<&str> {
+        self.busy.get(id).map(String::as_str)
+    }
+
+    /// Allocated, or sharing a counter set with an allocated device (a MIG
+    /// partition of a GPU makes the whole GPU busy, and the reverse).
+    pub fn is_busy(&self, device: &DraDevice) -> bool {
+        self.busy.contains_key(&device.id)
+            || device.counter_sets.iter().any(|set| {
+                self.busy_counters.contains(&(
+                    device.id.driver.clone(),
+                    device.id.pool.clone(),
+                    set.clone(),
+                ))
+            })
+    }
+
+    /// Marks a claim's devices busy, as a snapshot adds a bound pod: the
+    /// caller's assume cache after writing an allocation.
+    pub fn assume_allocated(&mut self, claim: &str, devices: &[DeviceId]) {
+        for id in devices {
+            self.busy.insert(id.clone(), claim.to_string());
+            let sets = self.find(id).map(|(_, d)| d.counter_sets.clone());
+            for set in sets.into_iter().flatten() {
+                self.busy_counters
+                    .insert((id.driver.clone(), id.pool.clone(), set));
+            }
+        }
+    }
+}
+
+fn pool_problem(group: &PoolSlices<'_>) -> Option<String> {
+    let first = &group.slices[0].spec;
+    let want = first.pool.resource_slice_count;
+    let have = group.slices.len() as i64;
+    if have != want {
+        return Some(format!(
+            "incomplete: {have} of {want} slices of generation {} (the driver is updating it)",
+            group.generation
+        ));
+    }
+    if group
+        .slices
+        .iter()
+        .any(|s| s.spec.node_name != first.node_name)
+    {
+        return Some("its slices name different nodes".to_string());
+    }
+    let mut names = BTreeSet::new();
+    for device in group
+        .slices
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten())
+    {
+        if !names.insert(device.name.as_str()) {
+            return Some(format!("duplicate device name {}", device.name));
+        }
+    }
+    None
+}
+
+/// Maps each device of `node` to a topology GPU: by `uuid`, or by `index`
+/// when the topology names no UUID. Devices that are not whole GPUs (`type`
+/// other than `gpu`), that match no GPU, or that match one already taken are
+/// left unplaced with a warning.
+fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut Vec<DraWarning>) {
+    let Some(topology) = topology else {
+        node.mapping = GpuMapping::NoTopology;
+        for d in &node.devices {
+            warnings.push(DraWarning::UnplacedDevice {
+                node: node.node.clone(),
+                device: d.id.clone(),
+                reason: "the node has no GpuTopology".to_string(),
+            });
+        }
+        return;
+    };
+    let gpus = &topology.spec.gpus;
+    let by_uuid = gpus.iter().any(|g| g.uuid.is_some());
+    node.mapping = if by_uuid {
+        GpuMapping::Uuid
+    } else {
+        warnings.push(DraWarning::IndexFallback {
+            node: node.node.clone(),
+        });
+        GpuMapping::Index
+    };
+    let mut taken = BTreeSet::new();
+    for d in &mut node.devices {
+        let kind = d.string_attribute("type");
+        let found: Result<u32, String> = if kind.is_some_and(|t| t != "gpu") {
+            Err(format!(
+                "type {}: gputopo places whole GPUs only",
+                kind.unwrap_or_default()
+            ))
+        } else if by_uuid {
+            match d.string_attribute("uuid") {
+                None => Err("no uuid attribute".to_string()),
+                Some(uuid) => gpus
+                    .iter()
+                    .find(|g| g.uuid.as_deref() == Some(uuid))
+                    .map(|g| g.index)
+                    .ok_or_else(|| format!("uuid {uuid} is not in the node's GpuTopology")),
+            }
+        } else {
+            match d.int_attribute("index") {
+                None => Err(
+                    "no index attribute, and the GpuTopology names no UUID to match".to_string(),
+                ),
+                Some(index) => gpus
+                    .iter()
+                    .find(|g| i64::from(g.index) == index)
+                    .map(|g| g.index)
+                    .ok_or_else(|| format!("index {index} is not in the node's GpuTopology")),
+            }
+        };
+        match found {
+            Ok(gpu) if taken.insert(gpu) => d.gpu = Some(gpu),
+            Ok(gpu) => warnings.push(DraWarning::UnplacedDevice {
+                node: node.node.clone(),
+                device: d.id.clone(),
+                reason: format!("GPU {gpu} is already another device's"),
+            }),
+            Err(reason) => warnings.push(DraWarning::UnplacedDevice {
+                node: node.node.clone(),
+                device: d.id.clone(),
+                reason,
+            }),
+        }
+    }
+}

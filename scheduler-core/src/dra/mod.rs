@@ -1,0 +1,66 @@
+//! Dynamic Resource Allocation (`resource.k8s.io/v1`), the pure part: the GPUs
+//! gputopo chooses are the GPUs the container gets (docs/contract.md,
+//! "Dynamic Resource Allocation").
+//!
+//! # The pieces
+//!
+//! * [`DraInventory::build`]: ResourceSlices of the configured drivers
+//!   ([`DraConfig`], default `gpu.nvidia.com`) per node, each device placed on
+//!   a GPU index of the node's `GpuTopology` by its `uuid` attribute (by
+//!   `index` when the topology names no UUID); busy devices from every
+//!   ResourceClaim's `status.allocation`, whoever allocated it.
+//! * [`DraPod::from_pod`] / [`DraPod::new`]: the pod's claims read: requests
+//!   (`exactly`: class, count or all, class and request CEL selectors),
+//!   `matchAttribute` constraints, configuration passed through; an
+//!   already-allocated claim taken as it is. Anything gputopo cannot honour
+//!   exactly is a [`ClaimError`] naming the field.
+//! * [`DraPod::fit`]: one node. Each request's candidates (matching every
+//!   selector, free, untainted, on the topology); the pod's whole GPU set
+//!   chosen by the topology objective (`gpuset`: [`NodeShape::pick`] when the
+//!   candidates are uniform, [`NodeShape::pick_constrained`] when GPUs are
+//!   fixed or requests differ); the set split over the requests by a
+//!   bipartite matching ([`matching::split`]); and the `AllocationResult` per
+//!   claim, pinned to the node as upstream pins node-local devices. Or a
+//!   [`NodeReason`].
+//!
+//! # What a caller writes, in order (as kube-scheduler's DRA plugin)
+//!
+//! For the chosen node's [`DraFit`], for each claim of [`DraFit::to_write`]:
+//! 1. add the finalizer `resource.kubernetes.io/delete-protection` to the
+//!    claim (a normal update) if it lacks it;
+//! 2. one `status` update: `status.allocation` = the claim's
+//!    [`ClaimAllocation::allocation`] (refuse if the claim got allocated
+//!    meanwhile) and `status.reservedFor` += `{resource: pods, name, uid}`;
+//!
+//! for an already-allocated claim only the `reservedFor` entry; then, once
+//! every claim is written, bind the pod (with the GPU annotations). On a
+//! failure before the bind, undo: remove the reservation and, for claims this
+//! cycle allocated, the allocation. [`DraInventory::assume_allocated`] keeps
+//! the next decision from reusing the devices before the watch sees them.
+//!
+//! [`NodeShape::pick`]: crate::gpuset::NodeShape::pick
+//! [`NodeShape::pick_constrained`]: crate::gpuset::NodeShape::pick_constrained
+
+mod allocate;
+mod cel;
+mod claim;
+mod constraint;
+mod devices;
+mod error;
+pub mod matching;
+
+pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
+pub use cel::{CelEnv, DeviceValue, Selector};
+pub use claim::{
+    Allocated, ClaimPlan, DraPod, MAX_DEVICES_PER_CLAIM, MatchConstraint, Mode, RequestPlan,
+    claim_key, pod_claim_names,
+};
+pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
+pub use devices::{
+    DeviceId, DraConfig, DraDevice, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER,
+    NodeDevices,
+};
+pub use error::{ClaimError, ClaimErrorKind, NodeReason};
+
+/// The claim finalizer kube-scheduler adds before writing an allocation.
+pub const CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";

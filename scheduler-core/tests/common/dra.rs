@@ -1,0 +1,280 @@
+//! Recorded machines as NVIDIA's DRA driver (`gpu.nvidia.com`,
+//! `cmd/gpu-kubelet-plugin`: `GpuInfo.GetDevice()`) would publish them: one
+//! node-local ResourceSlice per node, pool named after the node, one device
+//! `gpu-<minor>` per GPU with the attributes `type`, `uuid`, `productName`,
+//! `brand`, `architecture`, `cudaComputeCapability`, `driverVersion`,
+//! `cudaDriverVersion`, `resource.kubernetes.io/pciBusID`,
+//! `resource.kubernetes.io/pcieRoot` and the capacity `memory`. Claims,
+//! classes and pods as literal objects.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use gputopo_api::k8s_openapi::api::core::v1::Pod;
+use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use gputopo_api::{GpuTopology, GpuTopologySpec};
+use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::backend::recording::{Recording, replay_nvml};
+use gputopo_topology::normalize::normalize;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+pub const DRIVER: &str = "gpu.nvidia.com";
+
+/// A recorded machine and how the driver describes its GPUs.
+pub struct Machine {
+    pub node: &'static str,
+    pub product: &'static str,
+    pub architecture: &'static str,
+    pub compute_capability: &'static str,
+    pub memory: &'static str,
+    /// The driver publishes `index` (versions before v25.8 did; the
+    /// topology of this machine names no UUID, so that is what maps it).
+    pub publish_index: bool,
+}
+
+pub const DGX_A100: Machine = Machine {
+    node: "dgx-a100",
+    product: "NVIDIA A100-SXM4-40GB",
+    architecture: "Ampere",
+    compute_capability: "8.0.0",
+    memory: "40Gi",
+    publish_index: false,
+};
+
+pub const DGX1_V100: Machine = Machine {
+    node: "dgx1-v100",
+    product: "Tesla V100-SXM2-32GB",
+    architecture: "Volta",
+    compute_capability: "7.0.0",
+    memory: "32Gi",
+    publish_index: false,
+};
+
+pub const PCIE_2SOCKET: Machine = Machine {
+    node: "rtx4090-pcie",
+    product: "NVIDIA GeForce RTX 4090",
+    architecture: "Ada Lovelace",
+    compute_capability: "8.9.0",
+    memory: "24Gi",
+    publish_index: true,
+};
+
+pub const MACHINES: [&Machine; 3] = [&DGX_A100, &DGX1_V100, &PCIE_2SOCKET];
+
+pub fn repo_path(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(rel)
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(repo_path(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+}
+
+/// The node's `GpuTopology` spec, as the agent would publish it.
+///
+/// * DGX A100: `fixtures/nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt`
+///   normalized; a bare `topo -m` names no UUID, so UUIDs in the style of
+///   the recordings (`GPU-a1000001-0000-4000-8000-00000000000<i>`) are set,
+///   as NVML would have reported them.
+/// * DGX-1 V100: the NVML recording `fixtures/recorded/dgx1-v100-nvml.yaml`
+///   (UUIDs and PCI bus ids included).
+/// * PCIe box: `fixtures/nvidia/rtx4090-8gpu-pcie-2socket-vast-driver570-topo-m.txt`
+///   normalized, without UUIDs (devices map by `index`).
+pub fn topology_spec(m: &Machine) -> GpuTopologySpec {
+    match m.node {
+        "dgx-a100" => {
+            let facts = facts_from_topo(&read(
+                "fixtures/nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt",
+            ))
+            .expect("the fixture parses");
+            let mut spec = normalize(m.node, &facts).expect("it normalizes");
+            for g in &mut spec.gpus {
+                g.uuid = Some(format!("GPU-a1000001-0000-4000-8000-{:012}", g.index));
+            }
+            spec
+        }
+        "dgx1-v100" => {
+            let rec = Recording::from_yaml_str(
+                &read("fixtures/recorded/dgx1-v100-nvml.yaml"),
+                "dgx1-v100-nvml.yaml",
+            )
+            .expect("the recording reads");
+            let facts = replay_nvml(&rec).expect("it replays");
+            normalize(m.node, &facts).expect("it normalizes")
+        }
+        "rtx4090-pcie" => {
+            let facts = facts_from_topo(&read(
+                "fixtures/nvidia/rtx4090-8gpu-pcie-2socket-vast-driver570-topo-m.txt",
+            ))
+            .expect("the fixture parses");
+            normalize(m.node, &facts).expect("it normalizes")
+        }
+        other => panic!("unknown machine {other}"),
+    }
+}
+
+pub fn topology(m: &Machine) -> GpuTopology {
+    GpuTopology::new(m.node, topology_spec(m))
+}
+
+/// The PCIe root complex a GPU hangs off: from its PCI bus id when known
+/// (`pci<domain>:<bus rounded down to the root port's range>`), else one root per NUMA node.
+fn pcie_root(index: u32, bus: Option<&str>, numa: Option<i32>) -> String {
+    match (bus, numa) {
+        (Some(bus), _) => {
+            let b = u32::from_str_radix(bus.split(':').nth(1).unwrap_or("0"), 16).unwrap_or(0);
+            format!("pci0000:{:02x}", b & 0xc0)
+        }
+        (None, Some(n)) => format!("pci0000:{:02x}", n * 0x10),
+        (None, None) => format!("pci0000:{:02x}", index / 4 * 0x80),
+    }
+}
+
+/// `0000:06:00.0`: the 4-digit domain form of `resource.kubernetes.io/pciBusID`.
+fn standard_bus_id(bus: &str) -> String {
+    let (domain, rest) = bus.split_once(':').unwrap_or(("0000", bus));
+    let domain = &domain[domain.len().saturating_sub(4)..];
+    format!("{domain}:{rest}").to_lowercase()
+}
+
+/// The ResourceSlice the driver publishes for the machine.
+pub fn slice_json(m: &Machine) -> Value {
+    let spec = topology_spec(m);
+    let devices: Vec<Value> = spec
+        .gpus
+        .iter()
+        .map(|g| {
+            let mut attributes = json!({
+                "type": {"string": "gpu"},
+                "productName": {"string": m.product},
+                "brand": {"string": if m.product.contains("GeForce") { "GeForce" } else { "Nvidia" }},
+                "architecture": {"string": m.architecture},
+                "cudaComputeCapability": {"version": m.compute_capability},
+                "driverVersion": {"version": "570.133.20"},
+                "cudaDriverVersion": {"version": "12.8.0"},
+                "resource.kubernetes.io/pcieRoot": {"string": pcie_root(g.index, g.pci_bus_id.as_deref(), g.numa_node)},
+            });
+            if let Some(uuid) = &g.uuid {
+                attributes["uuid"] = json!({"string": uuid});
+            }
+            if let Some(bus) = &g.pci_bus_id {
+                attributes["resource.kubernetes.io/pciBusID"] =
+                    json!({"string": standard_bus_id(bus)});
+            }
+            if m.publish_index {
+                attributes["index"] = json!({"int": g.index});
+                attributes["minor"] = json!({"int": g.index});
+            }
+            json!({
+                "name": format!("gpu-{}", g.index),
+                "attributes": attributes,
+                "capacity": {"memory": {"value": m.memory}},
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": format!("{}-{DRIVER}-0", m.node)},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": m.node,
+            "pool": {"name": m.node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    })
+}
+
+pub fn slice(m: &Machine) -> ResourceSlice {
+    serde_json::from_value(slice_json(m)).expect("a valid ResourceSlice")
+}
+
+/// `fixtures/dra/<node>-resourceslice.yaml`: the committed copy.
+pub fn slice_yaml(m: &Machine) -> String {
+    let header = format!(
+        "# Generated by scheduler-core/tests/dra_fixtures.rs from the recorded machine\n# ({}): the ResourceSlice NVIDIA's DRA driver would publish. Do not edit.\n",
+        m.node
+    );
+    header + &serde_yaml::to_string(&slice_json(m)).expect("YAML")
+}
+
+/// NVIDIA's `gpu.nvidia.com` DeviceClass (the driver's Helm chart).
+pub fn gpu_class() -> DeviceClass {
+    serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression":
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]},
+    }))
+    .expect("a valid DeviceClass")
+}
+
+/// A class with a config, to see it passed through.
+pub fn configured_class() -> DeviceClass {
+    serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu-timesliced"},
+        "spec": {
+            "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}],
+            "config": [{"opaque": {"driver": DRIVER, "parameters": {
+                "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                "sharing": {"strategy": "TimeSlicing"}}}}],
+        },
+    }))
+    .expect("a valid DeviceClass")
+}
+
+pub fn classes() -> Vec<DeviceClass> {
+    vec![gpu_class(), configured_class()]
+}
+
+/// A claim in `default` whose `spec.devices` is `devices`.
+pub fn claim(name: &str, devices: Value) -> ResourceClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"devices": devices},
+    }))
+    .expect("a valid ResourceClaim")
+}
+
+/// A request of `count` GPUs of the `gpu.nvidia.com` class.
+pub fn gpus(name: &str, count: u32) -> Value {
+    json!({"name": name, "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}})
+}
+
+/// `claim` with `status.allocation` of `devices` (request, device) on `node`'s pool.
+pub fn allocated(mut claim: ResourceClaim, node: &str, devices: &[(&str, &str)]) -> ResourceClaim {
+    claim.status = Some(
+        serde_json::from_value(json!({
+            "allocation": {
+                "devices": {"results": devices.iter().map(|(request, device)| json!({
+                    "request": request, "driver": DRIVER, "pool": node, "device": device,
+                })).collect::<Vec<_>>()},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            },
+        }))
+        .expect("a valid status"),
+    );
+    claim
+}
+
+/// A pod in `default` using the claims (by name), with annotations.
+pub fn pod(name: &str, claims: &[&str], annotations: Value) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "annotations": annotations},
+        "spec": {
+            "resourceClaims": claims.iter().map(|c| json!({"name": c, "resourceClaimName": c})).collect::<Vec<_>>(),
+            "containers": [{"name": "main", "image": "trainer",
+                "resources": {"claims": claims.iter().map(|c| json!({"name": c})).collect::<Vec<_>>()}}],
+        },
+    }))
+    .expect("a valid Pod")
+}

@@ -1,0 +1,102 @@
+//! Claims gputopo cannot honour exactly are refused with an error naming
+//! the field and what is accepted, never allocated wrongly.
+
+#[path = "common/dra.rs"]
+mod fixtures;
+
+use fixtures::*;
+use gputopo_api::k8s_openapi::api::resource::v1::ResourceClaim;
+use gputopo_scheduler_core::dra::{ClaimError, ClaimErrorKind, DraPod, pod_claim_names};
+use serde_json::json;
+
+fn parse_error(claim: &ResourceClaim) -> ClaimError {
+    DraPod::new("default/trainer", &[claim], &classes()).expect_err("refused")
+}
+
+#[test]
+fn admin_access_is_refused_naming_the_field() {
+    let admin = claim(
+        "admin",
+        json!({"requests": [{"name": "gpus", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "adminAccess": true}}]}),
+    );
+    let err = parse_error(&admin);
+    assert_eq!(err.field, "spec.devices.requests[0].exactly.adminAccess");
+    assert_eq!(err.kind, ClaimErrorKind::AdminAccess);
+    assert!(err.to_string().starts_with(
+        "ResourceClaim default/admin: spec.devices.requests[0].exactly.adminAccess: admin access is not allocated by gputopo"
+    ));
+}
+
+#[test]
+fn a_malformed_cel_expression_is_refused_naming_the_field() {
+    let bad = claim(
+        "bad",
+        json!({"requests": [{"name": "gpus", "exactly": {
+        "deviceClassName": "gpu.nvidia.com",
+        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName =="}}]}}]}),
+    );
+    let err = parse_error(&bad);
+    assert_eq!(
+        err.field,
+        "spec.devices.requests[0].exactly.selectors[0].cel.expression"
+    );
+    assert!(matches!(err.kind, ClaimErrorKind::CelSyntax(_)), "{err}");
+}
+
+#[test]
+fn an_unsupported_cel_function_is_refused_naming_it() {
+    let bind = claim(
+        "bind",
+        json!({"requests": [{"name": "gpus", "exactly": {
+        "deviceClassName": "gpu.nvidia.com",
+        "selectors": [{"cel": {"expression":
+            "cel.bind(a, device.attributes['gpu.nvidia.com'], a.type == 'gpu')"}}]}}]}),
+    );
+    let err = parse_error(&bind);
+    assert_eq!(err.kind, ClaimErrorKind::CelFunction("bind".into()));
+}
+
+#[test]
+fn first_available_is_refused_naming_the_field() {
+    let prioritized = claim(
+        "prio",
+        json!({"requests": [{"name": "gpus", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+        {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 2}]}]}),
+    );
+    let err = parse_error(&prioritized);
+    assert_eq!(err.field, "spec.devices.requests[0].firstAvailable");
+    assert_eq!(err.kind, ClaimErrorKind::FirstAvailable);
+}
+
+#[test]
+fn a_missing_device_class_is_refused() {
+    let missing = claim(
+        "missing",
+        json!({"requests": [{"name": "gpus", "exactly": {
+        "deviceClassName": "gpu.example.com"}}]}),
+    );
+    let err = parse_error(&missing);
+    assert_eq!(
+        err.field,
+        "spec.devices.requests[0].exactly.deviceClassName"
+    );
+    assert_eq!(
+        err.kind,
+        ClaimErrorKind::DeviceClassNotFound("gpu.example.com".into())
+    );
+}
+
+#[test]
+fn a_template_claim_not_created_yet_is_named() {
+    let p: gputopo_api::k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "quad"}],
+                 "containers": [{"name": "main"}]},
+    }))
+    .expect("a pod");
+    let err = pod_claim_names(&p).expect_err("pending");
+    assert_eq!(err.field, "spec.resourceClaims[0]");
+    assert_eq!(err.kind, ClaimErrorKind::TemplateClaimPending);
+}
