@@ -3,7 +3,9 @@
 //! [`gputopo_topology::discover`]. `NodeFacts` and the normalized topology
 //! with its health out. The daemon and `gputopo-agent discover` call this.
 
+use crate::amd_smi::RealAmdSmi;
 use crate::nvml::RealNvml;
+use gputopo_topology::backend::amd_smi::{AmdSmiError, facts_from_amd_smi};
 use gputopo_topology::backend::nvml::{NvmlError, facts_from_nvml};
 use gputopo_topology::backend::sysfs::RealSysfs;
 use gputopo_topology::discover as saved;
@@ -21,7 +23,12 @@ pub enum Source {
         library: Option<PathBuf>,
         sysfs_root: PathBuf,
     },
-    /// Saved `nvidia-smi` outputs or a recording, read as the topology crate reads them.
+    /// The AMD SMI library (`libamd_smi.so`), loaded at run time.
+    AmdSmi {
+        /// `libamd_smi.so` outside the loader path and `/opt/rocm/lib`.
+        library: Option<PathBuf>,
+    },
+    /// Saved `nvidia-smi` / `rocm-smi` / `amd-smi` outputs or a recording, read as the topology crate reads them.
     Saved(saved::Source),
 }
 
@@ -30,12 +37,20 @@ pub enum DiscoverError {
     #[error(transparent)]
     Nvml(Box<NvmlError>),
     #[error(transparent)]
+    AmdSmi(Box<AmdSmiError>),
+    #[error(transparent)]
     Saved(#[from] saved::DiscoverError),
 }
 
 impl From<NvmlError> for DiscoverError {
     fn from(e: NvmlError) -> Self {
         DiscoverError::Nvml(Box::new(e))
+    }
+}
+
+impl From<AmdSmiError> for DiscoverError {
+    fn from(e: AmdSmiError) -> Self {
+        DiscoverError::AmdSmi(Box::new(e))
     }
 }
 
@@ -52,6 +67,13 @@ pub fn gather(source: &Source) -> Result<(NodeFacts, Option<String>), DiscoverEr
             };
             let facts = facts_from_nvml(&nvml, &RealSysfs::new(sysfs_root))?;
             Ok((facts, None))
+        }
+        Source::AmdSmi { library } => {
+            let amd = match library {
+                Some(path) => RealAmdSmi::init_with_library(path)?,
+                None => RealAmdSmi::init()?,
+            };
+            Ok((facts_from_amd_smi(&amd)?, None))
         }
         Source::Saved(source) => Ok(saved::gather(source)?),
     }

@@ -8,6 +8,7 @@
 //! in front of the topology crate's file sources, [`daemon`] rescans and
 //! [`publish`]es labels and the `GpuTopology`, [`serve`] has its metrics.
 
+pub mod amd_smi;
 pub mod daemon;
 pub mod discover;
 pub mod host;

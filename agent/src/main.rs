@@ -3,11 +3,13 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use gputopo_agent::amd_smi::RealAmdSmi;
 use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{Source, build, gather};
 use gputopo_agent::host::host_facts;
 use gputopo_agent::nvml::RealNvml;
 use gputopo_agent::serve::{Metrics, router};
+use gputopo_topology::backend::amd_smi::AmdSmiSource;
 use gputopo_topology::backend::nvml::NvmlSource;
 use gputopo_topology::backend::recording::{RecordMeta, record, run_command_stdout};
 use gputopo_topology::backend::sysfs::RealSysfs;
@@ -38,19 +40,33 @@ struct Cli {
 enum Command {
     /// Print the GpuTopology object (or the labels) the agent would publish.
     Discover(DiscoverArgs),
-    /// Record what NVML, nvidia-smi and sysfs say on this node into one fixture file.
+    /// Record what NVML or AMD SMI, the vendor's tools and sysfs say on this node into one fixture file.
     Record(RecordArgs),
     /// Run as the node daemon: publish labels and the GpuTopology, keep them current.
     Run(RunArgs),
 }
 
-/// Where the agent looks: exactly one of NVML, saved nvidia-smi texts, or a recording.
+/// Where the agent looks: exactly one of NVML, AMD SMI, saved tool texts, or a recording.
 #[derive(Args)]
-#[command(group(ArgGroup::new("source").required(true).args(["nvml", "nvidia_smi_topo", "fixture"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["nvml", "amd_smi", "nvidia_smi_topo", "rocm_smi_topo", "amd_smi_topo", "fixture"])))]
 struct SourceArgs {
     /// Ask the NVIDIA driver through NVML (on a GPU node).
     #[arg(long, env = "GPUTOPO_NVML")]
     nvml: bool,
+    /// Ask the amdgpu driver through the AMD SMI library (on an AMD GPU node).
+    #[arg(long, env = "GPUTOPO_AMD_SMI")]
+    amd_smi: bool,
+    /// Saved `rocm-smi --showtopo` and/or `--showtoponuma` output; repeat for several files of one node.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GPUTOPO_ROCM_SMI_TOPO",
+        value_delimiter = ','
+    )]
+    rocm_smi_topo: Vec<PathBuf>,
+    /// A saved `amd-smi topology` output (its tables or `--json`).
+    #[arg(long, value_name = "FILE", env = "GPUTOPO_AMD_SMI_TOPO")]
+    amd_smi_topo: Option<PathBuf>,
     /// A saved `nvidia-smi topo -m` output.
     #[arg(long, value_name = "FILE", env = "GPUTOPO_NVIDIA_SMI_TOPO")]
     nvidia_smi_topo: Option<PathBuf>,
@@ -84,6 +100,16 @@ impl SourceArgs {
                 library: self.host.nvml_library,
                 sysfs_root: self.host.sysfs_root,
             }
+        } else if self.amd_smi {
+            Source::AmdSmi {
+                library: self.host.amd_smi_library,
+            }
+        } else if !self.rocm_smi_topo.is_empty() {
+            Source::Saved(SavedSource::RocmSmi {
+                texts: self.rocm_smi_topo,
+            })
+        } else if let Some(text) = self.amd_smi_topo {
+            Source::Saved(SavedSource::AmdSmi { text })
         } else if let Some(topo) = self.nvidia_smi_topo {
             Source::Saved(SavedSource::NvidiaSmi {
                 topo,
@@ -93,7 +119,9 @@ impl SourceArgs {
         } else if let Some(path) = self.fixture {
             Source::Saved(SavedSource::Fixture(path))
         } else {
-            bail!("one of --nvml, --nvidia-smi-topo or --fixture is required");
+            bail!(
+                "one of --nvml, --amd-smi, --nvidia-smi-topo, --rocm-smi-topo, --amd-smi-topo or --fixture is required"
+            );
         })
     }
 }
@@ -139,6 +167,9 @@ struct HostArgs {
     /// Path of libnvidia-ml.so.1 when it is not on the loader path.
     #[arg(long, env = "GPUTOPO_NVML_LIBRARY", value_name = "FILE")]
     nvml_library: Option<PathBuf>,
+    /// Path of libamd_smi.so when it is neither on the loader path nor in /opt/rocm/lib.
+    #[arg(long, env = "GPUTOPO_AMD_SMI_LIBRARY", value_name = "FILE")]
+    amd_smi_library: Option<PathBuf>,
     /// Where sysfs is mounted.
     #[arg(long, env = "GPUTOPO_SYSFS_ROOT", default_value = "/sys")]
     sysfs_root: PathBuf,
@@ -235,13 +266,26 @@ fn record_node(args: RecordArgs) -> Result<()> {
     };
     let (nvml, nvml_unavailable) = match nvml {
         Ok(n) => (Some(n), None),
-        Err(e) => {
-            eprintln!("warning: {e}; recording nvidia-smi and sysfs only");
-            (None, Some(e.to_string()))
-        }
+        Err(e) => (None, Some(e.to_string())),
     };
+    let amd = match &args.host.amd_smi_library {
+        Some(path) => RealAmdSmi::init_with_library(path),
+        None => RealAmdSmi::init(),
+    };
+    let (amd, amd_smi_unavailable) = match amd {
+        Ok(a) => (Some(a), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    if nvml.is_none() && amd.is_none() {
+        eprintln!(
+            "warning: {}; {}; recording the vendors' tools and sysfs only",
+            nvml_unavailable.as_deref().unwrap_or_default(),
+            amd_smi_unavailable.as_deref().unwrap_or_default()
+        );
+    }
     let recording = record(
         nvml.as_ref().map(|n| n as &dyn NvmlSource),
+        amd.as_ref().map(|a| a as &dyn AmdSmiSource),
         &run_command_stdout,
         &RealSysfs::new(&args.host.sysfs_root),
         RecordMeta {
@@ -249,26 +293,30 @@ fn record_node(args: RecordArgs) -> Result<()> {
             recorded_at: now().to_string(),
             host: Some(host_facts()),
             nvml_unavailable,
+            // Said only on nodes where neither library answered.
+            amd_smi_unavailable: nvml_ok_or(amd_smi_unavailable, &nvml),
         },
     );
-    if recording.nvml.is_none() && recording.commands.is_empty() {
+    if recording.nvml.is_none() && recording.amd_smi.is_none() && recording.commands.is_empty() {
         bail!(
-            "nothing to record: {}, and no nvidia-smi command answered",
+            "nothing to record: {}; {}; and no nvidia-smi, rocm-smi or amd-smi command answered",
             recording
                 .nvml_error
                 .as_deref()
-                .unwrap_or("NVML not available")
+                .unwrap_or("NVML not available"),
+            recording
+                .amd_smi_error
+                .as_deref()
+                .unwrap_or("AMD SMI not available")
         );
     }
     recording.save(&args.output)?;
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
     eprintln!(
-        "recorded {} (NVML: {}, commands: {}) to {}",
+        "recorded {} (NVML: {}, AMD SMI: {}, commands: {}) to {}",
         recording.node_name,
-        if recording.nvml.is_some() {
-            "yes"
-        } else {
-            "no"
-        },
+        yes_no(recording.nvml.is_some()),
+        yes_no(recording.amd_smi.is_some()),
         recording
             .commands
             .keys()
@@ -278,6 +326,12 @@ fn record_node(args: RecordArgs) -> Result<()> {
         args.output.display()
     );
     Ok(())
+}
+
+/// The AMD SMI error is worth recording only where NVML did not answer either:
+/// on an NVIDIA node its absence is expected.
+fn nvml_ok_or(amd_error: Option<String>, nvml: &Option<RealNvml>) -> Option<String> {
+    amd_error.filter(|_| nvml.is_none())
 }
 
 fn run_daemon(args: RunArgs) -> Result<()> {

@@ -218,3 +218,68 @@ fn record_without_nvml_or_nvidia_smi_writes_nothing() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to record"));
     assert!(!out.exists(), "no partial file");
 }
+
+#[test]
+fn amd_smi_without_the_library_says_so_and_fails() {
+    let o = agent(&[
+        "discover",
+        "--amd-smi",
+        "--amd-smi-library",
+        "/nonexistent/libamd_smi.so",
+        "--node",
+        "n",
+    ]);
+    assert!(!o.status.success());
+    assert!(stdout(&o).is_empty());
+    assert!(
+        stderr(&o).contains("AMD SMI not available: "),
+        "{}",
+        stderr(&o)
+    );
+    // Without a path: this machine has no ROCm, so the default search fails too.
+    let o = agent(&["discover", "--amd-smi", "--node", "n"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("AMD SMI not available: "),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn rocm_smi_and_amd_smi_texts_give_amd_objects_and_labels() {
+    let o = agent(&[
+        "discover",
+        "--rocm-smi-topo",
+        "fixtures/amd/amd-8gpu-two-xgmi-hives-of-4-pcie-between-64gb-likely-mi210-rocm-smi-showtopo.txt",
+        "--node",
+        "mi210-1",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON document");
+    assert_eq!(v["spec"]["vendor"], "amd");
+    assert_eq!(
+        v["spec"]["islands"],
+        serde_json::json!([[0, 1, 2, 3], [4, 5, 6, 7]])
+    );
+    assert_eq!(v["spec"]["links"][0]["type"], "XGMI");
+
+    let o = agent(&[
+        "discover",
+        "--amd-smi-topo",
+        "fixtures/amd/amd-smi-2gpu-xgmi-topology-json-RECONSTRUCTED.json",
+        "--node",
+        "n",
+        "-o",
+        "labels",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("gputopo.dev/xgmi.largest-hive=2"), "{out}");
+    assert!(
+        !out.contains("nvidia.com/"),
+        "no NVIDIA labels on AMD nodes: {out}"
+    );
+}

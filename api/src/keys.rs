@@ -6,8 +6,13 @@ pub const VERSION: &str = "v1alpha1";
 /// The prefix of every annotation a pod may carry, and of the labels the agent owns.
 pub const PREFIX: &str = "gputopo.dev/";
 
-/// The extended resource a pod's GPU count is read from.
+/// The extended resource a pod's GPU count is read from on NVIDIA nodes (and
+/// on nodes whose vendor is not known).
 pub const RESOURCE_GPU: &str = "nvidia.com/gpu";
+/// The extended resource AMD's device plugin advertises.
+pub const RESOURCE_GPU_AMD: &str = "amd.com/gpu";
+/// Every GPU resource a pod may ask for.
+pub const GPU_RESOURCES: [&str; 2] = [RESOURCE_GPU, RESOURCE_GPU_AMD];
 
 /// Node labels the agent writes.
 pub mod node {
@@ -21,13 +26,21 @@ pub mod node {
     pub const NVLINK_LARGEST_ISLAND: &str = "gputopo.dev/nvlink.largest-island";
     pub const NVLINK_ALL_TO_ALL: &str = "gputopo.dev/nvlink.all-to-all";
     pub const NUMA_NODES: &str = "gputopo.dev/numa-nodes";
-    /// `nvswitch` | `nvlink-mesh` | `nvlink-bridge` | `pcie`.
+    /// `nvswitch` | `nvlink-mesh` | `nvlink-bridge` | `pcie` | `xgmi`.
     pub const INTERCONNECT: &str = "gputopo.dev/interconnect";
+    /// `nvidia` | `amd`.
+    pub const GPU_VENDOR: &str = "gputopo.dev/gpu-vendor";
+    /// AMD: GPUs in the largest XGMI hive. gputopo's own domain: AMD's node
+    /// labeller owns `amd.com/gpu.{device-id,product-name,driver-version,
+    /// driver-src-version,vram,simd-count,cu-count,firmware,family}`.
+    pub const XGMI_LARGEST_HIVE: &str = "gputopo.dev/xgmi.largest-hive";
+    /// AMD: `true` when every GPU pair has a direct XGMI link.
+    pub const XGMI_ALL_TO_ALL: &str = "gputopo.dev/xgmi.all-to-all";
 
     /// The labels that carry GFD's meaning; an operator running GFD turns these off.
     pub const GFD_COMPATIBLE: [&str; 3] = [GPU_COUNT, GPU_PRODUCT, GPU_MEMORY];
     /// Every label the agent may write, and so the only ones it ever removes.
-    pub const OWNED: [&str; 8] = [
+    pub const OWNED: [&str; 11] = [
         GPU_COUNT,
         GPU_PRODUCT,
         GPU_MEMORY,
@@ -36,6 +49,9 @@ pub mod node {
         NVLINK_ALL_TO_ALL,
         NUMA_NODES,
         INTERCONNECT,
+        GPU_VENDOR,
+        XGMI_LARGEST_HIVE,
+        XGMI_ALL_TO_ALL,
     ];
 
     /// The kubelet Topology Manager policy, where an operator labels nodes with it.

@@ -48,6 +48,11 @@ use serde::{Deserialize, Serialize};
 pub struct GpuTopologySpec {
     pub node_name: String,
     pub source: TopologySource,
+    /// Who made the GPUs; decides the extended resource pods ask for
+    /// (`nvidia.com/gpu`, `amd.com/gpu`). Absent (objects written before it
+    /// existed, or a source that cannot tell) reads as NVIDIA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<GpuVendor>,
     pub driver_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_version: Option<String>,
@@ -55,7 +60,9 @@ pub struct GpuTopologySpec {
     /// One entry per unordered GPU pair, `a < b`, sorted by `(a, b)`.
     pub links: Vec<GpuLink>,
     pub nics: Vec<Nic>,
-    /// Connected components of the NVLink graph, each sorted; a GPU without NVLink is an island of one.
+    /// Connected components of the graph of GPU-to-GPU fabric links (NVLink;
+    /// XGMI, where they are AMD hives), each sorted; a GPU without such a link
+    /// is an island of one.
     pub islands: Vec<Vec<u32>>,
     pub summary: TopologySummary,
 }
@@ -67,6 +74,35 @@ pub enum TopologySource {
     Nvml,
     NvidiaSmi,
     Fixture,
+    /// The AMD SMI library (`libamd_smi.so`), live.
+    AmdSmi,
+    /// Saved text of AMD's tools: `rocm-smi --showtopo`, `amd-smi topology`.
+    RocmSmi,
+}
+
+/// The GPUs' maker.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuVendor {
+    Nvidia,
+    Amd,
+}
+
+impl GpuVendor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuVendor::Nvidia => "nvidia",
+            GpuVendor::Amd => "amd",
+        }
+    }
+
+    /// The extended resource the vendor's device plugin advertises.
+    pub fn resource(self) -> &'static str {
+        match self {
+            GpuVendor::Nvidia => crate::keys::RESOURCE_GPU,
+            GpuVendor::Amd => crate::keys::RESOURCE_GPU_AMD,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
@@ -105,11 +141,46 @@ pub struct GpuLink {
     pub link_type: LinkType,
     /// Bonded NVLinks; 0 unless `type` is `NV`.
     pub nvlinks: u32,
+    /// Hops between the two GPUs as the AMD driver counts them (1: a direct
+    /// XGMI link); omitted where the source does not say (NVIDIA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hops: Option<u32>,
+    /// The AMD driver's relative link weight (lower is closer: 15 for one
+    /// XGMI hop); omitted where the source does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u64>,
+    /// The theoretical XGMI bandwidth range AMD SMI reports for a direct link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<LinkBandwidth>,
+}
+
+/// Minimum and maximum bandwidth of a link, MB/s, as AMD SMI reports them
+/// (`amdsmi_get_minmax_bandwidth_between_processors`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkBandwidth {
+    #[serde(rename = "minMBps")]
+    pub min_mbps: u64,
+    #[serde(rename = "maxMBps")]
+    pub max_mbps: u64,
 }
 
 impl GpuLink {
+    /// A link with only its type and NVLink count known (every NVIDIA source).
+    pub fn new(a: u32, b: u32, link_type: LinkType, nvlinks: u32) -> GpuLink {
+        GpuLink {
+            a,
+            b,
+            link_type,
+            nvlinks,
+            hops: None,
+            weight: None,
+            bandwidth: None,
+        }
+    }
+
     pub fn class(&self) -> LinkClass {
-        LinkClass::new(self.link_type, self.nvlinks)
+        LinkClass::of(self.link_type, self.nvlinks, self.hops)
     }
 }
 
@@ -160,6 +231,8 @@ pub enum Interconnect {
     NvlinkBridge,
     /// No NVLink at all.
     Pcie,
+    /// AMD GPUs joined by XGMI (Infinity Fabric) in one or more hives.
+    Xgmi,
 }
 
 impl Interconnect {
@@ -169,6 +242,7 @@ impl Interconnect {
             Interconnect::NvlinkMesh => "nvlink-mesh",
             Interconnect::NvlinkBridge => "nvlink-bridge",
             Interconnect::Pcie => "pcie",
+            Interconnect::Xgmi => "xgmi",
         }
     }
 }
@@ -197,6 +271,11 @@ pub struct GpuAllocation {
 pub const CONDITION_DEGRADED: &str = "Degraded";
 
 impl GpuTopologySpec {
+    /// The vendor, NVIDIA when the object does not say (see `vendor`).
+    pub fn vendor_or_default(&self) -> GpuVendor {
+        self.vendor.unwrap_or(GpuVendor::Nvidia)
+    }
+
     /// The link between two distinct GPUs, in either order.
     pub fn link(&self, x: u32, y: u32) -> Option<&GpuLink> {
         let (a, b) = if x < y { (x, y) } else { (y, x) };

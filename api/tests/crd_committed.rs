@@ -81,6 +81,21 @@ fn crd_has_the_contract_shape() {
     assert_eq!(spec["summary"]["properties"]["p2pLevel"]["nullable"], true);
     assert_eq!(
         spec["links"]["items"]["properties"]["type"]["enum"],
-        serde_json::json!(["SYS", "NODE", "PHB", "PXB", "PIX", "NV"])
+        serde_json::json!(["SYS", "NODE", "PHB", "PXB", "PIX", "XGMI", "NV"])
     );
+    // AMD's additions are optional, so NVIDIA objects written before them stay valid.
+    let required = |v: &serde_json::Value| v["required"].as_array().cloned().unwrap_or_default();
+    assert!(!required(spec_object(&crd)).contains(&serde_json::json!("vendor")));
+    let link = &spec["links"]["items"];
+    for field in ["hops", "weight", "bandwidth"] {
+        assert!(link["properties"][field].is_object(), "links[].{field}");
+        assert!(
+            !required(link).contains(&serde_json::json!(field)),
+            "{field} optional"
+        );
+    }
+}
+
+fn spec_object(crd: &serde_json::Value) -> &serde_json::Value {
+    &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 }

@@ -44,12 +44,16 @@ fn hgx() -> Arc<NodeShape> {
                 b,
                 link_type: LinkClass::Nv(12).link_type(),
                 nvlinks: 12,
+                hops: None,
+                weight: None,
+                bandwidth: None,
             });
         }
     }
     let spec = GpuTopologySpec {
         node_name: "bench".into(),
         source: TopologySource::Fixture,
+        vendor: None,
         driver_version: None,
         cuda_version: None,
         gpus,

@@ -81,12 +81,16 @@ impl Topo {
                     b: b as u32,
                     link_type: c.link_type(),
                     nvlinks: c.nvlinks(),
+                    hops: None,
+                    weight: None,
+                    bandwidth: None,
                 });
             }
         }
         GpuTopologySpec {
             node_name: "test-node".into(),
             source: TopologySource::Fixture,
+            vendor: None,
             driver_version: None,
             cuda_version: None,
             gpus,
@@ -1262,6 +1266,9 @@ fn bad_specs_are_typed_errors() {
         b: 0,
         link_type: gputopo_api::LinkType::Sys,
         nvlinks: 0,
+        hops: None,
+        weight: None,
+        bandwidth: None,
     });
     assert!(matches!(
         NodeShape::from_spec(&spec),

@@ -45,6 +45,7 @@ fn topology_for(node: &Node) -> GpuTopology {
         GpuTopologySpec {
             node_name: name.clone(),
             source: TopologySource::Fixture,
+            vendor: None,
             driver_version: Some("550.54.15".into()),
             cuda_version: None,
             gpus: vec![gpu(0), gpu(1)],
@@ -53,6 +54,9 @@ fn topology_for(node: &Node) -> GpuTopology {
                 b: 1,
                 link_type: LinkType::Nv,
                 nvlinks: 4,
+                hops: None,
+                weight: None,
+                bandwidth: None,
             }],
             nics: vec![],
             islands: vec![vec![0, 1]],

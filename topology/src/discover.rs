@@ -2,12 +2,16 @@
 //! `NodeFacts` and the normalized topology with its health out. The CLI calls
 //! this; the agent's `discover` adds the live NVML in front of it.
 
+use crate::backend::amd_smi::{self, AmdSmiError};
 use crate::backend::nvidia_smi::{self, NvidiaSmiError};
-use crate::backend::recording::{Recording, RecordingError, replay_commands, replay_nvml};
+use crate::backend::recording::{
+    Recording, RecordingError, replay_amd_smi, replay_commands, replay_nvml,
+};
 use crate::facts::NodeFacts;
 use crate::health::{HealthFinding, assess};
 use crate::normalize::{NormalizeError, normalize};
-use gputopo_api::GpuTopologySpec;
+use crate::parse::{AmdTextError, amd_smi as amd_smi_text, rocm_smi};
+use gputopo_api::{GpuTopologySpec, TopologySource};
 use std::path::{Path, PathBuf};
 
 /// Where to look: saved outputs of a node, read anywhere.
@@ -19,6 +23,11 @@ pub enum Source {
         nvlink_status: Option<PathBuf>,
         query: Option<PathBuf>,
     },
+    /// Saved `rocm-smi --showtopo` / `--showtoponuma` outputs of one node
+    /// (one file may hold both; several files are read as one text).
+    RocmSmi { texts: Vec<PathBuf> },
+    /// A saved `amd-smi topology` output, its tables or `--json`.
+    AmdSmi { text: PathBuf },
     /// A recording made by `gputopo-agent record`.
     Fixture(PathBuf),
 }
@@ -35,6 +44,14 @@ pub enum DiscoverError {
         path: PathBuf,
         source: Box<NvidiaSmiError>,
     },
+    #[error("{path}: {tool}: {source}")]
+    AmdText {
+        path: PathBuf,
+        tool: &'static str,
+        source: AmdTextError,
+    },
+    #[error("{what}: {source}")]
+    AmdSmi { what: String, source: AmdSmiError },
     #[error(transparent)]
     Recording(Box<RecordingError>),
     #[error("{what}: {source}")]
@@ -96,11 +113,49 @@ pub fn gather(source: &Source) -> Result<(NodeFacts, Option<String>), DiscoverEr
             })?;
             Ok((facts, None))
         }
+        Source::RocmSmi { texts } => {
+            let mut joined = String::new();
+            for path in texts {
+                joined.push_str(&read(path)?);
+                joined.push('\n');
+            }
+            let what = texts
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + ");
+            let answers = rocm_smi::parse(&joined).map_err(|source| DiscoverError::AmdText {
+                path: PathBuf::from(&what),
+                tool: "rocm-smi --showtopo",
+                source,
+            })?;
+            let facts = amd_smi::facts_from_answers(&answers, TopologySource::RocmSmi)
+                .map_err(|source| DiscoverError::AmdSmi { what, source })?;
+            Ok((facts, None))
+        }
+        Source::AmdSmi { text } => {
+            let answers =
+                amd_smi_text::parse(&read(text)?).map_err(|source| DiscoverError::AmdText {
+                    path: text.clone(),
+                    tool: "amd-smi topology",
+                    source,
+                })?;
+            let facts = amd_smi::facts_from_answers(&answers, TopologySource::RocmSmi).map_err(
+                |source| DiscoverError::AmdSmi {
+                    what: text.display().to_string(),
+                    source,
+                },
+            )?;
+            Ok((facts, None))
+        }
         Source::Fixture(path) => {
             let rec = Recording::load(path)?;
-            // NVML answers are the richer record (UUIDs, link state, NVSwitch);
-            // a recording made without NVML replays its nvidia-smi texts.
-            let facts = if rec.nvml.is_some() {
+            // Library answers are the richer record (UUIDs, link state,
+            // NVSwitch, XGMI bandwidth); a recording made without a library
+            // replays its command texts.
+            let facts = if rec.amd_smi.is_some() {
+                replay_amd_smi(&rec)?
+            } else if rec.nvml.is_some() {
                 replay_nvml(&rec)?
             } else {
                 replay_commands(&rec)?

@@ -4,12 +4,15 @@
 //! [`NodeFacts`]; [`crate::normalize`] turns it into `GpuTopology.spec`. A field a
 //! source cannot know stays `None`: the normalizer never invents it.
 
-use gputopo_api::{GpuFabric, LinkClass, LinkType, TopologySource};
+use gputopo_api::{GpuFabric, GpuVendor, LinkBandwidth, LinkClass, LinkType, TopologySource};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeFacts {
     pub source: TopologySource,
+    /// Who made the GPUs, where the source says (every backend does).
+    #[serde(default)]
+    pub vendor: Option<GpuVendor>,
     pub driver_version: Option<String>,
     pub cuda_version: Option<String>,
     /// GPUs in index order; indices are those the node enumerates (0..n once cgroups hide some).
@@ -72,6 +75,15 @@ pub struct PairFact {
     pub link_type: LinkType,
     /// Bonded NVLinks, 0 unless `link_type` is `NV`.
     pub nvlinks: u32,
+    /// AMD: hops between the two GPUs (1 is a direct XGMI link).
+    #[serde(default)]
+    pub hops: Option<u32>,
+    /// AMD: the driver's relative link weight.
+    #[serde(default)]
+    pub weight: Option<u64>,
+    /// AMD SMI: the theoretical bandwidth range of a direct XGMI link.
+    #[serde(default)]
+    pub bandwidth: Option<LinkBandwidth>,
 }
 
 impl PairFact {
@@ -81,11 +93,17 @@ impl PairFact {
             b,
             link_type: class.link_type(),
             nvlinks: class.nvlinks(),
+            hops: match class {
+                LinkClass::Xgmi => Some(1),
+                _ => None,
+            },
+            weight: None,
+            bandwidth: None,
         }
     }
 
     pub fn class(&self) -> LinkClass {
-        LinkClass::new(self.link_type, self.nvlinks)
+        LinkClass::of(self.link_type, self.nvlinks, self.hops)
     }
 }
 

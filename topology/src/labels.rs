@@ -1,7 +1,7 @@
 //! The node labels the agent owns (docs/contract.md, "Node labels the agent writes").
 
-use gputopo_api::GpuTopologySpec;
 use gputopo_api::keys::node as key;
+use gputopo_api::{GpuTopologySpec, GpuVendor, LinkClass};
 use std::collections::BTreeMap;
 
 /// Which labels to write.
@@ -21,7 +21,9 @@ impl Default for LabelOptions {
 }
 
 /// The labels for a node with this topology. A node without GPUs gets none,
-/// so the publisher removes every label it owns there.
+/// so the publisher removes every label it owns there. AMD nodes get no
+/// `nvidia.com/` label and no `amd.com/` one either: AMD's node labeller owns
+/// `amd.com/gpu.*`, so gputopo's AMD labels stay under `gputopo.dev/`.
 pub fn node_labels(spec: &GpuTopologySpec, opts: LabelOptions) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
     let s = &spec.summary;
@@ -31,6 +33,22 @@ pub fn node_labels(spec: &GpuTopologySpec, opts: LabelOptions) -> BTreeMap<Strin
     let mut put = |k: &str, v: String| {
         labels.insert(k.to_string(), v);
     };
+    if let Some(vendor) = spec.vendor {
+        put(key::GPU_VENDOR, vendor.as_str().to_string());
+    }
+    if spec.vendor == Some(GpuVendor::Amd) {
+        put(key::XGMI_LARGEST_HIVE, s.largest_island.to_string());
+        let direct = spec.links.iter().all(|l| l.class() == LinkClass::Xgmi);
+        put(
+            key::XGMI_ALL_TO_ALL,
+            (s.gpu_count >= 2 && direct).to_string(),
+        );
+        if let Some(n) = s.numa_nodes {
+            put(key::NUMA_NODES, n.to_string());
+        }
+        put(key::INTERCONNECT, s.interconnect.as_str().to_string());
+        return labels;
+    }
     if opts.gfd_compatible {
         put(key::GPU_COUNT, s.gpu_count.to_string());
         if let Some(p) = s.product.as_deref().and_then(label_value) {

@@ -2,7 +2,7 @@
 //! exactly as docs/contract.md defines it (a link for every GPU pair, NICs with their
 //! GPU links, islands, and the summary with `p2pLevel`).
 
-use crate::facts::{NodeFacts, RemoteEnd};
+use crate::facts::{NodeFacts, PairFact, RemoteEnd};
 use gputopo_api::{
     GpuInfo, GpuLink, GpuTopologySpec, Interconnect, LinkClass, LinkType, Nic, NicGpuLink,
     TopologySummary,
@@ -37,6 +37,14 @@ pub enum NormalizeError {
     SelfPair { index: u32 },
     #[error("NIC {nic} is listed twice")]
     DuplicateNic { nic: String },
+    #[error("GPU {a} and GPU {b} are reported with different {what}: {first} and {second}")]
+    ConflictingPairDetail {
+        a: u32,
+        b: u32,
+        what: &'static str,
+        first: String,
+        second: String,
+    },
 }
 
 /// Builds `GpuTopology.spec` for `node_name` from what a backend saw.
@@ -76,7 +84,7 @@ pub fn normalize(node_name: &str, facts: &NodeFacts) -> Result<GpuTopologySpec, 
         }
     };
 
-    let mut pairs: BTreeMap<(u32, u32), LinkClass> = BTreeMap::new();
+    let mut pairs: BTreeMap<(u32, u32), &PairFact> = BTreeMap::new();
     for p in &facts.gpu_pairs {
         if p.a == p.b {
             return Err(NormalizeError::SelfPair { index: p.a });
@@ -84,32 +92,28 @@ pub fn normalize(node_name: &str, facts: &NodeFacts) -> Result<GpuTopologySpec, 
         known(&|| format!("the link {}-{}", p.a, p.b), p.a)?;
         known(&|| format!("the link {}-{}", p.a, p.b), p.b)?;
         let key = (p.a.min(p.b), p.a.max(p.b));
-        let class = p.class();
-        if let Some(first) = pairs.insert(key, class)
-            && first != class
-        {
-            return Err(NormalizeError::ConflictingPair {
-                a: key.0,
-                b: key.1,
-                first,
-                second: class,
-            });
+        if let Some(first) = pairs.insert(key, p) {
+            same_pair(key, first, p)?;
         }
     }
     let mut links = Vec::with_capacity(gpus.len() * gpus.len().saturating_sub(1) / 2);
     for (i, ga) in gpus.iter().enumerate() {
         for gb in &gpus[i + 1..] {
-            let class = *pairs
+            let p = *pairs
                 .get(&(ga.index, gb.index))
                 .ok_or(NormalizeError::MissingPair {
                     a: ga.index,
                     b: gb.index,
                 })?;
+            let class = p.class();
             links.push(GpuLink {
                 a: ga.index,
                 b: gb.index,
                 link_type: class.link_type(),
                 nvlinks: class.nvlinks(),
+                hops: p.hops,
+                weight: p.weight,
+                bandwidth: p.bandwidth,
             });
         }
     }
@@ -135,11 +139,12 @@ pub fn normalize(node_name: &str, facts: &NodeFacts) -> Result<GpuTopologySpec, 
         });
     }
 
-    let islands = nvlink_islands(&gpus, &links);
+    let islands = fabric_islands(&gpus, &links);
     let summary = summarize(&gpus, &links, &islands, facts);
     Ok(GpuTopologySpec {
         node_name: node_name.to_string(),
         source: facts.source,
+        vendor: facts.vendor,
         driver_version: facts.driver_version.clone(),
         cuda_version: facts.cuda_version.clone(),
         gpus,
@@ -150,9 +155,60 @@ pub fn normalize(node_name: &str, facts: &NodeFacts) -> Result<GpuTopologySpec, 
     })
 }
 
-/// Connected components of the graph whose edges are the `NV` links, each sorted,
-/// ordered by their smallest GPU.
-fn nvlink_islands(gpus: &[GpuInfo], links: &[GpuLink]) -> Vec<Vec<u32>> {
+/// Both directions of a pair must say the same (class, hops, weight, bandwidth).
+fn same_pair(key: (u32, u32), first: &PairFact, second: &PairFact) -> Result<(), NormalizeError> {
+    if first.class() != second.class() {
+        return Err(NormalizeError::ConflictingPair {
+            a: key.0,
+            b: key.1,
+            first: first.class(),
+            second: second.class(),
+        });
+    }
+    let show = |v: Option<String>| v.unwrap_or_else(|| "none".to_string());
+    let details = [
+        (
+            "hops",
+            first.hops.map(|h| h.to_string()),
+            second.hops.map(|h| h.to_string()),
+        ),
+        (
+            "weights",
+            first.weight.map(|w| w.to_string()),
+            second.weight.map(|w| w.to_string()),
+        ),
+        (
+            "bandwidths",
+            first
+                .bandwidth
+                .map(|b| format!("{}-{} MB/s", b.min_mbps, b.max_mbps)),
+            second
+                .bandwidth
+                .map(|b| format!("{}-{} MB/s", b.min_mbps, b.max_mbps)),
+        ),
+    ];
+    for (what, x, y) in details {
+        if x != y {
+            return Err(NormalizeError::ConflictingPairDetail {
+                a: key.0,
+                b: key.1,
+                what,
+                first: show(x),
+                second: show(y),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether a link is GPU fabric (NVLink, XGMI) rather than a PCIe path.
+fn is_fabric(link_type: LinkType) -> bool {
+    matches!(link_type, LinkType::Nv | LinkType::Xgmi)
+}
+
+/// Connected components of the graph whose edges are the fabric links (`NV`;
+/// `XGMI`: AMD's hives), each sorted, ordered by their smallest GPU.
+fn fabric_islands(gpus: &[GpuInfo], links: &[GpuLink]) -> Vec<Vec<u32>> {
     let position: BTreeMap<u32, usize> =
         gpus.iter().enumerate().map(|(i, g)| (g.index, i)).collect();
     let mut parent: Vec<usize> = (0..gpus.len()).collect();
@@ -163,7 +219,7 @@ fn nvlink_islands(gpus: &[GpuInfo], links: &[GpuLink]) -> Vec<Vec<u32>> {
         }
         x
     }
-    for l in links.iter().filter(|l| l.link_type == LinkType::Nv) {
+    for l in links.iter().filter(|l| is_fabric(l.link_type)) {
         let (ra, rb) = (
             root(&mut parent, position[&l.a]),
             root(&mut parent, position[&l.b]),
@@ -215,12 +271,16 @@ fn summarize(
 
 /// Classifies the interconnect. NVML names NVSwitch outright; from a `topo -m`
 /// matrix, NVSwitch shows as more bonded links per GPU than any GPU has ports.
+/// AMD GPUs with any XGMI link are `xgmi`.
 fn interconnect(
     gpus: &[GpuInfo],
     links: &[GpuLink],
     islands: &[Vec<u32>],
     facts: &NodeFacts,
 ) -> Interconnect {
+    if links.iter().any(|l| l.link_type == LinkType::Xgmi) {
+        return Interconnect::Xgmi;
+    }
     if !links.iter().any(|l| l.link_type == LinkType::Nv) {
         return Interconnect::Pcie;
     }
@@ -250,7 +310,7 @@ fn interconnect(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{GpuFacts, NicFacts, PairFact};
+    use crate::facts::{GpuFacts, NicFacts};
     use gputopo_api::TopologySource;
 
     fn facts(n: u32, cell: impl Fn(u32, u32) -> &'static str) -> NodeFacts {
@@ -268,6 +328,7 @@ mod tests {
         }
         NodeFacts {
             source: TopologySource::Fixture,
+            vendor: None,
             driver_version: None,
             cuda_version: None,
             gpus: (0..n)

@@ -50,6 +50,7 @@ fn b200_gpu_that_fell_off_the_nvswitch() {
     }
     let facts = NodeFacts {
         source: TopologySource::Fixture,
+        vendor: None,
         driver_version: None,
         cuda_version: None,
         gpus: (0..8)

@@ -446,8 +446,9 @@ fn record_round_trips_through_yaml_to_the_same_facts() {
         recorded_at: "2026-02-03T04:05:06Z".into(),
         host: None,
         nvml_unavailable: None,
+        amd_smi_unavailable: None,
     };
-    let rec = record(Some(&fake), &run, &sysfs, meta);
+    let rec = record(Some(&fake), None, &run, &sysfs, meta);
     assert_eq!(rec.command(TOPO_COMMAND), Some(topo));
     assert_eq!(
         rec.command(NVLINK_COMMAND),
@@ -491,6 +492,7 @@ fn record_without_nvml_keeps_why_and_replay_says_so() {
     }));
     let rec = record(
         Some(&failing),
+        None,
         &run,
         &sysfs,
         RecordMeta {
@@ -512,6 +514,7 @@ fn record_without_nvml_keeps_why_and_replay_says_so() {
     );
 
     let rec = record(
+        None,
         None,
         &run,
         &sysfs,

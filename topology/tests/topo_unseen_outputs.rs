@@ -137,6 +137,7 @@ impl Machine {
     fn truth(&self, f: &Format) -> NodeFacts {
         NodeFacts {
             source: TopologySource::NvidiaSmi,
+            vendor: Some(gputopo_api::GpuVendor::Nvidia),
             driver_version: None,
             cuda_version: None,
             gpus: (0..self.n)

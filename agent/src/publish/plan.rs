@@ -220,6 +220,7 @@ mod tests {
         GpuTopologySpec {
             node_name: "n1".into(),
             source: TopologySource::Fixture,
+            vendor: None,
             driver_version: None,
             cuda_version: None,
             gpus: vec![],

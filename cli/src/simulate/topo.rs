@@ -64,6 +64,9 @@ fn pcie(node: &str, model: &str, gpus: u32) -> GpuTopologySpec {
                 b,
                 link_type,
                 nvlinks: 0,
+                hops: None,
+                weight: None,
+                bandwidth: None,
             });
         }
     }
@@ -71,6 +74,7 @@ fn pcie(node: &str, model: &str, gpus: u32) -> GpuTopologySpec {
     GpuTopologySpec {
         node_name: node.to_string(),
         source: TopologySource::Fixture,
+        vendor: None,
         driver_version: None,
         cuda_version: None,
         gpus: (0..gpus)
@@ -103,12 +107,16 @@ fn pcie(node: &str, model: &str, gpus: u32) -> GpuTopologySpec {
 
 /// go-gpuallocator's pair score for a link: NVLinks count most, then the
 /// nearer the PCIe path the better (its `calculateGPUPairScore` order).
+/// go-gpuallocator knows no XGMI (it is NVIDIA's); XGMI scores between PIX
+/// and one NVLink, where gputopo's own `LinkClass` order puts it.
 pub fn pair_score(spec: &GpuTopologySpec, a: u32, b: u32) -> u32 {
     let Some(link) = spec.link(a, b) else {
         return 0;
     };
     match link.link_type {
         LinkType::Nv => 100 * link.nvlinks,
+        LinkType::Xgmi if link.class() == gputopo_api::LinkClass::XgmiRouted => 55,
+        LinkType::Xgmi => 60,
         LinkType::Pix => 50,
         LinkType::Pxb => 40,
         LinkType::Phb => 30,

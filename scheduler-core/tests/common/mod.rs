@@ -51,12 +51,16 @@ pub fn spec_with(
                 b,
                 link_type: c.link_type(),
                 nvlinks: c.nvlinks(),
+                hops: None,
+                weight: None,
+                bandwidth: None,
             });
         }
     }
     GpuTopologySpec {
         node_name: "test".into(),
         source: TopologySource::Fixture,
+        vendor: None,
         driver_version: None,
         cuda_version: None,
         gpus,

@@ -5,6 +5,7 @@
 //! facts, `sysfs` reads a sysfs tree under a root or a recorded copy of it,
 //! `recording` reads, writes and replays recordings.
 
+pub mod amd_smi;
 pub mod nvidia_smi;
 pub mod nvml;
 pub mod recording;

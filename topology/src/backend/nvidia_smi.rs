@@ -15,7 +15,7 @@ use crate::facts::{GpuFacts, NicFacts, NodeFacts, NvLinkFact, PairFact};
 use crate::parse::nvlink_status::{self, LinkState, NvlinkParseError, NvlinkStatus};
 use crate::parse::smi_query::{self, SmiQuery, SmiQueryError};
 use crate::parse::topo_matrix::{self, TopoMatrix, TopoParseError};
-use gputopo_api::TopologySource;
+use gputopo_api::{GpuVendor, TopologySource};
 
 /// Why the `nvidia-smi` texts could not be turned into facts.
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +165,7 @@ pub fn facts_from_parsed(
 
     Ok(NodeFacts {
         source: TopologySource::NvidiaSmi,
+        vendor: Some(GpuVendor::Nvidia),
         driver_version: query.and_then(|q| q.driver_version.clone()),
         cuda_version: query.and_then(|q| q.cuda_version.clone()),
         gpus,

@@ -19,6 +19,7 @@
 //! loading and replaying are pure. The recording time is passed in by the
 //! caller: nothing here reads a clock.
 
+use crate::backend::amd_smi::{self, AmdSmiAnswers, AmdSmiError, AmdSmiSource};
 use crate::backend::nvml::{NvmlAnswers, NvmlError, NvmlSource, facts_from_answers};
 use crate::backend::sysfs::{HostFacts, RealSysfs, RecordedSysfs, SysfsDevice, SysfsSource};
 use crate::facts::NodeFacts;
@@ -37,12 +38,17 @@ pub const RECORDING_KIND: &str = "Recording";
 pub const TOPO_COMMAND: &str = "nvidia-smi topo -m";
 pub const NVLINK_COMMAND: &str = "nvidia-smi nvlink -s";
 pub const QUERY_COMMAND: &str = "nvidia-smi -q";
+pub const ROCM_SMI_TOPO_COMMAND: &str = "rocm-smi --showtopo";
+pub const AMD_SMI_TOPO_COMMAND: &str = "amd-smi topology --json";
 
-/// The commands [`record`] runs, in order.
+/// The commands [`record`] runs, in order (a node has one vendor's tools;
+/// the others fail and are left out).
 pub const RECORDED_COMMANDS: &[&[&str]] = &[
     &["nvidia-smi", "topo", "-m"],
     &["nvidia-smi", "nvlink", "-s"],
     &["nvidia-smi", "-q"],
+    &["rocm-smi", "--showtopo"],
+    &["amd-smi", "topology", "--json"],
 ];
 
 /// Everything the backends saw on one node.
@@ -62,6 +68,12 @@ pub struct Recording {
     /// Why `nvml` is null, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvml_error: Option<String>,
+    /// AMD SMI's answers, on AMD nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amd_smi: Option<AmdSmiAnswers>,
+    /// Why `amdSmi` is absent, when AMD SMI was asked and could not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amd_smi_error: Option<String>,
     /// Command line → verbatim stdout. A command that failed is absent.
     #[serde(default)]
     pub commands: BTreeMap<String, String>,
@@ -115,7 +127,15 @@ pub enum RecordingError {
         #[source]
         source: NvmlError,
     },
-    #[error("recording of node {node}: no {TOPO_COMMAND:?} output was recorded")]
+    #[error("recording of node {node}: {source}")]
+    AmdSmi {
+        node: String,
+        #[source]
+        source: AmdSmiError,
+    },
+    #[error(
+        "recording of node {node}: no {TOPO_COMMAND:?}, {ROCM_SMI_TOPO_COMMAND:?} or {AMD_SMI_TOPO_COMMAND:?} output was recorded"
+    )]
     NoTopoText { node: String },
     #[error("recording of node {node}: replaying the nvidia-smi texts: {message}")]
     Commands { node: String, message: String },
@@ -237,6 +257,8 @@ pub struct RecordMeta {
     pub host: Option<HostFacts>,
     /// Why no NVML source is passed (the `RealNvml::init` error), for `nvmlError`.
     pub nvml_unavailable: Option<String>,
+    /// Why no AMD SMI source is passed, for `amdSmiError` (None: not asked).
+    pub amd_smi_unavailable: Option<String>,
 }
 
 /// Records what `nvml`, the commands and sysfs answer on this node.
@@ -246,6 +268,7 @@ pub struct RecordMeta {
 /// GPU NVML listed and every NVIDIA GPU sysfs itself lists.
 pub fn record(
     nvml: Option<&dyn NvmlSource>,
+    amd: Option<&dyn AmdSmiSource>,
     run_command: &dyn Fn(&[&str]) -> Option<String>,
     sysfs: &RealSysfs,
     meta: RecordMeta,
@@ -263,6 +286,14 @@ pub fn record(
                     .unwrap_or_else(|| "NVML was not consulted".to_string()),
             ),
         ),
+    };
+
+    let (amd_answers, amd_smi_error) = match amd {
+        Some(src) => match src.snapshot() {
+            Ok(answers) => (Some(answers), None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+        None => (None, meta.amd_smi_unavailable.clone()),
     };
 
     let commands = RECORDED_COMMANDS
@@ -293,6 +324,8 @@ pub fn record(
         host: meta.host,
         nvml: answers,
         nvml_error,
+        amd_smi: amd_answers,
+        amd_smi_error,
         commands,
         sysfs: sysfs_map,
     }
@@ -331,10 +364,42 @@ pub fn replay_nvml(rec: &Recording) -> Result<NodeFacts, RecordingError> {
     })
 }
 
+/// Replays a recording's AMD SMI answers into facts whose source is `fixture`.
+pub fn replay_amd_smi(rec: &Recording) -> Result<NodeFacts, RecordingError> {
+    let src = amd_smi::RecordedAmdSmi {
+        answers: rec.amd_smi.clone().unwrap_or_default(),
+    };
+    amd_smi::facts_from_amd_smi(&src).map_err(|source| RecordingError::AmdSmi {
+        node: rec.node_name.clone(),
+        source,
+    })
+}
+
 /// Replays a recording's `nvidia-smi` texts (`topo -m`, and `nvlink -s` and
 /// `-q` where recorded) through the nvidia-smi backend; source `fixture`.
 pub fn replay_commands(rec: &Recording) -> Result<NodeFacts, RecordingError> {
     let node = rec.node_name.clone();
+    let amd_text = rec
+        .command(AMD_SMI_TOPO_COMMAND)
+        .map(|t| (t, "amd-smi", true))
+        .or_else(|| {
+            rec.command(ROCM_SMI_TOPO_COMMAND)
+                .map(|t| (t, "rocm-smi", false))
+        });
+    if let (None, Some((text, tool, amd_smi_json))) = (rec.command(TOPO_COMMAND), amd_text) {
+        let parsed = if amd_smi_json {
+            crate::parse::amd_smi::parse(text)
+        } else {
+            crate::parse::rocm_smi::parse(text)
+        };
+        let commands_error = |message: String| RecordingError::Commands {
+            node: node.clone(),
+            message,
+        };
+        let answers = parsed.map_err(|e| commands_error(format!("{tool}: {e}")))?;
+        return amd_smi::facts_from_answers(&answers, TopologySource::Fixture)
+            .map_err(|e| commands_error(e.to_string()));
+    }
     let topo = rec
         .command(TOPO_COMMAND)
         .ok_or_else(|| RecordingError::NoTopoText { node: node.clone() })?;

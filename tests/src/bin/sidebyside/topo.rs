@@ -207,7 +207,8 @@ impl Model {
 
     /// go-gpuallocator's pair score, the best-effort policy's objective
     /// (NVIDIA k8s-device-plugin's GetPreferredAllocation): SYS 10, NODE 20,
-    /// PHB 30, PXB 40, PIX 50, NV<k> 100·k.
+    /// PHB 30, PXB 40, PIX 50, NV<k> 100·k. go-gpuallocator knows no XGMI;
+    /// it scores between PIX and NV1, as gputopo's `LinkClass` order has it.
     pub fn pair_score(&self, a: usize, b: usize) -> u32 {
         match self.link(a, b) {
             LinkClass::Sys => 10,
@@ -215,6 +216,8 @@ impl Model {
             LinkClass::Phb => 30,
             LinkClass::Pxb => 40,
             LinkClass::Pix => 50,
+            LinkClass::XgmiRouted => 55,
+            LinkClass::Xgmi => 60,
             LinkClass::Nv(k) => 100 * k,
         }
     }

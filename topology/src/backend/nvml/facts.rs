@@ -7,7 +7,7 @@ use super::answers::{
 use super::{NvmlError, NvmlSource};
 use crate::backend::sysfs::{SysfsSource, canonical_pci_bus_id, format_cpulist, parse_cpulist};
 use crate::facts::{GpuFacts, NodeFacts, NvLinkFact, PairFact, RemoteEnd};
-use gputopo_api::{GpuFabric, LinkClass, TopologySource};
+use gputopo_api::{GpuFabric, GpuVendor, LinkClass, TopologySource};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
@@ -152,6 +152,7 @@ pub fn facts_from_answers(
 
     Ok(NodeFacts {
         source,
+        vendor: Some(GpuVendor::Nvidia),
         driver_version: answers.driver_version.clone(),
         cuda_version: answers.cuda_driver_version.and_then(cuda_version_text),
         gpus,
