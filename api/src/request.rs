@@ -4,7 +4,7 @@
 //! A bad value is a [`RequestError`] naming the key and the accepted forms; it is
 //! never replaced by a default.
 
-use crate::keys::{RESOURCE_GPU, pod as key};
+use crate::keys::{RESOURCE_GPU, RESOURCE_GPU_AMD, pod as key};
 use crate::quantity;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -70,8 +70,12 @@ impl GangRef {
 /// Everything a pod asks of the GPU scheduler.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GpuRequest {
-    /// Whole GPUs: the pod's effective `nvidia.com/gpu` limit (0 for a shared or CPU-only pod).
+    /// Whole GPUs: the pod's effective `nvidia.com/gpu` (or `amd.com/gpu`)
+    /// limit (0 for a shared or CPU-only pod).
     pub gpus: u32,
+    /// Whose GPUs: AMD when the limit is on `amd.com/gpu`, else NVIDIA. Only
+    /// nodes of that vendor can take the pod.
+    pub vendor: crate::GpuVendor,
     /// Hard: every pair of the assigned GPUs joined by at least this many NVLinks.
     pub min_nvlink_level: Option<u32>,
     pub collective: Collective,
@@ -168,11 +172,31 @@ impl GpuRequest {
         let empty = BTreeMap::new();
         let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
         let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-        let gpus = match &pod.spec {
-            Some(spec) => effective_gpu_limit(&spec.containers, spec.init_containers.as_deref())?,
-            None => None,
+        let (nvidia, amd) = match &pod.spec {
+            Some(spec) => (
+                effective_gpu_limit(&spec.containers, spec.init_containers.as_deref())?,
+                effective_limit_of(
+                    RESOURCE_GPU_AMD,
+                    &spec.containers,
+                    spec.init_containers.as_deref(),
+                )?,
+            ),
+            None => (None, None),
         };
-        GpuRequest::parse(gpus, annotations, labels)
+        match (nvidia, amd) {
+            (Some(n), Some(a)) if n > 0 && a > 0 => Err(RequestError::Inconsistent {
+                key: format!("resources.limits.{RESOURCE_GPU_AMD}"),
+                detail: format!(
+                    "the pod asks {n} {RESOURCE_GPU} and {a} {RESOURCE_GPU_AMD}; one pod's GPUs come from one vendor, so ask one of them"
+                ),
+            }),
+            (nvidia, Some(a)) if a > 0 || nvidia.is_none() => {
+                let mut req = GpuRequest::parse(Some(a), annotations, labels)?;
+                req.vendor = crate::GpuVendor::Amd;
+                Ok(req)
+            }
+            (nvidia, _) => GpuRequest::parse(nvidia, annotations, labels),
+        }
     }
 
     /// Reads a request from its parts: the effective `nvidia.com/gpu` limit (None when
@@ -299,16 +323,25 @@ pub fn effective_gpu_limit(
     containers: &[Container],
     init_containers: Option<&[Container]>,
 ) -> Result<Option<u32>, RequestError> {
+    effective_limit_of(RESOURCE_GPU, containers, init_containers)
+}
+
+/// [`effective_gpu_limit`] of any GPU resource (`amd.com/gpu`).
+pub fn effective_limit_of(
+    resource: &str,
+    containers: &[Container],
+    init_containers: Option<&[Container]>,
+) -> Result<Option<u32>, RequestError> {
     let limit_of = |c: &Container| -> Result<Option<u32>, RequestError> {
         let q: Option<&Quantity> = c
             .resources
             .as_ref()
             .and_then(|r| r.limits.as_ref())
-            .and_then(|l| l.get(RESOURCE_GPU));
+            .and_then(|l| l.get(resource));
         match q {
             None => Ok(None),
             Some(q) => parse_u32(
-                &format!("containers[{}].resources.limits.{RESOURCE_GPU}", c.name),
+                &format!("containers[{}].resources.limits.{resource}", c.name),
                 &q.0,
                 ACCEPT_COUNT,
                 0..=1024,
@@ -524,6 +557,26 @@ impl fmt::Display for Collective {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amd_gpu_limits_are_amd_requests_and_both_vendors_is_an_error() {
+        let pod = |limits: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "a", "resources": {"limits": limits}}]}
+            }))
+            .expect("pod")
+        };
+        let r = GpuRequest::from_pod(&pod(serde_json::json!({"amd.com/gpu": "4"}))).unwrap();
+        assert_eq!((r.gpus, r.vendor), (4, crate::GpuVendor::Amd));
+        let r = GpuRequest::from_pod(&pod(serde_json::json!({"nvidia.com/gpu": "2"}))).unwrap();
+        assert_eq!((r.gpus, r.vendor), (2, crate::GpuVendor::Nvidia));
+        let e = GpuRequest::from_pod(&pod(
+            serde_json::json!({"nvidia.com/gpu": "1", "amd.com/gpu": "1"}),
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("one vendor"), "{e}");
+    }
 
     fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -80,10 +80,12 @@ pub enum TopologySource {
     RocmSmi,
 }
 
-/// The GPUs' maker.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+/// The GPUs' maker. NVIDIA is the default: objects and pods that name no
+/// vendor are read as NVIDIA, as before AMD support.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuVendor {
+    #[default]
     Nvidia,
     Amd,
 }

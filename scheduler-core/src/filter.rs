@@ -50,7 +50,7 @@ use crate::snapshot::intern::Sym;
 use crate::snapshot::{
     DomainId, GpuKind, Hot, Node, NodeId, Snapshot, resolve_amounts, share_amounts,
 };
-use gputopo_api::{GpuShare, LinkClass};
+use gputopo_api::{GpuShare, GpuVendor, LinkClass};
 use std::fmt;
 use std::sync::Arc;
 
@@ -68,6 +68,11 @@ pub enum FilterReason {
     Insufficient(Vec<Shortfall>),
     /// The pod wants GPUs; the node has none.
     NoGpus,
+    /// The pod asks one vendor's GPUs (`amd.com/gpu`), the node has the other's.
+    GpuVendor {
+        pod: GpuVendor,
+        node: GpuVendor,
+    },
     /// The node's `GpuTopology` could not be used.
     InvalidTopology(ShapeError),
     /// The pod asks something (`min-nvlink-level`, `gpu-memory`,
@@ -128,6 +133,9 @@ impl FilterReason {
             }
             FilterReason::Insufficient(_) => "Insufficient resources".into(),
             FilterReason::NoGpus => "node(s) had no GPUs".into(),
+            FilterReason::GpuVendor { pod, .. } => {
+                format!("node(s) had no {} GPUs", pod.resource())
+            }
             FilterReason::InvalidTopology(_) => "node(s) had an unusable GpuTopology".into(),
             FilterReason::UnknownTopology { needs } => {
                 format!("node(s) had no GpuTopology to check {needs}")
@@ -197,6 +205,13 @@ impl fmt::Display for FilterReason {
                 Ok(())
             }
             FilterReason::NoGpus => f.write_str("the pod requests GPUs and the node has none"),
+            FilterReason::GpuVendor { pod, node } => write!(
+                f,
+                "the pod asks {} but the node's GPUs are {} ({})",
+                pod.resource(),
+                node.as_str(),
+                node.resource()
+            ),
             FilterReason::InvalidTopology(e) => write!(f, "the node's GpuTopology cannot be used: {e}"),
             FilterReason::UnknownTopology { needs } => write!(
                 f,
@@ -244,6 +259,7 @@ pub(crate) enum Rejection {
     /// 5 + i: the pod's i-th extended resource.
     Resources(u64),
     NoGpus,
+    GpuVendor(GpuVendor),
     InvalidTopology,
     UnknownTopology(&'static str),
     GpuSet(NoFitReason),
@@ -659,6 +675,13 @@ impl<'a> PodContext<'a> {
     }
 
     fn fit_gpus(&self, index: usize, hot: &Hot) -> Result<Fit, Rejection> {
+        let node_vendor = self.snapshot.nodes[index].gpus.vendor;
+        if !matches!(self.gpu, GpuAsk::None)
+            && hot.kind != Hot::NONE
+            && node_vendor != self.pod.request.vendor
+        {
+            return Err(Rejection::GpuVendor(node_vendor));
+        }
         match &self.gpu {
             GpuAsk::None => Ok(Fit::NoGpu),
             GpuAsk::Whole { request, pickers } => {
@@ -912,6 +935,10 @@ impl<'a> PodContext<'a> {
                 FilterReason::Insufficient(short)
             }
             Rejection::NoGpus => FilterReason::NoGpus,
+            Rejection::GpuVendor(node_vendor) => FilterReason::GpuVendor {
+                pod: self.pod.request.vendor,
+                node: node_vendor,
+            },
             Rejection::InvalidTopology => match node.gpus.kind {
                 GpuKind::Invalid(i) => self
                     .snapshot

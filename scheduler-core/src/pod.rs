@@ -53,13 +53,14 @@ impl PodError {
 
 impl PendingPod {
     /// A pod with `request` and nothing else: `request.gpus` GPUs (as its
-    /// `nvidia.com/gpu` request), one `pods`, no constraints.
+    /// `nvidia.com/gpu` request, or `amd.com/gpu` for an AMD request), one
+    /// `pods`, no constraints.
     pub fn new(namespace: &str, name: &str, request: GpuRequest) -> PendingPod {
-        let requests = Resources {
-            gpus: i64::from(request.gpus),
+        let mut requests = Resources {
             pods: 1,
             ..Resources::default()
         };
+        requests.set(request.vendor.resource(), i64::from(request.gpus));
         PendingPod {
             namespace: namespace.to_string(),
             name: name.to_string(),

@@ -81,7 +81,12 @@ impl Topo {
                     b: b as u32,
                     link_type: c.link_type(),
                     nvlinks: c.nvlinks(),
-                    hops: None,
+                    // XGMI's class is its hop count: direct (1) or routed (2+).
+                    hops: match c {
+                        LinkClass::Xgmi => Some(1),
+                        LinkClass::XgmiRouted => Some(2),
+                        _ => None,
+                    },
                     weight: None,
                     bandwidth: None,
                 });
@@ -742,6 +747,8 @@ fn class_strategy() -> impl Strategy<Value = LinkClass> {
         Just(LinkClass::Phb),
         Just(LinkClass::Pxb),
         Just(LinkClass::Pix),
+        Just(LinkClass::XgmiRouted),
+        Just(LinkClass::Xgmi),
         Just(LinkClass::Nv(1)),
         Just(LinkClass::Nv(2)),
         Just(LinkClass::Nv(4)),
@@ -879,6 +886,76 @@ proptest! {
 // ---------------------------------------------------------------------------
 // Deterministic 16-GPU cases
 // ---------------------------------------------------------------------------
+
+/// An MI300X-class box: 8 GPUs, a direct XGMI link between every pair, two NUMA nodes
+/// (fixtures/amd/amd-mi308x-8gpu-0x74a2-rocm72-rocm-smi-showtopo-lowpower-warning.txt).
+fn mi300x() -> Topo {
+    let link = symmetric(8, |_, _| LinkClass::Xgmi);
+    let facts = (0..8).map(|i| Facts::numa(i / 4)).collect();
+    Topo { link, facts }
+}
+
+/// Two XGMI hives of 4, PCIe across sockets between them, each hive on its NUMA node
+/// (fixtures/amd/amd-8gpu-two-xgmi-hives-of-4-pcie-between-64gb-likely-mi210-rocm-smi-showtopo.txt).
+fn two_hives() -> Topo {
+    let link = symmetric(8, |a, b| {
+        if a / 4 == b / 4 {
+            LinkClass::Xgmi
+        } else {
+            LinkClass::Sys
+        }
+    });
+    let facts = (0..8).map(|i| Facts::numa(i / 4)).collect();
+    Topo { link, facts }
+}
+
+/// MI250X-like: pairs of GCDs on one package (direct XGMI), the rest reached
+/// through another GCD (routed XGMI), one NUMA node.
+fn routed_xgmi() -> Topo {
+    let link = symmetric(8, |a, b| {
+        if a / 2 == b / 2 {
+            LinkClass::Xgmi
+        } else {
+            LinkClass::XgmiRouted
+        }
+    });
+    let facts = (0..8).map(|_| Facts::numa(0)).collect();
+    Topo { link, facts }
+}
+
+#[test]
+fn xgmi_shapes_match_the_oracle() {
+    for topo in [mi300x(), two_hives(), routed_xgmi()] {
+        let shape = topo.shape();
+        let mut oracle = Oracle::new(&topo);
+        let frees = [all(8), all(8) & !mask(&[0, 5]), mask(&[1, 2, 3, 4, 6])];
+        for free in frees {
+            for k in 0..=8 {
+                for collective in [Collective::Ring, Collective::AllToAll] {
+                    let req = SetRequest::new(k, collective);
+                    check_case(&topo, &shape, &mut oracle, free, &req)
+                        .unwrap_or_else(|e| panic!("free {free:#x}, {req:?}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn four_gpus_on_two_hives_take_one_hive() {
+    let topo = two_hives();
+    for collective in [Collective::Ring, Collective::AllToAll] {
+        let choice = choose(&topo, all(8), 4, collective);
+        assert_eq!(choice.gpus, vec![0, 1, 2, 3], "{}", choice.explanation);
+        assert_eq!(choice.bottleneck, Some(LinkClass::Xgmi));
+    }
+    // With one GPU of the first hive busy, the intact hive is the only XGMI set.
+    let choice = choose(&topo, all(8) & !mask(&[1]), 4, Collective::Ring);
+    assert_eq!(choice.gpus, vec![4, 5, 6, 7], "{}", choice.explanation);
+    // A pair on the routed box stays on one package.
+    let choice = choose(&routed_xgmi(), all(8), 2, Collective::Ring);
+    assert_eq!(choice.bottleneck, Some(LinkClass::Xgmi));
+}
 
 #[test]
 fn sixteen_gpu_shapes_match_the_oracle() {

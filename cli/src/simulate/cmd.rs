@@ -142,7 +142,7 @@ fn topology_table(by_workload: &BTreeMap<String, Vec<SimResult>>) -> String {
         }
         let _ = write!(
             md,
-            "\n## Topology metrics: {workload}\n\nMean over seeds. Optimal: multi-GPU pods on a set whose ring bottleneck is the best the node's free GPUs offered; rank: `LinkClass::rank` (SYS 1, NODE 2, PHB 3, PXB 4, PIX 5, NV1 6 … NV18 23); slots: complete 8-GPU NVLink slots left (mean and least over arrivals); queue and makespan in seconds.\n\n| policy | seeds | pods failed | multi-GPU pods | optimal % | mean bottleneck rank | SYS/NODE/PHB bottlenecks % | gangs over >1 leaf / placed | 8-GPU slots mean / min | queue p50 / p99 s | makespan s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+            "\n## Topology metrics: {workload}\n\nMean over seeds. Optimal: multi-GPU pods on a set whose ring bottleneck is the best the node's free GPUs offered; rank: `LinkClass::rank` (SYS 1, NODE 2, PHB 3, PXB 4, PIX 5, XGMI-ROUTED 6, XGMI 7, NV1 8 … NV18 25); slots: complete 8-GPU NVLink slots left (mean and least over arrivals); queue and makespan in seconds.\n\n| policy | seeds | pods failed | multi-GPU pods | optimal % | mean bottleneck rank | SYS/NODE/PHB bottlenecks % | gangs over >1 leaf / placed | 8-GPU slots mean / min | queue p50 / p99 s | makespan s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
         );
         for kind in PolicyKind::ALL {
             let list: Vec<&SimResult> = runs

@@ -256,7 +256,7 @@ pub struct TopologyMetrics {
     /// best any set of that many of the node's free GPUs offered then.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_optimal_set_pct: Option<f64>,
-    /// Mean `LinkClass::rank` of their ring bottleneck (SYS 1 … NV18 23).
+    /// Mean `LinkClass::rank` of their ring bottleneck (SYS 1 … PIX 5, XGMI-ROUTED 6, XGMI 7, NV1 8 … NV18 25).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_bottleneck_rank: Option<f64>,
     /// Their ring bottlenecks by class (`NV12`, `PIX`, …).

@@ -53,7 +53,7 @@
 //!
 //! `score = round(70·q + 20·l + 10·u)`, 0–100, where
 //! * `q = rank(bottleneck) / rank(best bottleneck of any k whole GPUs of the empty
-//!   node)` (`LinkClass::rank`, SYS = 1 … NV18 = 23), 1 for a single GPU;
+//!   node)` (`LinkClass::rank`, SYS = 1 … PIX = 5, XGMI-ROUTED = 6, XGMI = 7, NV18 = 25), 1 for a single GPU;
 //! * `l` = mean over the sizes 8, 4, 2 that the GPUs left could still hold
 //!   (at least that many left, and the free GPUs before placement had such a set)
 //!   of `rank(best ring left) / rank(best ring before placement)`; 1 if no size applies;

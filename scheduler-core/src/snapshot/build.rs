@@ -448,6 +448,10 @@ impl Snapshot {
     ) -> NodeGpus {
         let mut gpus = NodeGpus {
             kind: GpuKind::None,
+            vendor: topology
+                .as_ref()
+                .map(GpuTopologySpec::vendor_or_default)
+                .unwrap_or_default(),
             present: 0,
             held: 0,
             shared_mask: 0,

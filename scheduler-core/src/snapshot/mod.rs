@@ -281,6 +281,10 @@ pub(crate) enum GpuKind {
 #[derive(Clone, Debug)]
 pub(crate) struct NodeGpus {
     pub(crate) kind: GpuKind,
+    /// Whose GPUs (the `GpuTopology`'s vendor; NVIDIA where it says none or
+    /// the node has no `GpuTopology`): only pods asking that vendor's
+    /// resource (`nvidia.com/gpu`, `amd.com/gpu`) get them.
+    pub(crate) vendor: gputopo_api::GpuVendor,
     /// Listed GPUs (`0..n` for an untopologized node).
     pub(crate) present: u32,
     /// Held whole by a bound pod.
