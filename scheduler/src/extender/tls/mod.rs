@@ -33,7 +33,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_HANDSHAKES: usize = 128;
 
 /// The PEM files named on the command line.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsFiles {
     /// `--tls-cert-file`: the serving certificate, then its chain.
     pub cert: PathBuf,
@@ -315,3 +315,6 @@ pub fn transport(
         },
     }
 }
+
+#[cfg(test)]
+mod tests;
