@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use gputopo_scheduler::Settings;
+use gputopo_scheduler::extender::{self, Limits};
 use gputopo_scheduler::leader::{self, LeaderConfig, LeaderElector};
 use gputopo_scheduler::scheduler::Scheduler;
 use gputopo_scheduler::serve::{Metrics, router};
@@ -64,9 +65,75 @@ struct ExtenderArgs {
         default_value = "0.0.0.0:10262"
     )]
     extender_listen: SocketAddr,
+    /// spec.schedulerName values of the pods /bind takes (repeat, or
+    /// comma-separated): the profiles of the kube-scheduler that calls this
+    /// extender. A bind for any other pod is refused.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "GPUTOPO_SCHEDULER_NAME",
+        value_delimiter = ',',
+        default_value = "default-scheduler"
+    )]
+    scheduler_name: Vec<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
     #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
     log_json: bool,
+}
+
+/// TLS on the extender port (--extender-listen). One of --tls-cert-file
+/// with --tls-key-file, or --insecure-plain-http, is required.
+#[derive(Args)]
+struct TlsArgs {
+    /// PEM serving certificate (then its chain) of the extender API; its
+    /// names must cover the urlPrefix's host.
+    #[arg(long, value_name = "FILE", env = "GPUTOPO_SCHEDULER_TLS_CERT_FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, value_name = "FILE", env = "GPUTOPO_SCHEDULER_TLS_KEY_FILE")]
+    tls_key_file: Option<PathBuf>,
+    /// PEM CA certificate(s): every client must present a certificate one
+    /// of them signed (kube-scheduler's tlsConfig certFile/keyFile). Use a
+    /// CA of its own, not the cluster's, which signs every kubelet's.
+    #[arg(long, value_name = "FILE", env = "GPUTOPO_SCHEDULER_CLIENT_CA_FILE")]
+    client_ca_file: Option<PathBuf>,
+    /// Serve the extender API over plain HTTP, without authentication: for
+    /// local testing only (anyone who reaches the port can bind pods).
+    #[arg(long, env = "GPUTOPO_SCHEDULER_INSECURE_PLAIN_HTTP")]
+    insecure_plain_http: bool,
+}
+
+/// What one caller can make the extender hold.
+#[derive(Args)]
+struct LimitArgs {
+    /// Largest /filter or /prioritize body, in bytes (413 above; /bind: 64 KiB).
+    /// The default holds node names for 15,000 nodes (nodeCacheCapable: true).
+    #[arg(long, value_name = "BYTES", env = "GPUTOPO_SCHEDULER_MAX_REQUEST_BYTES", default_value_t = 8 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
+    max_request_bytes: u64,
+    /// Time to answer one request, its body read included (408 after).
+    #[arg(long, value_name = "DURATION", env = "GPUTOPO_SCHEDULER_REQUEST_TIMEOUT", default_value = "25s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+    /// /filter and /prioritize requests in flight at once (503 above).
+    #[arg(long, value_name = "N", env = "GPUTOPO_SCHEDULER_MAX_CONCURRENT_FILTERS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    max_concurrent_filters: u32,
+    /// /bind requests in flight at once (503 above).
+    #[arg(long, value_name = "N", env = "GPUTOPO_SCHEDULER_MAX_CONCURRENT_BINDS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_concurrent_binds: u32,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_request_bytes: usize::try_from(self.max_request_bytes).unwrap_or(usize::MAX),
+            request_timeout: self.request_timeout,
+            max_concurrent_filters: self.max_concurrent_filters as usize,
+            max_concurrent_binds: self.max_concurrent_binds as usize,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -268,6 +335,17 @@ async fn extender(args: ExtenderArgs) -> Result<()> {
         Some(file) => Settings::from_file(file)?,
         None => Settings::default(),
     };
+    // The TLS files before anything else: a bad one stops the start, naming
+    // its flag and path.
+    let t = args.tls;
+    let tls = extender::transport(
+        t.tls_cert_file,
+        t.tls_key_file,
+        t.client_ca_file,
+        t.insecure_plain_http,
+    )?
+    .map(|files| files.load())
+    .transpose()?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
@@ -279,11 +357,49 @@ async fn extender(args: ExtenderArgs) -> Result<()> {
             _ = tokio::signal::ctrl_c() => info!("interrupted"),
         }
     };
-    let addresses = gputopo_scheduler::extender::Addresses {
-        listen: args.listen,
-        extender_listen: args.extender_listen,
+    let options = extender::ServeOptions {
+        addresses: extender::Addresses {
+            listen: args.listen,
+            extender_listen: args.extender_listen,
+        },
+        tls,
+        limits: args.limits.limits(),
+        scheduler_names: args.scheduler_name,
     };
-    gputopo_scheduler::extender::run(client, settings.core, addresses, shutdown)
+    extender::run(client, settings.core, options, shutdown)
         .await
         .context("serving the scheduler extender")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extender_args(args: &[&str]) -> ExtenderArgs {
+        let cli = Cli::try_parse_from(["gputopo-scheduler", "extender"].iter().chain(args))
+            .unwrap_or_else(|e| panic!("{e}"));
+        match cli.command {
+            Command::Extender(a) => a,
+            Command::Run(_) => panic!("not the extender"),
+        }
+    }
+
+    #[test]
+    fn the_extenders_defaults_are_the_librarys() {
+        let a = extender_args(&["--insecure-plain-http"]);
+        assert_eq!(a.limits.limits(), Limits::default());
+        assert_eq!(a.scheduler_name, ["default-scheduler"]);
+        let a = extender_args(&["--scheduler-name", "a,b", "--max-concurrent-binds", "3"]);
+        assert_eq!(a.scheduler_name, ["a", "b"]);
+        assert_eq!(a.limits.limits().max_concurrent_binds, 3);
+        assert!(
+            Cli::try_parse_from([
+                "gputopo-scheduler",
+                "extender",
+                "--max-concurrent-binds",
+                "0"
+            ])
+            .is_err()
+        );
+    }
 }

@@ -5,7 +5,8 @@
 //! made from recorded `nvidia-smi topo -m` outputs.
 //!
 //! kube-scheduler keeps the queue and its own plugins and asks the extender
-//! to filter, to score and to bind. The test's pods name a profile of that
+//! to filter, to score and to bind, over TLS with a client certificate from
+//! a CA of the extender's own. The test's pods name a profile of that
 //! kube-scheduler only (`schedulerName`), and a nodeSelector only its nodes.
 
 mod common;
@@ -18,7 +19,8 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::kube::node_input;
-use gputopo_testenv::loopback::request;
+use gputopo_testenv::loopback::{TlsClient, request};
+use gputopo_testenv::pki::{CertFiles, Pki};
 use gputopo_testenv::process::{Process, tail};
 use gputopo_testenv::{SchedulerProcess, TestEnv};
 use k8s_openapi::api::core::v1::Pod;
@@ -43,30 +45,58 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The largest /filter body the test's extenders take.
+const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
 /// A running `gputopo-scheduler extender`; killed on drop.
 struct ExtenderProcess {
     process: Process,
     /// /healthz, /readyz, /metrics.
     port: u16,
-    /// /filter, /prioritize, /bind.
+    /// /filter, /prioritize, /bind, over TLS.
     extender_port: u16,
+    /// The extender's own CA: it signed the serving certificate (for
+    /// 127.0.0.1) and the client certificates the extender accepts.
+    pki: Pki,
+    /// kube-scheduler's client certificate.
+    scheduler_cert: CertFiles,
+    /// A client presenting it.
+    client: TlsClient,
 }
 
 impl ExtenderProcess {
-    async fn start(env: &TestEnv) -> ExtenderProcess {
+    /// Binds pods of `scheduler_name` only.
+    async fn start(env: &TestEnv, scheduler_name: &str) -> ExtenderProcess {
         let (port, extender_port) = (free_port(), free_port());
         let dir = env.dir().join(format!("extender-{extender_port}"));
         std::fs::create_dir_all(&dir).expect("extender dir");
         let config = dir.join("config.yaml");
         std::fs::write(&config, "networkTiers: {preset: gputopo}\n").expect("writing the config");
+        let pki = Pki::create(&dir.join("pki")).expect("the extender's CA");
+        let scheduler_cert = pki
+            .client("kube-scheduler", "kube-scheduler", &[])
+            .expect("kube-scheduler's client certificate");
+        let client =
+            TlsClient::new(&pki.ca_files.cert, Some(&scheduler_cert)).expect("a TLS client");
+        let path = |p: &std::path::Path| p.display().to_string();
         let args = vec![
             "extender".to_string(),
             "--config".into(),
-            config.display().to_string(),
+            path(&config),
             "--listen".into(),
             format!("127.0.0.1:{port}"),
             "--extender-listen".into(),
             format!("127.0.0.1:{extender_port}"),
+            "--tls-cert-file".into(),
+            path(&pki.serving.cert),
+            "--tls-key-file".into(),
+            path(&pki.serving.key),
+            "--client-ca-file".into(),
+            path(&pki.ca_files.cert),
+            "--scheduler-name".into(),
+            scheduler_name.into(),
+            "--max-request-bytes".into(),
+            MAX_REQUEST_BYTES.to_string(),
         ];
         let vars: Vec<(&str, &std::ffi::OsStr)> = vec![
             ("KUBECONFIG", env.kubeconfig_path().as_os_str()),
@@ -87,6 +117,9 @@ impl ExtenderProcess {
             process,
             port,
             extender_port,
+            pki,
+            scheduler_cert,
+            client,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -106,10 +139,34 @@ impl ExtenderProcess {
         e
     }
 
+    /// A POST with kube-scheduler's client certificate.
     async fn post(&self, path: &str, body: &str) -> (u16, String) {
-        request(self.extender_port, "POST", path, body)
+        self.client
+            .request(self.extender_port, "POST", path, body)
             .await
-            .unwrap_or_else(|| panic!("POST {path}: no answer; log:\n{}", self.log()))
+            .unwrap_or_else(|e| panic!("POST {path}: {e}; log:\n{}", self.log()))
+    }
+
+    /// The extender stanza of a KubeSchedulerConfiguration, as the README
+    /// shows it, over TLS with kube-scheduler's client certificate.
+    fn stanza(&self) -> Value {
+        json!({
+            "urlPrefix": format!("https://127.0.0.1:{}", self.extender_port),
+            "filterVerb": "filter",
+            "prioritizeVerb": "prioritize",
+            "bindVerb": "bind",
+            "weight": 5,
+            "enableHTTPS": true,
+            "tlsConfig": {
+                "certFile": self.scheduler_cert.cert,
+                "keyFile": self.scheduler_cert.key,
+                "caFile": self.pki.ca_files.cert,
+            },
+            "nodeCacheCapable": true,
+            "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": false}],
+            "ignorable": false,
+            "httpTimeout": "30s"
+        })
     }
 
     fn log(&self) -> String {
@@ -153,7 +210,8 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     let pcie = env.unique_name("ext-pcie");
     let (dgx1_node, dgx1_topology) = fixture_node(env, &dgx1, DGX1, &[("e2e-group", &group)]).await;
     fixture_node(env, &pcie, PCIE, &[("e2e-group", &group)]).await;
-    let ext = ExtenderProcess::start(env).await;
+    let profile = env.unique_name("gputopo-extender");
+    let ext = ExtenderProcess::start(env, &profile).await;
 
     // The HTTP contract as kube-scheduler meets it. A body that is not
     // ExtenderArgs: 400, naming the field.
@@ -204,8 +262,7 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     );
 
     // kube-scheduler with a profile of its own and gputopo as its extender,
-    // configured as the README shows.
-    let profile = env.unique_name("gputopo-extender");
+    // configured as the README shows: HTTPS, its client certificate.
     let mut ks = env
         .start_scheduler_with_config(
             &env.unique_name("kube-scheduler-extender"),
@@ -213,18 +270,7 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
                 "podInitialBackoffSeconds": 1,
                 "podMaxBackoffSeconds": 2,
                 "profiles": [{"schedulerName": profile}],
-                "extenders": [{
-                    "urlPrefix": format!("http://127.0.0.1:{}", ext.extender_port),
-                    "filterVerb": "filter",
-                    "prioritizeVerb": "prioritize",
-                    "bindVerb": "bind",
-                    "weight": 5,
-                    "enableHTTPS": false,
-                    "nodeCacheCapable": true,
-                    "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": false}],
-                    "ignorable": false,
-                    "httpTimeout": "30s"
-                }]
+                "extenders": [ext.stanza()]
             }),
         )
         .await
@@ -405,9 +451,134 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
         "gputopo_extender_requests_total{verb=\"prioritize\",result=\"ok\"} ",
         "gputopo_extender_filtered_nodes_total{verdict=\"unresolvable\"} ",
         "gputopo_gpu_allocation_ratio",
+        "gputopo_extender_tls_handshakes_total{result=\"ok\"} ",
     ] {
         assert!(metrics.contains(line), "{line} missing:\n{metrics}");
     }
     let log = std::fs::read_to_string(&ext.process.log).unwrap_or_default();
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// What a caller without kube-scheduler's certificate, or with it but
+/// asking for what kube-scheduler would not, gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extender_refuses_strangers_other_profiles_other_uids_and_big_bodies() {
+    let env = TestEnv::shared().await;
+    let client = env.client().await;
+    let profile = env.unique_name("gputopo-extender");
+    let ext = ExtenderProcess::start(env, &profile).await;
+    let bind = |name: &str, uid: &str| json!({"PodName": name, "PodNamespace": "", "PodUID": uid, "Node": "nowhere"});
+
+    // No client certificate, or one the cluster's CA signed (good for the
+    // API server, not here): refused in the TLS handshake.
+    let ca = &ext.pki.ca_files.cert;
+    let body = bind("x", "u").to_string();
+    let anonymous = TlsClient::new(ca, None).expect("a client");
+    let e = anonymous
+        .request(ext.extender_port, "POST", "/bind", &body)
+        .await
+        .expect_err("no certificate");
+    assert_eq!(e, "received fatal alert: CertificateRequired");
+    let admin = env
+        .pki()
+        .client("stranger", "stranger", &["system:masters"])
+        .expect("a cluster client certificate");
+    let e = TlsClient::new(ca, Some(&admin))
+        .expect("a client")
+        .request(ext.extender_port, "POST", "/bind", &body)
+        .await
+        .expect_err("the cluster's CA");
+    assert!(e.starts_with("received fatal alert: "), "{e}");
+    // Nor does plain HTTP get an answer.
+    assert_eq!(
+        request(ext.extender_port, "POST", "/bind", &body).await,
+        None
+    );
+
+    // With the certificate: a pending pod of another profile is not the
+    // extender's to bind, and a pod of its profile only by its own uid.
+    let ns = env.create_namespace("ext-refuse").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let group = env.unique_name("nobody");
+    let theirs = pods
+        .create(
+            &PostParams::default(),
+            &gpu_pod("theirs", "default-scheduler", &group, 1, &[]),
+        )
+        .await
+        .expect("creating theirs");
+    let ours = pods
+        .create(
+            &PostParams::default(),
+            &gpu_pod("ours", &profile, &group, 1, &[]),
+        )
+        .await
+        .expect("creating ours");
+    let uid = |p: &Pod| p.metadata.uid.clone().expect("a uid");
+    let refusal = |body: String| {
+        let answer: Value = serde_json::from_str(&body).expect("JSON");
+        answer["Error"]
+            .as_str()
+            .map(str::to_string)
+            .expect("an Error")
+    };
+    let mut args = bind("theirs", &uid(&theirs));
+    args["PodNamespace"] = ns.clone().into();
+    let (code, body) = ext.post("/bind", &args.to_string()).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        refusal(body),
+        format!(
+            "pod {ns}/theirs has schedulerName default-scheduler; this extender binds only \
+             pods of {profile} (--scheduler-name)"
+        )
+    );
+    let mut args = bind("ours", "d0d0d0d0-0000-4000-8000-000000000000");
+    args["PodNamespace"] = ns.clone().into();
+    let (code, body) = ext.post("/bind", &args.to_string()).await;
+    assert_eq!(code, 200, "{body}");
+    let e = refusal(body);
+    assert!(
+        e.starts_with(&format!(
+            "pod {ns}/ours has uid {}, the binding names uid d0d0d0d0-0000-4000-8000-000000000000: not the same pod",
+            uid(&ours)
+        )),
+        "{e}"
+    );
+    for name in ["theirs", "ours"] {
+        let pod = pods.get(name).await.expect("the pod");
+        assert!(node_of(&pod).is_none(), "{name} was bound: {pod:?}");
+    }
+
+    // A body over --max-request-bytes: 413, before any JSON is read.
+    let names: Vec<String> = (0..MAX_REQUEST_BYTES / 8)
+        .map(|i| format!("n-{i:05}"))
+        .collect();
+    let big = json!({"Pod": ours, "NodeNames": names}).to_string();
+    assert!(big.len() > MAX_REQUEST_BYTES);
+    assert_eq!(ext.post("/filter", &big).await.0, 413);
+
+    // The refusals are counted (the handshakes' as their tasks end).
+    let lines = [
+        "gputopo_extender_tls_handshakes_total{result=\"refused\"} 3",
+        "gputopo_extender_refused_requests_total{reason=\"too_large\"} 1",
+        "gputopo_extender_requests_total{verb=\"bind\",result=\"error\"} 2",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = request(ext.port, "GET", "/metrics", "")
+            .await
+            .map(|(_, m)| m)
+            .unwrap_or_default();
+        let missing: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| !metrics.contains(l))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{missing:?} missing:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

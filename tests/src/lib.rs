@@ -389,6 +389,12 @@ impl TestEnv {
         &self.pki.ca_files.cert
     }
 
+    /// The control plane's CA, to issue more certificates from (a client
+    /// certificate this CA signed authenticates to the API server).
+    pub fn pki(&self) -> &Pki {
+        &self.pki
+    }
+
     /// The env's directory: logs (`<component>.log`), audit log, certificates.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -13,15 +13,18 @@
 //!   given exactly the chart's identity and configuration, binds and
 //!   annotates a pod that names the chart's scheduler;
 //! - with `scheduler.extender.enabled`, the chart runs the extender (one
-//!   replica, its Service, the smaller RBAC it uses, the
-//!   KubeSchedulerConfiguration snippet in NOTES), and the extender, given
-//!   exactly that identity, filters and binds a pod as kube-scheduler asks;
+//!   replica, its Service, the smaller RBAC it uses, TLS from the named
+//!   Secrets, the NetworkPolicy, the KubeSchedulerConfiguration snippet in
+//!   NOTES), and the extender, given exactly that identity and those
+//!   files, filters and binds over TLS a pod as kube-scheduler asks;
 //! - `helm install`, `upgrade` and `uninstall` work on the real API server,
 //!   and the uninstall leaves the CRD;
 //! - the Dockerfiles build what `scripts/static-build` checks in CI.
 //!
 //! Helm is the one `scripts/control-plane-binaries` builds (v3.19).
 
+use gputopo_testenv::loopback::TlsClient;
+use gputopo_testenv::pki::Pki;
 use gputopo_testenv::{TestEnv, binaries, fake_gpu_node, process::Process};
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec, ServiceAccount};
@@ -97,7 +100,7 @@ scheduler:
 "#;
 
 /// The extender mode, with values the extender mode ignores (replicas) or
-/// moves (port, weight).
+/// moves (port, weight, served profiles, TLS Secrets, limits, who may call).
 const EXTENDER_VALUES: &str = r#"
 scheduler:
   replicas: 3
@@ -105,7 +108,22 @@ scheduler:
     enabled: true
     port: 8888
     weight: 10
+    schedulerNames: [gpu-profile, default-scheduler]
+    tls:
+      secretName: gputopo-extender-tls
+      clientCASecretName: kube-scheduler-client-ca
+    limits:
+      requestTimeout: 20s
+      maxConcurrentBinds: 16
+    networkPolicy:
+      extraFrom:
+        - ipBlock:
+            cidr: 10.0.0.10/32
+      metricsNamespace: prometheus
 "#;
+
+#[path = "deploy/extender_security.rs"]
+mod extender_security;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -1142,6 +1160,8 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
             "--reuse-values",
             "--set",
             "scheduler.extender.enabled=true",
+            "--set",
+            "scheduler.extender.tls.secretName=lifecycle-extender-tls",
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -1149,7 +1169,9 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
     for line in [
         "apiVersion: kubescheduler.config.k8s.io/v1".to_string(),
         "kind: KubeSchedulerConfiguration".to_string(),
-        format!("- urlPrefix: http://{service}.{namespace}.svc:10262"),
+        format!("- urlPrefix: https://{service}.{namespace}.svc:10262"),
+        "enableHTTPS: true".to_string(),
+        "binds only pods whose schedulerName is default-scheduler".to_string(),
         "filterVerb: filter".to_string(),
         "prioritizeVerb: prioritize".to_string(),
         "bindVerb: bind".to_string(),
@@ -1172,6 +1194,17 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
         false
     );
     assert_eq!(config["extenders"][0]["httpTimeout"], "30s");
+    assert_eq!(
+        config["extenders"][0]["tlsConfig"],
+        json!({
+            "certFile": "/etc/kubernetes/gputopo-extender/client.crt",
+            "keyFile": "/etc/kubernetes/gputopo-extender/client.key",
+            "caFile": "/etc/kubernetes/gputopo-extender/server-ca.crt"
+        })
+    );
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        Api::namespaced(client.clone(), &namespace);
+    assert!(policies.get_opt(service).await.expect("get").is_some());
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(client.clone(), &namespace);
     assert!(services.get_opt(service).await.expect("get").is_some());
@@ -1389,6 +1422,14 @@ fn the_extender_renders_as_asked() {
         names,
         [
             "GPUTOPO_SCHEDULER_EXTENDER_LISTEN",
+            "GPUTOPO_SCHEDULER_NAME",
+            "GPUTOPO_SCHEDULER_TLS_CERT_FILE",
+            "GPUTOPO_SCHEDULER_TLS_KEY_FILE",
+            "GPUTOPO_SCHEDULER_CLIENT_CA_FILE",
+            "GPUTOPO_SCHEDULER_MAX_REQUEST_BYTES",
+            "GPUTOPO_SCHEDULER_REQUEST_TIMEOUT",
+            "GPUTOPO_SCHEDULER_MAX_CONCURRENT_FILTERS",
+            "GPUTOPO_SCHEDULER_MAX_CONCURRENT_BINDS",
             "GPUTOPO_SCHEDULER_LISTEN",
             "GPUTOPO_SCHEDULER_LOG_JSON",
             "RUST_LOG"
@@ -1878,29 +1919,6 @@ async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
     elected.kill();
 }
 
-/// `POST path` with a JSON body on 127.0.0.1:port: the status code and body.
-fn http_post(port: u16, path: &str, body: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Ok((code, body))
-}
-
 #[tokio::test]
 async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
     let env = TestEnv::shared().await;
@@ -1967,11 +1985,36 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
     env.create_fake_gpu_node(&node, 4, &BTreeMap::new()).await;
     create_pair_topology(&admin, &node).await;
 
+    // The Secrets the values name, from a CA of the extender's own: the
+    // serving certificate (for 127.0.0.1 here) and the CA that signed
+    // kube-scheduler's client certificate.
+    let pki = Pki::create(&dir.path().join("pki")).expect("the extender's CA");
+    let scheduler_cert = pki
+        .client("kube-scheduler", "kube-scheduler", &[])
+        .expect("kube-scheduler's client certificate");
+    let secrets = BTreeMap::from([
+        (
+            "gputopo-extender-tls",
+            BTreeMap::from([
+                ("tls.crt", pki.serving.cert.clone()),
+                ("tls.key", pki.serving.key.clone()),
+            ]),
+        ),
+        (
+            "kube-scheduler-client-ca",
+            BTreeMap::from([("ca.crt", pki.ca_files.cert.clone())]),
+        ),
+    ]);
+    let tls = TlsClient::new(&pki.ca_files.cert, Some(&scheduler_cert)).expect("a TLS client");
+
     // The extender as the chart's container runs it: its args (the config
-    // file is the chart's ConfigMap's) and environment, ports moved to free
-    // loopback ones.
+    // file is the chart's ConfigMap's), environment and Secret volumes
+    // (files where the variables name them), ports moved to free loopback
+    // ones.
     let extender = container(deployment);
     let args = chart_args(&docs, extender, dir.path());
+    let mounts =
+        extender_security::secret_mounts(deployment, extender, &secrets, &dir.path().join("root"));
     let (port, extender_port) = (free_port(), free_port());
     let mut vars: Vec<(String, String)> = Vec::new();
     for var in extender["env"].as_array().expect("env") {
@@ -1979,10 +2022,12 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
         let value = match var_name.as_str() {
             "GPUTOPO_SCHEDULER_LISTEN" => format!("127.0.0.1:{port}"),
             "GPUTOPO_SCHEDULER_EXTENDER_LISTEN" => format!("127.0.0.1:{extender_port}"),
-            _ => var["value"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{var_name} has no plain value: {var}"))
-                .to_owned(),
+            _ => extender_security::remount(
+                var["value"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{var_name} has no plain value: {var}")),
+                &mounts,
+            ),
         };
         vars.push((var_name, value));
     }
@@ -2016,12 +2061,13 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    // What kube-scheduler would send for a 2-GPU pod that no scheduler serves.
+    // What kube-scheduler would send for a 2-GPU pod of a profile the
+    // values name (no scheduler serves it here).
     let pods = Api::<Pod>::namespaced(admin.clone(), &namespace);
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "train"},
         "spec": {
-            "schedulerName": "nobody",
+            "schedulerName": "gpu-profile",
             "containers": [{
                 "name": "main",
                 "image": "registry.invalid/train:1",
@@ -2037,7 +2083,10 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
     let filter = json!({"Pod": pod, "NodeNames": [node]}).to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (code, body) = http_post(extender_port, "/filter", &filter).expect("/filter answers");
+        let (code, body) = tls
+            .request(extender_port, "POST", "/filter", &filter)
+            .await
+            .expect("/filter answers");
         assert_eq!(code, 200, "{body}");
         let answer: Value = serde_json::from_str(&body).expect("JSON");
         // The node and its GpuTopology reach the cache a moment apart.
@@ -2058,7 +2107,10 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
         "Node": node,
     })
     .to_string();
-    let (code, body) = http_post(extender_port, "/bind", &bind).expect("/bind answers");
+    let (code, body) = tls
+        .request(extender_port, "POST", "/bind", &bind)
+        .await
+        .expect("/bind answers");
     assert_eq!(
         (code, body.as_str()),
         (200, r#"{"Error":""}"#),

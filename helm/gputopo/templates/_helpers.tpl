@@ -131,6 +131,13 @@ than install something that silently does less.
 {{- if and .Values.scheduler.extender.enabled (eq (int .Values.scheduler.extender.port) (int .Values.scheduler.port)) }}
 {{- fail (printf "scheduler.extender.port (%d) must differ from scheduler.port, which serves /healthz, /readyz and /metrics" (int .Values.scheduler.extender.port)) }}
 {{- end }}
+{{- $tls := .Values.scheduler.extender.tls }}
+{{- if and .Values.scheduler.extender.enabled (not $tls.insecurePlainHTTP) (not $tls.secretName) }}
+{{- fail "scheduler.extender.tls.secretName: name the Secret with the extender's serving certificate (tls.crt, tls.key) and the CA of kube-scheduler's client certificate (ca.crt); README \"Extender mode\" shows how to make it. (scheduler.extender.tls.insecurePlainHTTP=true serves plain HTTP without authentication: local testing only.)" }}
+{{- end }}
+{{- if and .Values.scheduler.extender.enabled $tls.insecurePlainHTTP (or $tls.secretName $tls.clientCASecretName) }}
+{{- fail "scheduler.extender.tls.insecurePlainHTTP and scheduler.extender.tls.secretName/clientCASecretName exclude each other" }}
+{{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects the agent's metrics Service" }}
 {{- end }}
@@ -140,5 +147,12 @@ than install something that silently does less.
 The extender's in-cluster URL, the KubeSchedulerConfiguration's urlPrefix.
 */}}
 {{- define "gputopo.scheduler.extenderURL" -}}
-{{- printf "http://%s-extender.%s.svc:%d" (include "gputopo.scheduler.fullname" .) .Release.Namespace (int .Values.scheduler.extender.port) }}
+{{- printf "%s://%s:%d" (ternary "http" "https" .Values.scheduler.extender.tls.insecurePlainHTTP) (include "gputopo.scheduler.extenderHost" .) (int .Values.scheduler.extender.port) }}
+{{- end }}
+
+{{/*
+The extender Service's DNS name, which its serving certificate must name.
+*/}}
+{{- define "gputopo.scheduler.extenderHost" -}}
+{{- printf "%s-extender.%s.svc" (include "gputopo.scheduler.fullname" .) .Release.Namespace }}
 {{- end }}

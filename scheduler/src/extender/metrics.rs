@@ -31,6 +31,19 @@ pub struct VerdictLabel {
     pub verdict: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabel {
+    /// `ok` | `refused` (no client certificate, one the CA did not sign,
+    /// not TLS at all) | `timeout`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabel {
+    /// `too_large` (413) | `timeout` (408) | `overloaded` (503).
+    pub reason: &'static str,
+}
+
 fn request_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
@@ -46,6 +59,8 @@ pub struct ExtenderMetrics {
     pub allocation: Gauge<f64, AtomicU64>,
     pub fragmentation: Gauge<f64, AtomicU64>,
     pub invalid_objects: crate::checked::InvalidObjectsGauge,
+    pub handshakes: Family<HandshakeLabel, Counter>,
+    pub refused: Family<RefusedLabel, Counter>,
 }
 
 impl ExtenderMetrics {
@@ -61,6 +76,8 @@ impl ExtenderMetrics {
         let allocation = Gauge::<f64, AtomicU64>::default();
         let fragmentation = Gauge::<f64, AtomicU64>::default();
         let invalid_objects = crate::serve::register_invalid_objects(&mut registry);
+        let handshakes = Family::<HandshakeLabel, Counter>::default();
+        let refused = Family::<RefusedLabel, Counter>::default();
         registry.register(
             "extender_requests",
             "Extender requests from kube-scheduler by verb (filter, prioritize, bind) and result (ok, bad_request, not_ready, error)",
@@ -96,6 +113,16 @@ impl ExtenderMetrics {
             "Free GPUs that no 8-GPU request could use (stranded), over free GPUs, at the last bind",
             fragmentation.clone(),
         );
+        registry.register(
+            "extender_tls_handshakes",
+            "TLS handshakes on the extender port by result (ok, refused, timeout)",
+            handshakes.clone(),
+        );
+        registry.register(
+            "extender_refused_requests",
+            "Extender requests refused by a limit before any verb ran: too_large (413), timeout (408), overloaded (503)",
+            refused.clone(),
+        );
         ExtenderMetrics {
             registry,
             requests,
@@ -106,6 +133,8 @@ impl ExtenderMetrics {
             allocation,
             fragmentation,
             invalid_objects,
+            handshakes,
+            refused,
         }
     }
 
@@ -152,6 +181,14 @@ mod tests {
             })
             .inc();
         m.allocation.set(0.25);
+        m.handshakes
+            .get_or_create(&HandshakeLabel { result: "refused" })
+            .inc();
+        m.refused
+            .get_or_create(&RefusedLabel {
+                reason: "too_large",
+            })
+            .inc();
         let text = gputopo_ops::encode(gputopo_ops::MetricsRegistry::registry(&m));
         for line in [
             "gputopo_extender_requests_total{verb=\"filter\",result=\"ok\"} 1",
@@ -162,6 +199,8 @@ mod tests {
             "gputopo_placement_bottleneck_total{bottleneck=\"NV2\"} 1",
             "gputopo_gpu_allocation_ratio 0.25",
             "gputopo_fragmentation_ratio",
+            "gputopo_extender_tls_handshakes_total{result=\"refused\"} 1",
+            "gputopo_extender_refused_requests_total{reason=\"too_large\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing:\n{text}");
         }

@@ -8,7 +8,10 @@
 //!
 //! - [`protocol`]: the JSON types and the pure translation to and from
 //!   scheduler-core (unit-tested with literal JSON);
-//! - [`http`]: the routes, status codes and metrics over a [`http::Backend`];
+//! - [`http`]: the routes, status codes, limits and metrics over a
+//!   [`http::Backend`];
+//! - [`tls`]: the serving certificate, client-certificate authentication
+//!   and the listener that runs the handshakes;
 //! - [`server`]: the backend with its watches and API writes, and [`run`];
 //! - [`metrics`]: what `/metrics` says in this mode.
 
@@ -16,5 +19,8 @@ pub mod http;
 pub mod metrics;
 pub mod protocol;
 pub mod server;
+pub mod tls;
 
-pub use server::{Addresses, BindError, Extender, ExtenderError, run};
+pub use http::Limits;
+pub use server::{Addresses, BindError, Extender, ExtenderError, ServeOptions, run};
+pub use tls::{TlsError, TlsFiles, TlsServing, TransportError, transport};

@@ -11,9 +11,10 @@
 //! out again. If the binding fails after the annotations were written, they
 //! are taken off again.
 
-use super::http::{self, Backend};
+use super::http::{self, Backend, Limits};
 use super::metrics::ExtenderMetrics;
 use super::protocol::{BindingRequest, PlanError, binding, plan_binding};
+use super::tls::{TlsListener, TlsServing};
 use crate::cluster::{AssumeCache, Assumed, Objects, build_snapshot, pod_key, usage};
 use crate::scheduler::FIELD_MANAGER;
 use crate::watch::{WatchError, Watches};
@@ -32,7 +33,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tracing::{Instrument, debug, info, info_span};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 /// How long a bind waits for a pod kube-scheduler knows to reach this
 /// extender's pod cache (the two watches are milliseconds apart).
@@ -51,6 +52,12 @@ pub enum ExtenderError {
     Watch(#[from] WatchError),
     #[error("the HTTP server for {what} stopped: {message}")]
     Serve { what: &'static str, message: String },
+    #[error(
+        "--listen and --extender-listen are both {addr}: with TLS on the extender port they must differ (the kubelet's probes and Prometheus read /healthz, /readyz and /metrics over plain HTTP)"
+    )]
+    SharedPortWithTls { addr: SocketAddr },
+    #[error("no --scheduler-name: /bind would refuse every pod")]
+    NoSchedulerNames,
 }
 
 /// Why a bind did not happen; the message goes back to kube-scheduler.
@@ -73,6 +80,19 @@ pub enum BindError {
         node: String,
         source: kube::Error,
     },
+}
+
+/// How the extender serves kube-scheduler.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub addresses: Addresses,
+    /// TLS on the extender port (`--tls-cert-file`, `--tls-key-file`,
+    /// `--client-ca-file`); `None` is plain HTTP (`--insecure-plain-http`).
+    pub tls: Option<TlsServing>,
+    pub limits: Limits,
+    /// The `spec.schedulerName` values of the pods `/bind` takes
+    /// (`--scheduler-name`): the profiles of the kube-scheduler calling it.
+    pub scheduler_names: Vec<String>,
 }
 
 /// Where the extender listens.
@@ -102,6 +122,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Extender {
     client: kube::Client,
     config: SchedulerConfig,
+    scheduler_names: Vec<String>,
     watches: Watches,
     /// Bumped by every watch event that can change a snapshot, and by every bind.
     generation: Arc<AtomicU64>,
@@ -118,6 +139,7 @@ impl Extender {
     pub async fn start(
         client: kube::Client,
         config: SchedulerConfig,
+        scheduler_names: Vec<String>,
         metrics: Arc<ExtenderMetrics>,
         readiness: Arc<Readiness>,
     ) -> Result<Arc<Extender>, ExtenderError> {
@@ -133,6 +155,7 @@ impl Extender {
         Ok(Arc::new(Extender {
             client,
             config,
+            scheduler_names,
             watches,
             generation,
             cached: Mutex::new(None),
@@ -187,9 +210,9 @@ impl Extender {
         let started = Instant::now();
         loop {
             let pod = self.watches.pods.get(&reference);
-            let current = pod.as_ref().is_some_and(|p| {
-                request.uid.is_none() || p.metadata.uid.as_ref() == request.uid.as_ref()
-            });
+            let current = pod
+                .as_ref()
+                .is_some_and(|p| p.metadata.uid.as_deref() == Some(request.uid.as_str()));
             // The uid it names, or (after the wait) whatever pod has the
             // name: plan_binding then says the uids differ.
             if (current || started.elapsed() >= POD_CACHE_WAIT)
@@ -208,6 +231,8 @@ impl Extender {
     }
 
     async fn bind_pod(&self, request: BindingRequest) -> Result<Placement, BindError> {
+        // Waiting for the pod to reach the cache holds no other bind up.
+        let waited = self.cached_pod(&request).await?;
         let _one_at_a_time = self.binding.lock().await;
         let key = request.pod_key();
         if lock(&self.assumed).contains(&key) {
@@ -218,9 +243,20 @@ impl Extender {
                 return Err(BindError::AlreadyAssumed { pod: key });
             }
         }
-        let pod = self.cached_pod(&request).await?;
+        // The pod as it is now, after the binds this one waited behind.
+        let pod = self
+            .watches
+            .pods
+            .get(&ObjectRef::<Pod>::new(&request.name).within(&request.namespace))
+            .unwrap_or(waited);
         let snapshot = self.build().map_err(BindError::Snapshot)?;
-        let placement = plan_binding(&snapshot, &self.config, &pod, &request)?;
+        let placement = plan_binding(
+            &snapshot,
+            &self.config,
+            &self.scheduler_names,
+            &pod,
+            &request,
+        )?;
         let pending = PendingPod::from_k8s(&pod).map_err(PlanError::InvalidPod)?;
         let pods = Api::<Pod>::namespaced(self.client.clone(), &request.namespace);
         let params = PostParams {
@@ -293,47 +329,84 @@ async fn listen(
 
 /// Runs the extender until `shutdown` completes: `/healthz`, `/readyz`
 /// (503 until the watches have listed) and `/metrics` on `listen`, the
-/// extender verbs on `extender_listen` (one server when they are equal).
+/// extender verbs on `extender_listen`, over TLS unless `options.tls` is
+/// `None` (one plain HTTP server when the two addresses are equal).
 pub async fn run(
     client: kube::Client,
     config: SchedulerConfig,
-    addresses: Addresses,
+    options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ExtenderError> {
+    let addresses = options.addresses;
+    let shared_port = addresses.listen == addresses.extender_listen;
+    if shared_port && options.tls.is_some() {
+        return Err(ExtenderError::SharedPortWithTls {
+            addr: addresses.listen,
+        });
+    }
+    if options.scheduler_names.is_empty() {
+        return Err(ExtenderError::NoSchedulerNames);
+    }
     let metrics = Arc::new(ExtenderMetrics::new());
     let readiness = Arc::new(crate::serve::readiness());
     let ops = gputopo_ops::router(metrics.clone(), readiness.clone());
-    let mut listeners = Vec::new();
-    if addresses.listen == addresses.extender_listen {
-        listeners.push((
-            "/healthz, /readyz, /metrics and the extender verbs",
-            listen(
-                addresses.listen,
-                "/healthz, /readyz, /metrics and the extender verbs",
-            )
-            .await?,
-        ));
+    const ALL: &str = "/healthz, /readyz, /metrics and the extender verbs";
+    const OPS: &str = "/healthz, /readyz, /metrics";
+    const VERBS: &str = "the extender verbs";
+    let (ops_listener, verbs_listener) = if shared_port {
+        (listen(addresses.listen, ALL).await?, None)
     } else {
-        listeners.push((
-            "/healthz, /readyz, /metrics",
-            listen(addresses.listen, "/healthz, /readyz, /metrics").await?,
-        ));
-        listeners.push((
-            "the extender verbs",
-            listen(addresses.extender_listen, "the extender verbs").await?,
-        ));
-    }
-    let extender = Extender::start(client, config, metrics.clone(), readiness.clone()).await?;
-    let verbs = http::router(extender.clone(), metrics);
-    let mut servers = tokio::task::JoinSet::new();
-    let routers = if addresses.listen == addresses.extender_listen {
-        vec![ops.merge(verbs)]
-    } else {
-        vec![ops, verbs]
+        (
+            listen(addresses.listen, OPS).await?,
+            Some(listen(addresses.extender_listen, VERBS).await?),
+        )
     };
-    for ((what, listener), app) in listeners.into_iter().zip(routers) {
-        info!(address = %listener.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string()), "serving {what}");
-        servers.spawn(async move { (what, axum::serve(listener, app).await) });
+    let extender = Extender::start(
+        client,
+        config,
+        options.scheduler_names.clone(),
+        metrics.clone(),
+        readiness.clone(),
+    )
+    .await?;
+    let verbs = http::router(extender.clone(), metrics.clone(), options.limits);
+    let address = |l: &tokio::net::TcpListener| {
+        l.local_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string())
+    };
+    let mut servers = tokio::task::JoinSet::new();
+    match verbs_listener {
+        None => {
+            info!(address = %address(&ops_listener), "serving {ALL} over plain HTTP");
+            let app = ops.merge(verbs);
+            servers.spawn(async move { (ALL, axum::serve(ops_listener, app).await) });
+        }
+        Some(verbs_listener) => {
+            info!(address = %address(&ops_listener), "serving {OPS}");
+            servers.spawn(async move { (OPS, axum::serve(ops_listener, ops).await) });
+            let at = address(&verbs_listener);
+            match &options.tls {
+                Some(tls) => {
+                    let client_auth = if tls.client_certificates {
+                        "client certificates required"
+                    } else {
+                        "no client certificates asked: anyone who reaches the port can bind pods"
+                    };
+                    info!(address = %at, "serving {VERBS} over TLS, {client_auth}");
+                    let tls = TlsListener::new(verbs_listener, tls.config.clone(), metrics)
+                        .map_err(|source| ExtenderError::Listen {
+                            addr: addresses.extender_listen,
+                            what: VERBS,
+                            source,
+                        })?;
+                    servers.spawn(async move { (VERBS, axum::serve(tls, verbs).await) });
+                }
+                None => {
+                    warn!(address = %at, "serving {VERBS} over plain HTTP (--insecure-plain-http): anyone who reaches the port can bind pods");
+                    servers.spawn(async move { (VERBS, axum::serve(verbs_listener, verbs).await) });
+                }
+            }
+        }
     }
     let stopped =
         |r: Option<Result<(&'static str, std::io::Result<()>), tokio::task::JoinError>>| {

@@ -20,6 +20,8 @@
 //! - **bind** ([`plan_binding`]): the GPU set on the node kube-scheduler
 //!   chose, posted as the binding ([`binding`]) whose annotations carry
 //!   the GPUs: the API server copies them onto the pod as it binds it.
+//!   Only for the pod of the request's uid, and only when its
+//!   `schedulerName` is one this extender serves.
 
 pub use crate::annotations::{assignment_annotations, bottleneck_text};
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -341,8 +343,9 @@ pub struct ExtenderBindingArgs {
 pub struct BindingRequest {
     pub namespace: String,
     pub name: String,
-    /// `None` when kube-scheduler sent none (it always does).
-    pub uid: Option<String>,
+    /// Required: a bind names the very pod it is for, never one that
+    /// happens to carry the name.
+    pub uid: String,
     pub node: String,
 }
 
@@ -367,13 +370,16 @@ pub fn decode_binding(body: &[u8]) -> Result<BindingRequest, RequestError> {
     if args.pod_namespace.is_empty() {
         return Err(missing("PodNamespace"));
     }
+    if args.pod_uid.is_empty() {
+        return Err(missing("PodUID"));
+    }
     if args.node.is_empty() {
         return Err(missing("Node"));
     }
     Ok(BindingRequest {
         namespace: args.pod_namespace,
         name: args.pod_name,
-        uid: Some(args.pod_uid).filter(|u| !u.is_empty()),
+        uid: args.pod_uid,
         node: args.node,
     })
 }
@@ -382,12 +388,21 @@ pub fn decode_binding(body: &[u8]) -> Result<BindingRequest, RequestError> {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum PlanError {
     #[error(
-        "pod {pod} has uid {actual}, the binding names uid {asked}: the pod was deleted and created again"
+        "pod {pod} has uid {actual}, the binding names uid {asked}: not the same pod (deleted and created again, or a request not from kube-scheduler)"
     )]
     UidMismatch {
         pod: String,
         asked: String,
         actual: String,
+    },
+    #[error(
+        "pod {pod} has schedulerName {scheduler_name}; this extender binds only pods of {} (--scheduler-name)",
+        served.join(", ")
+    )]
+    NotServed {
+        pod: String,
+        scheduler_name: String,
+        served: Vec<String>,
     },
     #[error("pod {pod} is already bound to node {node}")]
     AlreadyBound { pod: String, node: String },
@@ -397,22 +412,46 @@ pub enum PlanError {
     Place(PlaceError),
 }
 
+/// The `spec.schedulerName` the API server gives a pod that names none.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// The pod's `spec.schedulerName`, defaulted as the API server defaults it.
+pub fn scheduler_name(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_SCHEDULER_NAME)
+}
+
 /// The placement for a bind request on exactly the node it names, `pod`
-/// being the pod as the extender's cache has it.
+/// being the pod as the extender's cache has it. Only the pod the request
+/// names by uid, and only when its `spec.schedulerName` is one of
+/// `scheduler_names` (the profiles of the kube-scheduler that calls this
+/// extender): the request alone cannot tell which profile sent it, so a
+/// caller could otherwise bind any pending pod, whoever's it is.
 pub fn plan_binding(
     snapshot: &Snapshot,
     config: &SchedulerConfig,
+    scheduler_names: &[String],
     pod: &Pod,
     request: &BindingRequest,
 ) -> Result<Placement, PlanError> {
     let key = request.pod_key();
-    if let (Some(asked), Some(actual)) = (&request.uid, &pod.metadata.uid)
-        && asked != actual
-    {
+    let actual = pod.metadata.uid.as_deref().unwrap_or("none");
+    if request.uid != actual {
         return Err(PlanError::UidMismatch {
             pod: key,
-            asked: asked.clone(),
-            actual: actual.clone(),
+            asked: request.uid.clone(),
+            actual: actual.to_string(),
+        });
+    }
+    let name = scheduler_name(pod);
+    if !scheduler_names.iter().any(|n| n == name) {
+        return Err(PlanError::NotServed {
+            pod: key,
+            scheduler_name: name.to_string(),
+            served: scheduler_names.to_vec(),
         });
     }
     if let Some(node) = pod
@@ -441,7 +480,7 @@ pub fn binding(request: &BindingRequest, placement: &Placement) -> Binding {
         metadata: ObjectMeta {
             name: Some(request.name.clone()),
             namespace: Some(request.namespace.clone()),
-            uid: request.uid.clone(),
+            uid: Some(request.uid.clone()),
             annotations,
             ..ObjectMeta::default()
         },

@@ -260,15 +260,22 @@ fn bad_bodies_are_refused_naming_what_is_wrong() {
         e.starts_with("invalid ExtenderBindingArgs at PodName: invalid type: integer"),
         "{e}"
     );
+    // The uid is required: a bind names the very pod.
+    let e = berr(br#"{"PodName": "p", "PodNamespace": "ml", "PodUID": "", "Node": "n"}"#);
+    assert!(e.starts_with("ExtenderBindingArgs has no PodUID;"), "{e}");
     assert_eq!(
-        decode_binding(br#"{"PodName": "p", "PodNamespace": "ml", "PodUID": "", "Node": "n"}"#),
+        decode_binding(br#"{"PodName": "p", "PodNamespace": "ml", "PodUID": "u", "Node": "n"}"#),
         Ok(BindingRequest {
             namespace: "ml".into(),
             name: "p".into(),
-            uid: None,
+            uid: "u".into(),
             node: "n".into()
         })
     );
+}
+
+fn served() -> Vec<String> {
+    vec![DEFAULT_SCHEDULER_NAME.to_string()]
 }
 
 fn bind_request(node: &str, uid: &str) -> BindingRequest {
@@ -283,8 +290,14 @@ fn binding_plans_the_nvlink_quad_on_the_chosen_node() {
     let snapshot = cluster();
     let config = SchedulerConfig::default();
     let pod = pod(gpu_pod(4, json!({"gputopo.dev/workload": "training"})));
-    let p = plan_binding(&snapshot, &config, &pod, &bind_request("dgx1-b", "uid-1"))
-        .expect("dgx1-b holds four GPUs");
+    let p = plan_binding(
+        &snapshot,
+        &config,
+        &served(),
+        &pod,
+        &bind_request("dgx1-b", "uid-1"),
+    )
+    .expect("dgx1-b holds four GPUs");
     assert_eq!(p.node, "dgx1-b");
     assert_eq!(p.gpus.len(), 4);
     // Every hop of the quad's ring is NVLink on a DGX-1.
@@ -321,9 +334,15 @@ fn binding_refuses_what_no_longer_holds() {
     let snapshot = cluster();
     let config = SchedulerConfig::default();
     let p = pod(gpu_pod(4, json!({})));
-    let e = plan_binding(&snapshot, &config, &p, &bind_request("dgx1-full", "uid-1"))
-        .expect_err("two free GPUs")
-        .to_string();
+    let e = plan_binding(
+        &snapshot,
+        &config,
+        &served(),
+        &p,
+        &bind_request("dgx1-full", "uid-1"),
+    )
+    .expect_err("two free GPUs")
+    .to_string();
     let judged = PendingPod::from_k8s(&p).expect("readable");
     let reason = match NodeJudge::new(&snapshot, &judged, &config).judge("dgx1-full") {
         NodeVerdict::Rejected(r) => r.reason.to_string(),
@@ -334,13 +353,25 @@ fn binding_refuses_what_no_longer_holds() {
         format!("node dgx1-full cannot take pod ml/train: {reason}")
     );
     assert!(reason.contains('4') && reason.contains('2'), "{reason}");
-    let e = plan_binding(&snapshot, &config, &p, &bind_request("ghost", "uid-1"))
-        .expect_err("unknown node")
-        .to_string();
+    let e = plan_binding(
+        &snapshot,
+        &config,
+        &served(),
+        &p,
+        &bind_request("ghost", "uid-1"),
+    )
+    .expect_err("unknown node")
+    .to_string();
     assert_eq!(e, "node ghost is not in the cluster snapshot");
-    let e = plan_binding(&snapshot, &config, &p, &bind_request("dgx1-a", "uid-2"))
-        .expect_err("another pod")
-        .to_string();
+    let e = plan_binding(
+        &snapshot,
+        &config,
+        &served(),
+        &p,
+        &bind_request("dgx1-a", "uid-2"),
+    )
+    .expect_err("another pod")
+    .to_string();
     assert!(
         e.contains("has uid uid-1, the binding names uid uid-2"),
         "{e}"
@@ -348,15 +379,67 @@ fn binding_refuses_what_no_longer_holds() {
     let mut bound = p.clone();
     bound.spec.as_mut().expect("spec").node_name = Some("dgx1-a".into());
     assert_eq!(
-        plan_binding(&snapshot, &config, &bound, &bind_request("dgx1-b", "uid-1")),
+        plan_binding(
+            &snapshot,
+            &config,
+            &served(),
+            &bound,
+            &bind_request("dgx1-b", "uid-1")
+        ),
         Err(PlanError::AlreadyBound {
             pod: "ml/train".into(),
             node: "dgx1-a".into()
         })
     );
+    // A pod of another scheduler's profile is not this extender's to bind,
+    // nor is a pod without a uid.
+    let mut theirs = p.clone();
+    theirs.spec.as_mut().expect("spec").scheduler_name = Some("gputopo-scheduler".into());
+    assert_eq!(
+        plan_binding(
+            &snapshot,
+            &config,
+            &served(),
+            &theirs,
+            &bind_request("dgx1-b", "uid-1")
+        )
+        .expect_err("another profile's pod")
+        .to_string(),
+        "pod ml/train has schedulerName gputopo-scheduler; this extender binds only pods of \
+         default-scheduler (--scheduler-name)"
+    );
+    let names = ["a".to_string(), "gputopo-scheduler".to_string()];
+    assert!(
+        plan_binding(
+            &snapshot,
+            &config,
+            &names,
+            &theirs,
+            &bind_request("dgx1-b", "uid-1")
+        )
+        .is_ok()
+    );
+    let mut no_uid = p.clone();
+    no_uid.metadata.uid = None;
+    assert!(matches!(
+        plan_binding(
+            &snapshot,
+            &config,
+            &served(),
+            &no_uid,
+            &bind_request("dgx1-b", "uid-1")
+        ),
+        Err(PlanError::UidMismatch { .. })
+    ));
     let bad = pod(gpu_pod(4, json!({"gputopo.dev/gpu-memory": "lots"})));
-    let e = plan_binding(&snapshot, &config, &bad, &bind_request("dgx1-a", "uid-1"))
-        .expect_err("bad annotation")
-        .to_string();
+    let e = plan_binding(
+        &snapshot,
+        &config,
+        &served(),
+        &bad,
+        &bind_request("dgx1-a", "uid-1"),
+    )
+    .expect_err("bad annotation")
+    .to_string();
     assert!(e.starts_with("invalid gputopo.dev/gpu-memory: "), "{e}");
 }
