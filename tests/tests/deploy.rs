@@ -403,8 +403,29 @@ fn non_default_values_render_as_asked() {
             "DaemonSet",
             "Deployment",
             "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
             "ValidatingAdmissionPolicyBinding",
         ]
+    );
+    let record_policy = |docs: &[Value]| {
+        docs.iter().any(|d| {
+            d["kind"] == "ValidatingAdmissionPolicy"
+                && d["metadata"]["name"] == format!("{RELEASE}-scheduler-assignment-record")
+        })
+    };
+    assert!(
+        record_policy(&defaults),
+        "the GPU-record policy is on by default"
+    );
+    let without = render_ok(
+        RELEASE,
+        NAMESPACE,
+        Some("scheduler:\n  assignmentRecordPolicy: false\n"),
+    );
+    assert!(
+        !record_policy(&without),
+        "scheduler.assignmentRecordPolicy=false renders it"
     );
     let off = render_ok(RELEASE, NAMESPACE, Some("scheduler:\n  enabled: false\n"));
     assert!(
@@ -433,10 +454,15 @@ fn non_default_values_render_as_asked() {
     let custom_kinds = kinds(&custom);
     assert!(custom_kinds.contains(&"ServiceMonitor"), "{custom_kinds:?}");
     assert!(
-        !custom_kinds
-            .iter()
-            .any(|k| k.starts_with("ValidatingAdmission")),
-        "nodeBoundPolicy=false still renders the policy: {custom_kinds:?}"
+        !custom.iter().any(|d| {
+            d["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("ValidatingAdmission"))
+                && d["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-own-node"))
+        }),
+        "nodeBoundPolicy=false still renders the agent's policy: {custom_kinds:?}"
     );
     let ds = find(&custom, "DaemonSet").expect("a DaemonSet");
     let pod = &ds["spec"]["template"]["spec"];
