@@ -183,6 +183,39 @@ impl NodeShape {
         }
     }
 
+    /// The GPUs of `free` a request may use: without MIG-enabled ones unless
+    /// it allows MIG, with at least `min_memory_mib` each; an error names the
+    /// constraint that leaves fewer than `k`.
+    pub(crate) fn eligible(
+        &self,
+        free: u32,
+        k: u32,
+        allow_mig: bool,
+        min_memory_mib: Option<u64>,
+    ) -> Result<u32, NoFitReason> {
+        let mut pool = free;
+        if !allow_mig {
+            pool &= !self.mig;
+            if pool.count_ones() < k {
+                return Err(NoFitReason::MigEnabled {
+                    requested: k,
+                    usable: pool.count_ones(),
+                });
+            }
+        }
+        if let Some(min) = min_memory_mib {
+            pool &= self.memory_at_least(min);
+            if pool.count_ones() < k {
+                return Err(NoFitReason::InsufficientMemory {
+                    requested: k,
+                    min_memory_mib: min,
+                    eligible: pool.count_ones(),
+                });
+            }
+        }
+        Ok(pool)
+    }
+
     fn compute(&self, query: &Query, method: Method) -> Outcome {
         let k = query.k;
         let base = query.free & self.whole_gpus;
@@ -206,26 +239,7 @@ impl NodeShape {
                 free: free_count,
             });
         }
-        let mut pool = query.free;
-        if !query.allow_mig {
-            pool &= !self.mig;
-            if pool.count_ones() < k {
-                return Err(NoFitReason::MigEnabled {
-                    requested: k,
-                    usable: pool.count_ones(),
-                });
-            }
-        }
-        if let Some(min) = query.min_memory_mib {
-            pool &= self.memory_at_least(min);
-            if pool.count_ones() < k {
-                return Err(NoFitReason::InsufficientMemory {
-                    requested: k,
-                    min_memory_mib: min,
-                    eligible: pool.count_ones(),
-                });
-            }
-        }
+        let pool = self.eligible(query.free, k, query.allow_mig, query.min_memory_mib)?;
         let groups: Vec<u32> = if query.single_numa_node {
             let in_pool = self.numa_groups.iter().map(|g| g.gpus & pool);
             let largest = in_pool.clone().map(u32::count_ones).max().unwrap_or(0);

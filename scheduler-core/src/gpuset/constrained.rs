@@ -64,26 +64,7 @@ impl NodeShape {
                 free: free.count_ones(),
             });
         }
-        let mut pool = free;
-        if !request.allow_mig {
-            pool &= !self.mig;
-            if pool.count_ones() < k {
-                return Err(NoFitReason::MigEnabled {
-                    requested: k,
-                    usable: pool.count_ones(),
-                });
-            }
-        }
-        if let Some(min) = request.min_memory_mib {
-            pool &= self.memory_at_least(min);
-            if pool.count_ones() < k {
-                return Err(NoFitReason::InsufficientMemory {
-                    requested: k,
-                    min_memory_mib: min,
-                    eligible: pool.count_ones(),
-                });
-            }
-        }
+        let pool = self.eligible(free, k, request.allow_mig, request.min_memory_mib)?;
         let groups: Vec<u32> = if request.single_numa_node && !self.one_numa_node {
             let in_pool = self
                 .numa_groups
