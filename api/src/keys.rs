@@ -77,6 +77,10 @@ pub mod pod {
     pub const EXPECTED_COMPLETION: &str = "gputopo.dev/expected-completion";
     pub const NETWORK_BANDWIDTH: &str = "gputopo.dev/network-bandwidth";
     pub const GPU_COUNT: &str = "gputopo.dev/gpu-count";
+    /// `"true"`: the pod's gang may span GPU models (by default it keeps to
+    /// one, so that no member runs the data-parallel step at a slower
+    /// model's speed).
+    pub const GANG_MIXED_MODELS: &str = "gputopo.dev/gang-mixed-models";
     /// Gangs for users without the PodGroup CRD.
     pub const GANG: &str = "gputopo.dev/gang";
     pub const GANG_SIZE: &str = "gputopo.dev/gang-size";

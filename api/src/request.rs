@@ -91,6 +91,9 @@ pub struct GpuRequest {
     /// Soft: the network bandwidth the pod expects, in Mbit/s.
     pub network_bandwidth_mbps: Option<u64>,
     pub gang: Option<GangRef>,
+    /// `gputopo.dev/gang-mixed-models`: whether the pod's gang may span GPU
+    /// models; `None` leaves it to the scheduler's configuration.
+    pub gang_mixed_models: Option<bool>,
 }
 
 /// A pod's GPU request could not be read. Each variant names the key and what is accepted.
@@ -132,7 +135,7 @@ impl RequestError {
     }
 }
 
-const KNOWN_KEYS: [&str; 16] = [
+const KNOWN_KEYS: [&str; 17] = [
     key::MIN_NVLINK_LEVEL,
     key::COLLECTIVE,
     key::WORKLOAD,
@@ -147,6 +150,7 @@ const KNOWN_KEYS: [&str; 16] = [
     key::GPU_COUNT,
     key::GANG,
     key::GANG_SIZE,
+    key::GANG_MIXED_MODELS,
     key::ASSIGNED_GPUS,
     key::ASSIGNED_GPU_UUIDS,
 ];
@@ -308,6 +312,13 @@ impl GpuRequest {
             req.network_bandwidth_mbps = Some(parse_bandwidth(k, v)?);
         }
         req.gang = parse_gang(&a, labels)?;
+        if let Some((k, v)) = a.get(key::GANG_MIXED_MODELS) {
+            req.gang_mixed_models = Some(match v {
+                "true" => true,
+                "false" => false,
+                _ => return Err(bad(k, v, ACCEPT_BOOL)),
+            });
+        }
         Ok(req)
     }
 

@@ -326,6 +326,10 @@ pub struct SchedulerConfig {
     /// the score; `None` (the default) leaves that part out. Shared so that
     /// cloning a configuration stays cheap.
     pub target_workload: Option<Arc<TargetWorkload>>,
+    /// Whether a gang may span GPU models when its pods do not say
+    /// (`gputopo.dev/gang-mixed-models`). Off: a data-parallel step runs at
+    /// its slowest member's speed, so a gang keeps to one model.
+    pub gang_mixed_models: bool,
 }
 
 #[cfg(test)]

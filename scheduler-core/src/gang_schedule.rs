@@ -19,12 +19,13 @@
 
 use crate::config::SchedulerConfig;
 use crate::filter::{Fit, PickSummary, PodContext};
-use crate::gang::{GangCluster, GangNode, GangSpec, place_gang};
+use crate::gang::{GangCluster, GangNode, GangPlacement, GangSpec, place_gang};
 use crate::pod::PendingPod;
 use crate::schedule::{Candidate, Decision, Placement, placement, schedule};
 use crate::score::Scorer;
 use crate::snapshot::{NodeId, Snapshot};
 use gputopo_api::Collective;
+use std::collections::BTreeMap;
 
 /// What happened to a gang.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,8 +114,12 @@ pub fn schedule_gang(
         }
         .with_strategy(lead.pod.request.placement_strategy);
         let candidates = nodes.len();
-        let cluster = GangCluster { tier_names, nodes };
-        let chosen = match place_gang(&spec, &cluster) {
+        let mixed = lead
+            .pod
+            .request
+            .gang_mixed_models
+            .unwrap_or(config.gang_mixed_models);
+        let chosen = match place_on_one_model(snapshot, &spec, tier_names, nodes, mixed) {
             Ok(p) => p,
             Err(no_fit) => {
                 return waiting(format!(
@@ -197,6 +202,74 @@ pub fn schedule_gang(
         }
     }
     GangDecision::Placed(placements.into_iter().flatten().collect())
+}
+
+/// Places the gang within one GPU model's nodes (unless `mixed`): within
+/// each model's nodes on its own, the best placement winning (fewest leaf
+/// domains, then fewest domains per tier, then quality; ties to the model
+/// named first). Nodes whose model is unknown count as one model of their
+/// own: nothing says they differ. Where no model has room, the reason names
+/// each model's shortage and the annotation that allows mixing.
+fn place_on_one_model(
+    snapshot: &Snapshot,
+    spec: &GangSpec,
+    tier_names: Vec<String>,
+    nodes: Vec<GangNode>,
+    mixed: bool,
+) -> Result<GangPlacement, String> {
+    let model = |n: &GangNode| snapshot.node(NodeId(n.id as u32)).product();
+    let mut models: BTreeMap<Option<&str>, Vec<GangNode>> = BTreeMap::new();
+    for node in nodes {
+        models.entry(model(&node)).or_default().push(node);
+    }
+    if mixed || models.len() <= 1 {
+        let nodes = models.into_values().flatten().collect();
+        let cluster = GangCluster { tier_names, nodes };
+        return place_gang(spec, &cluster).map_err(|e| e.to_string());
+    }
+    let mut best: Option<(GangPlacement, &str)> = None;
+    let mut shortages = Vec::new();
+    for (product, nodes) in models {
+        let label = product.unwrap_or("unknown model");
+        let cluster = GangCluster {
+            tier_names: tier_names.clone(),
+            nodes,
+        };
+        match place_gang(spec, &cluster) {
+            Ok(p) => {
+                let better = best.as_ref().is_none_or(|(b, _)| rank(&p) < rank(b));
+                if better {
+                    best = Some((p, label));
+                }
+            }
+            Err(e) => shortages.push(format!("{label}: {e}")),
+        }
+    }
+    match best {
+        Some((mut p, label)) => {
+            p.explanation = format!(
+                "{}; one GPU model ({label}; {} lets a gang mix models)",
+                p.explanation,
+                gputopo_api::keys::pod::GANG_MIXED_MODELS
+            );
+            Ok(p)
+        }
+        None => Err(format!(
+            "no single GPU model has room for the whole gang ({}); {}: \"true\" lets it mix models",
+            shortages.join("; "),
+            gputopo_api::keys::pod::GANG_MIXED_MODELS
+        )),
+    }
+}
+
+/// How a placement ranks against another model's: fewer leaf domains, then
+/// fewer domains per tier (outermost first), then higher quality.
+fn rank(p: &GangPlacement) -> (usize, Vec<usize>, std::cmp::Reverse<i64>) {
+    (
+        p.leaf_domains(),
+        p.spans.iter().map(|s| s.domains.len()).collect(),
+        std::cmp::Reverse(p.quality),
+    )
 }
 
 fn waiting(message: String) -> GangDecision {

@@ -156,3 +156,80 @@ fn shared_gpu_members_are_refused_with_the_reason() {
         GangDecision::Placed(_) => panic!("a shared-GPU gang member was placed"),
     }
 }
+
+/// Nodes named `name` with `product` GPUs on `leaf`.
+fn model_node(name: &str, product: &str, leaf: &str) -> NodeInput {
+    let mut spec = a100();
+    spec.summary.product = Some(product.into());
+    let mut node = gpu_node(name, spec);
+    node.labels.extend(labels(&[
+        ("gputopo.dev/spine", "spine-0"),
+        ("gputopo.dev/leaf", leaf),
+    ]));
+    node
+}
+
+/// A data-parallel step runs at its slowest member's speed: by default a
+/// gang keeps to one GPU model, even at the cost of a second leaf; the
+/// annotation lets it mix; where no model has room it waits and says why.
+#[test]
+fn a_gang_keeps_to_one_gpu_model_unless_told_otherwise() {
+    let nodes = || {
+        vec![
+            model_node("a100-near", "A100-SXM4-80GB", "leaf-1"),
+            model_node("v100-near", "Tesla V100-SXM2-32GB", "leaf-1"),
+            model_node("a100-far-1", "A100-SXM4-80GB", "leaf-2"),
+        ]
+    };
+    let config = SchedulerConfig::default();
+    let snap = snapshot(nodes(), vec![]);
+    let models = |d: GangDecision| -> BTreeSet<String> {
+        placed(d)
+            .into_iter()
+            .map(|p| p.node.split('-').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    let one = schedule_gang(&snap, &gang("ddp", 2, 8), &config);
+    let text = match &one {
+        GangDecision::Placed(p) => p[0].explanation.clone(),
+        GangDecision::Waiting { message } => panic!("{message}"),
+    };
+    assert!(text.contains("one GPU model (A100-SXM4-80GB"), "{text}");
+    assert_eq!(models(one), BTreeSet::from(["a100".to_string()]));
+
+    // Allowed to mix: one leaf wins over one model.
+    let mut mixed = gang("ddp", 2, 8);
+    for m in &mut mixed {
+        m.request.gang_mixed_models = Some(true);
+    }
+    let d = schedule_gang(&snap, &mixed, &config);
+    let leaves: BTreeSet<String> = placed(d.clone()).into_iter().map(|p| p.node).collect();
+    assert_eq!(
+        leaves,
+        BTreeSet::from(["a100-near".to_string(), "v100-near".to_string()])
+    );
+    let configured = SchedulerConfig {
+        gang_mixed_models: true,
+        ..SchedulerConfig::default()
+    };
+    assert_eq!(schedule_gang(&snap, &gang("ddp", 2, 8), &configured), d);
+
+    // The far A100 is busy: no model has room for both members.
+    let busy = snapshot(nodes(), vec![holder("x", "a100-far-1", &[0], None)]);
+    match schedule_gang(&busy, &gang("ddp", 2, 8), &config) {
+        GangDecision::Waiting { message } => {
+            assert!(
+                message.contains("no single GPU model has room"),
+                "{message}"
+            );
+            assert!(
+                message.contains("gputopo.dev/gang-mixed-models"),
+                "{message}"
+            );
+        }
+        GangDecision::Placed(p) => panic!(
+            "mixed models: {:?}",
+            p.iter().map(|p| &p.node).collect::<Vec<_>>()
+        ),
+    }
+}

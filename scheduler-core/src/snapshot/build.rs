@@ -337,6 +337,15 @@ impl Snapshot {
             .iter()
             .map(|(k, v)| (self.strings.intern(k), self.strings.intern(v)))
             .collect();
+        let product = topology
+            .as_ref()
+            .and_then(|t| t.summary.product.as_deref())
+            .or_else(|| {
+                labels
+                    .get(gputopo_api::keys::node::GPU_PRODUCT)
+                    .map(String::as_str)
+            })
+            .map(|p| self.strings.intern(p));
         interned.sort_unstable_by_key(|(k, _)| *k);
 
         let taints = if taints.is_empty() {
@@ -434,6 +443,7 @@ impl Snapshot {
             policy,
             cost_per_hour,
             spot,
+            product,
             training_pods: 0,
             inference_pods: 0,
         }

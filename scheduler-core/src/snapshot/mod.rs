@@ -471,6 +471,9 @@ pub(crate) struct Node {
     pub(crate) policy: Option<TopologyManagerPolicy>,
     pub(crate) cost_per_hour: Option<f32>,
     pub(crate) spot: bool,
+    /// The GPU model: the `GpuTopology` summary's product, else the node's
+    /// `nvidia.com/gpu.product` label; `None` when neither says.
+    pub(crate) product: Option<Sym>,
     pub(crate) training_pods: u16,
     pub(crate) inference_pods: u16,
 }
@@ -797,6 +800,13 @@ impl<'a> NodeRef<'a> {
 
     pub fn label(&self, key: &str) -> Option<&'a str> {
         self.snapshot.label_of(self.node(), key)
+    }
+
+    /// The node's GPU model, when known (see `Node::product`).
+    pub fn product(&self) -> Option<&'a str> {
+        self.node()
+            .product
+            .map(|p| self.snapshot.strings.resolve(p))
     }
 
     pub fn taints(&self) -> &'a [Taint] {

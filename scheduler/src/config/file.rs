@@ -62,6 +62,7 @@ struct PreemptionFile {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct GangsFile {
+    mixed_models: Option<bool>,
     schedule_timeout: Option<DurationFile>,
     partial_bind_timeout: Option<DurationFile>,
     reservations: Option<ReservationsFile>,
@@ -328,6 +329,9 @@ impl Settings {
             settings.preemption = p.over(settings.preemption);
         }
         if let Some(g) = parsed.gangs {
+            if let Some(mixed) = g.mixed_models {
+                settings.core.gang_mixed_models = mixed;
+            }
             if let Some(t) = g.schedule_timeout {
                 if t.0.is_zero() {
                     return Err(inconsistent(
@@ -495,7 +499,7 @@ mod tests {
     fn preemption_and_gangs_are_read() {
         let s = parse(
             "preemption: {enabled: false, checkpointMaxAge: 10m}\n\
-             gangs: {scheduleTimeout: 90s, partialBindTimeout: 2m, reservations: {maxFraction: 0.5, ttl: 5m}}\n",
+             gangs: {mixedModels: true, scheduleTimeout: 90s, partialBindTimeout: 2m, reservations: {maxFraction: 0.5, ttl: 5m}}\n",
         )
         .unwrap();
         assert!(!s.preemption.enabled);
@@ -509,6 +513,11 @@ mod tests {
         );
         assert_eq!(s.gangs.schedule_timeout, Duration::from_secs(90));
         assert_eq!(s.gangs.partial_bind_timeout, Duration::from_secs(120));
+        assert!(s.core.gang_mixed_models);
+        assert!(
+            !Settings::default().core.gang_mixed_models,
+            "one model by default"
+        );
         let r = s.gangs.reservations.expect("reservations on");
         assert_eq!((r.max_fraction, r.ttl), (0.5, Duration::from_secs(300)));
         assert_eq!(

@@ -20,6 +20,7 @@
 //! gangs:
 //!   scheduleTimeout: 10m                  # a PodGroup's scheduleTimeoutSeconds, where it sets none
 //!   partialBindTimeout: 5m                # a partly bound gang is undone after this
+//!   mixedModels: false                    # gangs keep to one GPU model unless their pods say otherwise
 //!   reservations: {enabled: true, maxFraction: 0.25, maxReservations: 4, ttl: 15m}
 //! targetWorkload:                         # the pods the cluster expects: turns on the fragmentation score
 //!   modelLabel: nvidia.com/gpu.product    # node label naming the GPU model (the default)
