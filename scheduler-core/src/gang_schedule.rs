@@ -207,8 +207,8 @@ pub fn schedule_gang(
 /// Places the gang within one GPU model's nodes (unless `mixed`): within
 /// each model's nodes on its own, the best placement winning (fewest leaf
 /// domains, then fewest domains per tier, then quality; ties to the model
-/// named first). Nodes whose model is unknown count as one model of their
-/// own: nothing says they differ. Where no model has room, the reason names
+/// named first). A node whose product is unknown is known by its wiring
+/// (see `NodeRef::gpu_model`). Where no model has room, the reason names
 /// each model's shortage and the annotation that allows mixing.
 fn place_on_one_model(
     snapshot: &Snapshot,
@@ -217,7 +217,7 @@ fn place_on_one_model(
     nodes: Vec<GangNode>,
     mixed: bool,
 ) -> Result<GangPlacement, String> {
-    let model = |n: &GangNode| snapshot.node(NodeId(n.id as u32)).product();
+    let model = |n: &GangNode| snapshot.node(NodeId(n.id as u32)).gpu_model();
     let mut models: BTreeMap<Option<&str>, Vec<GangNode>> = BTreeMap::new();
     for node in nodes {
         models.entry(model(&node)).or_default().push(node);

@@ -233,3 +233,48 @@ fn a_gang_keeps_to_one_gpu_model_unless_told_otherwise() {
         ),
     }
 }
+
+/// A bare `nvidia-smi topo -m` names no product: such nodes are known by
+/// their wiring, so two unlabelled NVSwitch boxes pair up rather than one of
+/// them with a PCIe box that happens to share its leaf.
+#[test]
+fn nodes_of_unknown_model_are_known_by_their_wiring() {
+    let bare = |name: &str, spec, leaf: &str| {
+        let mut node = gpu_node(name, spec);
+        node.labels.extend(labels(&[
+            ("gputopo.dev/spine", "spine-0"),
+            ("gputopo.dev/leaf", leaf),
+        ]));
+        node
+    };
+    // The summaries the normalizer writes for these wirings.
+    let nvswitch = || {
+        let mut s = a100();
+        s.summary.interconnect = gputopo_api::Interconnect::Nvswitch;
+        s.summary.p2p_level = Some("NV12".into());
+        s
+    };
+    let mut pcie = common::pcie();
+    pcie.summary.interconnect = gputopo_api::Interconnect::Pcie;
+    pcie.summary.p2p_level = None;
+    let snap = snapshot(
+        vec![
+            bare("nvswitch-near", nvswitch(), "leaf-1"),
+            bare("pcie-near", pcie, "leaf-1"),
+            bare("nvswitch-far", nvswitch(), "leaf-2"),
+        ],
+        vec![],
+    );
+    let nodes: BTreeSet<String> = placed(schedule_gang(
+        &snap,
+        &gang("ddp", 2, 8),
+        &SchedulerConfig::default(),
+    ))
+    .into_iter()
+    .map(|p| p.node)
+    .collect();
+    assert_eq!(
+        nodes,
+        BTreeSet::from(["nvswitch-far".to_string(), "nvswitch-near".to_string()])
+    );
+}

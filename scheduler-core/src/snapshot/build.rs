@@ -337,15 +337,7 @@ impl Snapshot {
             .iter()
             .map(|(k, v)| (self.strings.intern(k), self.strings.intern(v)))
             .collect();
-        let product = topology
-            .as_ref()
-            .and_then(|t| t.summary.product.as_deref())
-            .or_else(|| {
-                labels
-                    .get(gputopo_api::keys::node::GPU_PRODUCT)
-                    .map(String::as_str)
-            })
-            .map(|p| self.strings.intern(p));
+        let model = gpu_model(topology.as_ref(), &labels).map(|m| self.strings.intern(&m));
         interned.sort_unstable_by_key(|(k, _)| *k);
 
         let taints = if taints.is_empty() {
@@ -443,7 +435,7 @@ impl Snapshot {
             policy,
             cost_per_hour,
             spot,
-            product,
+            model,
             training_pods: 0,
             inference_pods: 0,
         }
@@ -831,6 +823,30 @@ impl Snapshot {
         self.shape_entry(node)
             .and_then(|s| s.memory_mib.get(gpu as usize).copied().flatten())
     }
+}
+
+/// What stands for a node's GPU model: the `GpuTopology` summary's product,
+/// else the node's `nvidia.com/gpu.product` label, else (a bare `topo -m`
+/// names no product) the node's wiring: GPU count, interconnect and P2P
+/// level, which boards of one model share and different models rarely do.
+fn gpu_model(
+    topology: Option<&GpuTopologySpec>,
+    labels: &BTreeMap<String, String>,
+) -> Option<String> {
+    let summary = topology.map(|t| &t.summary);
+    summary
+        .and_then(|s| s.product.clone())
+        .or_else(|| labels.get(gputopo_api::keys::node::GPU_PRODUCT).cloned())
+        .or_else(|| {
+            summary.map(|s| {
+                format!(
+                    "unknown model, {} GPUs, {}, {}",
+                    s.gpu_count,
+                    s.interconnect.as_str(),
+                    s.p2p_level.as_deref().unwrap_or("no P2P level")
+                )
+            })
+        })
 }
 
 /// GPUs of a node held whole or in shared use.

@@ -471,9 +471,9 @@ pub(crate) struct Node {
     pub(crate) policy: Option<TopologyManagerPolicy>,
     pub(crate) cost_per_hour: Option<f32>,
     pub(crate) spot: bool,
-    /// The GPU model: the `GpuTopology` summary's product, else the node's
-    /// `nvidia.com/gpu.product` label; `None` when neither says.
-    pub(crate) product: Option<Sym>,
+    /// What stands for the GPU model (see `build::gpu_model`); `None`
+    /// without a `GpuTopology` or product label.
+    pub(crate) model: Option<Sym>,
     pub(crate) training_pods: u16,
     pub(crate) inference_pods: u16,
 }
@@ -802,11 +802,11 @@ impl<'a> NodeRef<'a> {
         self.snapshot.label_of(self.node(), key)
     }
 
-    /// The node's GPU model, when known (see `Node::product`).
-    pub fn product(&self) -> Option<&'a str> {
-        self.node()
-            .product
-            .map(|p| self.snapshot.strings.resolve(p))
+    /// What stands for the node's GPU model: its product, or for a node
+    /// whose product is unknown, its wiring (GPU count, interconnect, P2P
+    /// level); `None` without a `GpuTopology` or product label.
+    pub fn gpu_model(&self) -> Option<&'a str> {
+        self.node().model.map(|p| self.snapshot.strings.resolve(p))
     }
 
     pub fn taints(&self) -> &'a [Taint] {
