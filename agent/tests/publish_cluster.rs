@@ -474,3 +474,57 @@ async fn recovers_by_itself_when_the_api_server_goes_away_and_comes_back() {
     assert_eq!(labels["team"], "ml");
     assert!(!labels.contains_key("nvidia.com/nvlink.p2p.level"));
 }
+
+/// On a GPU Operator cluster GPU Feature Discovery writes
+/// `nvidia.com/gpu.count/.product/.memory`, with other values under MIG:
+/// the agent leaves the labels another writer holds alone (and still writes
+/// its own), so the two never flip them back and forth.
+#[tokio::test]
+async fn labels_gpu_feature_discovery_holds_are_left_to_it() {
+    let env = TestEnv::shared().await;
+    // Created with GFD's labels: the creating client manages them.
+    let (node, _) = create_node(
+        env,
+        "agent-gfd",
+        &[
+            ("nvidia.com/gpu.count", "56"),
+            (
+                "nvidia.com/gpu.product",
+                "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+            ),
+        ],
+    )
+    .await;
+    let agent = Agent::start(
+        env,
+        &node,
+        &["--nvidia-smi-topo", fixture(DGX_A100).to_str().unwrap()],
+    );
+    until("the agent's own labels", || async {
+        labels_of(env, &node)
+            .await
+            .contains_key("nvidia.com/nvlink.p2p.level")
+            .then_some(())
+    })
+    .await;
+    agent.rescan();
+    until("a second scan", || async {
+        (agent.ok_scans() >= 2).then_some(())
+    })
+    .await;
+    let labels = labels_of(env, &node).await;
+    assert_eq!(
+        labels.get("nvidia.com/gpu.count").map(String::as_str),
+        Some("56")
+    );
+    assert_eq!(
+        labels.get("nvidia.com/gpu.product").map(String::as_str),
+        Some("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb")
+    );
+    assert_eq!(
+        labels
+            .get("nvidia.com/nvlink.p2p.level")
+            .map(String::as_str),
+        Some("NV12")
+    );
+}

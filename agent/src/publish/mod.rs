@@ -10,7 +10,9 @@ use gputopo_topology::labels::{LabelOptions, node_labels};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use plan::{FIELD_MANAGER, labels_managed_by, plan_labels, plan_topology};
+use plan::{
+    FIELD_MANAGER, gfd_labels_held_by_others, labels_managed_by, plan_labels, plan_topology,
+};
 use serde_json::json;
 use tracing::{Instrument, info, info_span};
 
@@ -53,6 +55,8 @@ pub struct Publisher {
     client: kube::Client,
     node: String,
     labels: LabelOptions,
+    /// The labels last left to another writer: said once, when it changes.
+    yielded: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Publisher {
@@ -61,6 +65,26 @@ impl Publisher {
             client,
             node,
             labels,
+            yielded: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Logs, once per change, which GFD-compatible labels another writer
+    /// holds and the agent therefore leaves alone.
+    fn say_yielded(&self, now: &std::collections::BTreeSet<String>) {
+        let mut last = self
+            .yielded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *last != *now {
+            if !now.is_empty() {
+                info!(
+                    node = %self.node,
+                    labels = ?now,
+                    "another writer (GPU Feature Discovery?) manages these labels; leaving them to it"
+                );
+            }
+            *last = now.clone();
         }
     }
 
@@ -86,13 +110,13 @@ impl Publisher {
             .ok_or_else(|| PublishError::NoUid {
                 node: node_name.clone(),
             })?;
-        let managed = labels_managed_by(
-            node.metadata.managed_fields.as_deref().unwrap_or_default(),
-            FIELD_MANAGER,
-        );
+        let entries = node.metadata.managed_fields.as_deref().unwrap_or_default();
+        let managed = labels_managed_by(entries, FIELD_MANAGER);
+        let yielded = gfd_labels_held_by_others(entries);
+        self.say_yielded(&yielded);
         let current = node.metadata.labels.unwrap_or_default();
         let desired = node_labels(&found.spec, self.labels);
-        if let Some(labels) = plan_labels(&current, &managed, &desired) {
+        if let Some(labels) = plan_labels(&current, &managed, &desired, &yielded) {
             let patch = json!({
                 "apiVersion": "v1",
                 "kind": "Node",

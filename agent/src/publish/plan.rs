@@ -2,7 +2,7 @@
 //! agent found, which writes are needed. No I/O, no clock: `now` is passed in.
 //! Writing only what changed keeps a quiet node at zero writes per scan.
 
-use gputopo_api::keys::node::OWNED;
+use gputopo_api::keys::node::{GFD_COMPATIBLE, OWNED};
 use gputopo_api::{CONDITION_DEGRADED, GpuTopology, GpuTopologySpec, GpuTopologyStatus};
 use gputopo_topology::health::{HealthFinding, degraded_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
@@ -28,17 +28,37 @@ pub fn labels_managed_by(entries: &[ManagedFieldsEntry], manager: &str) -> BTree
         .collect()
 }
 
+/// The GPU Feature Discovery-compatible labels (`nvidia.com/gpu.count`,
+/// `.product`, `.memory`) that a writer other than the agent manages on the
+/// node (GFD, the GPU Operator, an operator's `kubectl label`): the agent
+/// leaves those alone rather than fight over them, since under MIG,
+/// time-slicing or mixed models the two writers' values differ.
+pub fn gfd_labels_held_by_others(entries: &[ManagedFieldsEntry]) -> BTreeSet<String> {
+    entries
+        .iter()
+        .filter(|e| e.manager.as_deref() != Some(FIELD_MANAGER))
+        .filter_map(|e| e.fields_v1.as_ref())
+        .filter_map(|f| f.0.get("f:metadata")?.get("f:labels")?.as_object())
+        .flat_map(|labels| labels.keys())
+        .filter_map(|k| k.strip_prefix("f:"))
+        .filter(|k| GFD_COMPATIBLE.contains(k))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The labels to apply, or `None` when the node already carries exactly the
 /// desired labels and the agent holds no stale one. Only keys the agent owns
-/// (`keys::node::OWNED`) are ever in the result.
+/// (`keys::node::OWNED`) are ever in the result, and none of `yielded`
+/// (another writer's, see [`gfd_labels_held_by_others`]).
 pub fn plan_labels(
     current: &BTreeMap<String, String>,
     managed_by_agent: &BTreeSet<String>,
     desired: &BTreeMap<String, String>,
+    yielded: &BTreeSet<String>,
 ) -> Option<BTreeMap<String, String>> {
     let desired: BTreeMap<String, String> = desired
         .iter()
-        .filter(|(k, _)| OWNED.contains(&k.as_str()))
+        .filter(|(k, _)| OWNED.contains(&k.as_str()) && !yielded.contains(*k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let values_differ = desired.iter().any(|(k, v)| current.get(k) != Some(v));
@@ -155,6 +175,38 @@ mod tests {
     }
 
     #[test]
+    fn gfd_labels_another_writer_holds_are_left_alone() {
+        let entries: Vec<ManagedFieldsEntry> = serde_json::from_value(serde_json::json!([
+            {"manager": "gpu-feature-discovery", "operation": "Update", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:nvidia.com/gpu.product": {}, "f:nvidia.com/gpu.count": {}, "f:nvidia.com/mig.strategy": {}}}}},
+            {"manager": "gputopo-agent", "operation": "Apply", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:nvidia.com/gpu.memory": {}}}}}
+        ]))
+        .unwrap();
+        let yielded = gfd_labels_held_by_others(&entries);
+        assert_eq!(
+            yielded,
+            keys(&["nvidia.com/gpu.count", "nvidia.com/gpu.product"])
+        );
+        // GFD says 56 MIG slices of a product the agent names otherwise: the
+        // agent writes its own labels and leaves GFD's as they are.
+        let current = labels(&[
+            ("nvidia.com/gpu.count", "56"),
+            (
+                "nvidia.com/gpu.product",
+                "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+            ),
+        ]);
+        let desired = labels(&[
+            ("nvidia.com/gpu.count", "8"),
+            ("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"),
+            ("nvidia.com/nvlink.p2p.level", "NV12"),
+        ]);
+        let plan = plan_labels(&current, &BTreeSet::new(), &desired, &yielded).expect("a write");
+        assert_eq!(plan, labels(&[("nvidia.com/nvlink.p2p.level", "NV12")]));
+    }
+
+    #[test]
     fn nothing_to_write_when_labels_match() {
         let current = labels(&[
             ("nvidia.com/gpu.count", "8"),
@@ -162,7 +214,12 @@ mod tests {
         ]);
         let desired = labels(&[("nvidia.com/gpu.count", "8")]);
         assert_eq!(
-            plan_labels(&current, &keys(&["nvidia.com/gpu.count"]), &desired),
+            plan_labels(
+                &current,
+                &keys(&["nvidia.com/gpu.count"]),
+                &desired,
+                &BTreeSet::new()
+            ),
             None
         );
     }
@@ -180,18 +237,18 @@ mod tests {
             ("gputopo.dev/numa-nodes", "2"),
         ]);
         assert_eq!(
-            plan_labels(&current, &owned, &desired),
+            plan_labels(&current, &owned, &desired, &BTreeSet::new()),
             Some(desired.clone())
         );
         // A label the agent owned and no longer wants: the apply drops it.
         let desired = labels(&[("nvidia.com/gpu.count", "8")]);
         assert_eq!(
-            plan_labels(&current, &owned, &desired),
+            plan_labels(&current, &owned, &desired, &BTreeSet::new()),
             Some(desired.clone())
         );
         // The node lost its GPUs: apply the empty set so every owned label goes.
         assert_eq!(
-            plan_labels(&current, &owned, &BTreeMap::new()),
+            plan_labels(&current, &owned, &BTreeMap::new(), &BTreeSet::new()),
             Some(BTreeMap::new())
         );
         // Same value set by someone else: take ownership once.
@@ -199,19 +256,38 @@ mod tests {
             ("nvidia.com/gpu.count", "8"),
             ("gputopo.dev/numa-nodes", "2"),
         ]);
-        assert!(plan_labels(&current, &keys(&["nvidia.com/gpu.count"]), &desired).is_some());
+        assert!(
+            plan_labels(
+                &current,
+                &keys(&["nvidia.com/gpu.count"]),
+                &desired,
+                &BTreeSet::new()
+            )
+            .is_some()
+        );
     }
 
     #[test]
     fn labels_the_agent_does_not_own_are_never_written() {
         let desired = labels(&[("team", "ml"), ("nvidia.com/gpu.count", "8")]);
-        let plan = plan_labels(&BTreeMap::new(), &BTreeSet::new(), &desired).unwrap();
+        let plan = plan_labels(
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+            &desired,
+            &BTreeSet::new(),
+        )
+        .unwrap();
         assert_eq!(plan, labels(&[("nvidia.com/gpu.count", "8")]));
         // A foreign label the agent never managed is not "stale".
         let current = labels(&[("nvidia.com/gpu.count", "8"), ("team", "ml")]);
         let owned = keys(&["nvidia.com/gpu.count", "team"]);
         assert_eq!(
-            plan_labels(&current, &owned, &labels(&[("nvidia.com/gpu.count", "8")])),
+            plan_labels(
+                &current,
+                &owned,
+                &labels(&[("nvidia.com/gpu.count", "8")]),
+                &BTreeSet::new()
+            ),
             None
         );
     }
