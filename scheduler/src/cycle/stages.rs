@@ -9,7 +9,7 @@ use super::{Cycle, DomainUse, NOMINATION_TTL, Outcome};
 use crate::cluster::{Assumed, Objects, build_snapshot, is_pending_for, pod_key, queued};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
-use gputopo_scheduler_core::schedule::Placement;
+use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
 use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -91,6 +91,7 @@ impl Cycle {
                 warn!(warning = %w, "reservation");
             }
         }
+        self.read_back_nominations(&pending, &snapshot, now);
         for w in self.nominations.apply(&mut snapshot, None) {
             warn!(warning = %w, "nomination");
         }
@@ -99,6 +100,39 @@ impl Cycle {
             ready,
             snapshot,
         }))
+    }
+
+    /// A preemptor nominated by an earlier leader (its
+    /// `status.nominatedNodeName`) that this process holds no nomination
+    /// for: once its node has room for it, the GPUs it would get there are
+    /// held for it, so that a pod of lower priority decided first (the
+    /// preemptor may be backing off) cannot take what the evictions freed.
+    fn read_back_nominations(&mut self, pending: &[&Arc<Pod>], snapshot: &Snapshot, now: Instant) {
+        for pod in pending {
+            let Some(node) = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .filter(|n| !n.is_empty())
+            else {
+                continue;
+            };
+            let key = pod_key(pod);
+            if self.nominations.get(&key).is_some() {
+                continue;
+            }
+            let Ok(mut pinned) = PendingPod::from_k8s(pod) else {
+                continue;
+            };
+            pinned.node_name = Some(node.to_string());
+            let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+            let (core, _) = self.settings.profile_for(name.unwrap_or_default());
+            if let Decision::Placed(p) = schedule(snapshot, &pinned, core) {
+                debug!(pod = %key, node, gpus = %p.assigned_gpus(), "nomination read back");
+                self.nominations
+                    .nominate(&key, node, &p.gpus, now + NOMINATION_TTL);
+            }
+        }
     }
 
     /// The gang `first` belongs to, as this cycle sees it.

@@ -171,3 +171,47 @@ fn preemption_off_evicts_nothing() {
         "0/1 nodes are available: 1 too few free GPUs."
     );
 }
+
+/// A new leader finds a preemptor nominated by the old one, its victim
+/// terminating. While the preemptor backs off, the victim goes and a small
+/// pod arrives: the freed GPUs are held for the preemptor, read back from
+/// its `nominatedNodeName`.
+#[test]
+fn a_nomination_from_an_earlier_leader_is_read_back() {
+    let mut w = World::dgx(1, 1);
+    let mut victim = pod("low", 8, Some("n1"), 0);
+    victim.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+    w.add(victim);
+    let mut urgent = pod("urgent", 8, None, 100);
+    urgent.status.get_or_insert_default().nominated_node_name = Some("n1".into());
+    w.add(urgent);
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    assert!(
+        matches!(report.outcome("ml/urgent"), Some(Outcome::Preempting { message }) if message.contains("waiting for 1 evicted pod")),
+        "{:?}",
+        report.outcomes
+    );
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Evict { .. })),
+        "evicts nothing more"
+    );
+    h.world.remove("low");
+    h.world.add(pod("small", 1, None, 0));
+    h.advance(Duration::from_millis(100));
+    let (report, writes) = h.cycle();
+    assert!(report.outcome("ml/urgent").is_none(), "still backing off");
+    assert!(
+        binds(&writes).is_empty(),
+        "the small pod took the freed GPUs: {writes:?}"
+    );
+    h.advance(Duration::from_secs(2));
+    let (_, writes) = h.cycle();
+    assert!(
+        binds(&writes).contains(&("ml/urgent".to_string(), "n1".to_string())),
+        "{writes:?}"
+    );
+}
