@@ -56,7 +56,7 @@ impl Cycle {
             by_key,
             ready,
             snapshot,
-        } = match self.prepare(objects, clock.now) {
+        } = match self.prepare(objects, clock) {
             Ok(Some(p)) => p,
             Ok(None) => return CycleReport::default(),
             Err(e) => {

@@ -5,7 +5,7 @@
 use super::gang::{GangContext, GangKey, GangUnit};
 use super::queue::QueuedPod;
 use super::reservations::GangReservations;
-use super::{Cycle, DomainUse, NOMINATION_TTL, Outcome};
+use super::{Clock, Cycle, DomainUse, NOMINATION_TTL, Outcome};
 use crate::cluster::{Assumed, Objects, build_snapshot, is_pending_for, pod_key, queued};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -36,8 +36,9 @@ impl Cycle {
     pub fn prepare(
         &mut self,
         objects: &Objects<'_>,
-        now: Instant,
+        clock: Clock,
     ) -> Result<Option<Prepared>, String> {
+        let now = clock.now;
         let by_key: HashMap<String, Arc<Pod>> = objects
             .pods
             .iter()
@@ -55,12 +56,28 @@ impl Cycle {
             .collect();
         self.queue.sync(pending.iter().map(|p| queued(p)));
         let pending_keys: HashSet<String> = pending.iter().map(|p| pod_key(p)).collect();
-        let waiting_gangs: HashSet<GangKey> =
-            pending.iter().filter_map(|p| GangKey::of_pod(p)).collect();
-        self.gang_since.retain(|k, _| waiting_gangs.contains(k));
-        self.partial_since.retain(|k, _| waiting_gangs.contains(k));
-        for k in waiting_gangs {
-            self.gang_since.entry(k).or_insert(now);
+        // A gang has waited since its oldest pending member was created:
+        // read from the API, so a new leader does not restart its timeout.
+        let mut waiting_gangs: HashMap<GangKey, Instant> = HashMap::new();
+        for p in &pending {
+            let Some(k) = GangKey::of_pod(p) else {
+                continue;
+            };
+            let created = p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .and_then(|t| clock.wall.duration_since(t.0).try_into().ok())
+                .and_then(|age: Duration| now.checked_sub(age))
+                .unwrap_or(now);
+            let since = waiting_gangs.entry(k).or_insert(created);
+            *since = (*since).min(created);
+        }
+        self.gang_since.retain(|k, _| waiting_gangs.contains_key(k));
+        self.partial_since
+            .retain(|k, _| waiting_gangs.contains_key(k));
+        for (k, since) in waiting_gangs {
+            self.gang_since.entry(k).or_insert(since);
         }
         if let Some(r) = &mut self.reservations {
             let gang_since = &self.gang_since;

@@ -376,3 +376,31 @@ fn a_gang_stuck_partly_bound_is_undone_after_its_timeout() {
         "no GPU held for a gang that cannot complete"
     );
 }
+
+/// A gang's wait is read from its members' creation times: a scheduler that
+/// takes over (or restarts) does not give it a fresh timeout.
+#[test]
+fn a_new_leader_keeps_a_gangs_schedule_timeout() {
+    let mut w = World::busy_pair();
+    w.groups.push(Arc::new(pod_group("job", 2, Some(30))));
+    for i in 0..2 {
+        let mut p = pod(&format!("job-{i}"), 8, None, 100);
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("scheduling.x-k8s.io/pod-group".into(), "job".into());
+        w.add(p);
+    }
+    let mut h = Harness::new(w, Harness::reserving());
+    // The members were created 31 s before this process first looks.
+    h.advance(Duration::from_secs(31));
+    let (report, _) = h.cycle();
+    assert!(
+        matches!(
+            report.outcome("ml/job-0"),
+            Some(Outcome::GangTimedOut { .. })
+        ),
+        "{:?}",
+        report.outcomes
+    );
+}

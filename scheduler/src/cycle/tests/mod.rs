@@ -62,7 +62,9 @@ impl Harness {
     /// pod gets its node and the binding's annotations, an evicted pod is
     /// gone (grace period 0). Returns the report and the writes.
     pub fn cycle(&mut self) -> (CycleReport, Vec<Write>) {
-        let wall = Timestamp::from_second(1_767_229_200).expect("a time")
+        // The fixtures' pods were created at 2026-01-01T00:00:00Z: the
+        // harness starts then.
+        let wall = Timestamp::from_second(1_767_225_600).expect("a time")
             + SignedDuration::try_from(self.now - self.start).expect("a duration");
         let clock = Clock {
             now: self.now,
