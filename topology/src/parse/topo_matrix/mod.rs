@@ -28,10 +28,12 @@
 //! Here: the result's types and [`parse`] (this file); splitting a line into fields and telling
 //! column names apart (`fields.rs`); the header, the rows and their cells (`rows.rs`).
 
+mod ansi;
 mod fields;
+mod headerless;
 mod rows;
 
-use fields::{gpu_index, legend_entry, split_fields};
+use fields::{gpu_index, legend_entry, split_row_fields};
 use gputopo_api::LinkClass;
 use rows::{Header, Row, check_symmetry};
 use std::collections::HashMap;
@@ -162,32 +164,49 @@ impl TopoMatrix {
 }
 
 /// Parses `nvidia-smi topo -m` (or `topo -mp`) output.
+///
+/// Terminal escape sequences are removed first; an error's column counts in the line as given,
+/// escape sequences included.
 pub fn parse(text: &str) -> Result<TopoMatrix, TopoParseError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
-
-    let (header_line, header_text) = loop {
-        match lines.next() {
-            None => {
-                return Err(err(
-                    1,
-                    1,
-                    TopoErrorKind::Empty,
-                    "expected a `nvidia-smi topo -m` matrix but the text is empty".into(),
-                ));
-            }
-            Some((_, l)) if l.trim().is_empty() => {}
-            Some(found) => break found,
+    let lines = ansi::clean_lines(text);
+    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_ref()).collect();
+    parse_lines(&texts).map_err(|mut e| {
+        if let Some(line) = e.line.checked_sub(1).and_then(|i| lines.get(i)) {
+            e.column = line.original_column(e.column);
         }
+        e
+    })
+}
+
+fn parse_lines(texts: &[&str]) -> Result<TopoMatrix, TopoParseError> {
+    let numbered: Vec<(usize, &str)> = texts.iter().enumerate().map(|(i, l)| (i + 1, *l)).collect();
+    let Some(first) = numbered.iter().position(|(_, l)| !l.trim().is_empty()) else {
+        return Err(err(
+            1,
+            1,
+            TopoErrorKind::Empty,
+            "expected a `nvidia-smi topo -m` matrix but the text is empty".into(),
+        ));
     };
+    let from_first = numbered.get(first..).unwrap_or_default();
+    let (header_line, header_text) = from_first.first().copied().unwrap_or((1, ""));
+    // Without a header line the rows name the columns (see `headerless.rs`).
+    let headerless = headerless::starts_with_row(header_text);
+    let (header, rows_from) = if headerless {
+        (headerless::header_from_rows(from_first)?, first)
+    } else {
+        (Header::parse(header_line, header_text)?, first + 1)
+    };
+    let mut lines = numbered.iter().skip(rows_from).copied();
     // The last line read, to place an error at the end of the text.
     let mut last_line = header_line;
-    let header = Header::parse(header_line, header_text)?;
     let n_dev = header.devices.len();
     let n_gpu = header.gpu_count();
 
     // Rows in header order; the NIC rows may be missing altogether (see the module doc).
     let mut rows: Vec<Row> = Vec::with_capacity(n_dev);
+    let mut row_lines: Vec<usize> = Vec::with_capacity(n_dev);
     for (d, device) in header.devices.iter().enumerate() {
         let next = lines.next();
         let blank_or_end = match next {
@@ -219,11 +238,15 @@ pub fn parse(text: &str) -> Result<TopoMatrix, TopoParseError> {
         }
         if let Some((n, l)) = next {
             rows.push(header.parse_row(n, l, d)?);
+            row_lines.push(n);
         }
     }
     let nic_rows = rows.len() == n_dev;
 
     check_symmetry(&header, &rows)?;
+    if headerless {
+        headerless::check_no_blank_values(&header, &rows, &row_lines)?;
+    }
 
     // What follows the matrix: no further row, then an optional NIC legend.
     let mut legend: HashMap<String, String> = HashMap::new();
@@ -237,7 +260,7 @@ pub fn parse(text: &str) -> Result<TopoMatrix, TopoParseError> {
         }
         if first_after {
             first_after = false;
-            if let Some(f) = split_fields(l).into_iter().find(|f| !f.text.is_empty())
+            if let Some(f) = split_row_fields(l).into_iter().find(|f| !f.text.is_empty())
                 && (header.device_position(f.text).is_some() || gpu_index(f.text).is_some())
             {
                 return Err(err(

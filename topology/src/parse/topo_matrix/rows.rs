@@ -2,14 +2,15 @@
 //! and the check that every link printed twice reads the same both ways.
 
 use super::fields::{
-    Field, end_column, gpu_index, is_cell_token, is_nic_label, is_rdma_name, split_fields,
+    Field, end_column, gpu_index, is_cell_token, is_nic_label, is_rdma_name, split_header_fields,
+    split_row_fields,
 };
 use super::{
     AffinityColumns, COLUMN_NAMES, LINK_CLASSES, MatrixGpu, MatrixNic, P2P_CODES, TopoErrorKind,
     TopoMatrix, TopoParseError, err,
 };
 use gputopo_api::LinkClass;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,11 +61,14 @@ pub(super) struct Row {
     /// (line, column) of each cell, to point at an asymmetry.
     at: Vec<(usize, usize)>,
     attrs: [Option<String>; 3],
+    /// Column of the first affinity value read from an empty field, or of an empty field left
+    /// after the last one: harmless under a header, ambiguous without one.
+    pub(super) blank_value_at: Option<usize>,
 }
 
 impl Header {
     pub(super) fn parse(line_no: usize, line: &str) -> Result<Header, TopoParseError> {
-        let all = split_fields(line);
+        let all = split_header_fields(line);
         let first_full = all.iter().position(|f| !f.text.is_empty()).unwrap_or(0);
         let last_full = all
             .iter()
@@ -87,7 +91,8 @@ impl Header {
                 format!(
                     "expected the `nvidia-smi topo -m` header (column names starting with GPU0) \
                      but found {:?}",
-                    first.text
+                    // The whole line: the first word alone would hide which text this is.
+                    line.split('\t').map(str::trim).find(|p| !p.is_empty()).unwrap_or(first.text)
                 ),
             ));
         }
@@ -104,59 +109,101 @@ impl Header {
             ));
         }
 
-        let mut devices: Vec<Device> = Vec::new();
-        let mut attrs: Vec<Attr> = Vec::new();
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut header = Header {
+            devices: Vec::new(),
+            attrs: Vec::new(),
+        };
         for f in fields {
-            let bad = |what: String| err(line_no, f.column, TopoErrorKind::BadHeader, what);
-            if f.text.is_empty() {
-                return Err(bad(format!(
-                    "expected {COLUMN_NAMES} but found an empty field"
-                )));
-            }
-            if !seen.insert(f.text) {
-                return Err(bad(format!(
-                    "column {:?} appears twice in the header",
-                    f.text
-                )));
-            }
-            if let Some(attr) = Attr::from_name(f.text) {
-                if attrs.last().is_some_and(|a| *a >= attr) {
-                    return Err(bad(format!("column {:?} is out of order", f.text)));
-                }
-                attrs.push(attr);
-                continue;
-            }
-            let gpu = gpu_index(f.text);
-            if gpu.is_none() && !is_nic_label(f.text) && !is_rdma_name(f.text) {
-                let hint = if f.text.get(1..).is_some_and(|rest| {
-                    rest.contains("GPU") || rest.contains("NIC") || rest.contains(' ')
-                }) {
-                    " (names run together: a tab was lost?)"
-                } else {
-                    ""
-                };
-                return Err(bad(format!(
-                    "expected {COLUMN_NAMES} but found {:?}{hint}",
-                    f.text
-                )));
-            }
-            if !attrs.is_empty() {
-                return Err(bad(format!(
-                    "device column {:?} after the affinity columns",
-                    f.text
-                )));
-            }
-            if gpu.is_some() && devices.last().is_some_and(|d| d.gpu.is_none()) {
-                return Err(bad(format!("GPU column {:?} after a NIC column", f.text)));
-            }
-            devices.push(Device {
-                label: f.text.to_string(),
-                gpu,
-            });
+            header.add_column(line_no, *f)?;
         }
-        Ok(Header { devices, attrs })
+        Ok(header)
     }
+
+    /// The header a matrix would have had, from its row labels (one row per device column) and
+    /// the number of affinity columns, which nvidia-smi always prints in the order CPU Affinity,
+    /// NUMA Affinity, GPU NUMA ID.
+    pub(super) fn from_row_labels(
+        labels: &[(usize, Field<'_>)],
+        attr_count: usize,
+    ) -> Result<Header, TopoParseError> {
+        let mut header = Header {
+            devices: Vec::new(),
+            attrs: [Attr::Cpu, Attr::Numa, Attr::GpuNumaId]
+                .into_iter()
+                .take(attr_count)
+                .collect(),
+        };
+        for (line_no, f) in labels {
+            if header.devices.iter().any(|d| d.label == f.text) {
+                return Err(err(
+                    *line_no,
+                    f.column,
+                    TopoErrorKind::UnexpectedRow,
+                    format!("row {:?} appears twice", f.text),
+                ));
+            }
+            header.add_device(*line_no, *f)?;
+        }
+        Ok(header)
+    }
+
+    fn add_column(&mut self, line_no: usize, f: Field<'_>) -> Result<(), TopoParseError> {
+        let bad = |what: String| err(line_no, f.column, TopoErrorKind::BadHeader, what);
+        if f.text.is_empty() {
+            return Err(bad(format!(
+                "expected {COLUMN_NAMES} but found an empty field"
+            )));
+        }
+        let attr = Attr::from_name(f.text);
+        if self.devices.iter().any(|d| d.label == f.text) || attr.is_some_and(|a| self.attrs.contains(&a)) {
+            return Err(bad(format!(
+                "column {:?} appears twice in the header",
+                f.text
+            )));
+        }
+        if let Some(attr) = attr {
+            if self.attrs.last().is_some_and(|a| *a >= attr) {
+                return Err(bad(format!("column {:?} is out of order", f.text)));
+            }
+            self.attrs.push(attr);
+            return Ok(());
+        }
+        if !self.attrs.is_empty() && (gpu_index(f.text).is_some() || is_nic_label(f.text) || is_rdma_name(f.text)) {
+            return Err(bad(format!(
+                "device column {:?} after the affinity columns",
+                f.text
+            )));
+        }
+        self.add_device(line_no, f)
+    }
+
+    /// A GPU or NIC column, named in a header or by a row label.
+    fn add_device(&mut self, line_no: usize, f: Field<'_>) -> Result<(), TopoParseError> {
+        let bad = |what: String| err(line_no, f.column, TopoErrorKind::BadHeader, what);
+        let gpu = gpu_index(f.text);
+        if gpu.is_none() && !is_nic_label(f.text) && !is_rdma_name(f.text) {
+            let hint = if f.text.get(1..).is_some_and(|rest| {
+                rest.contains("GPU") || rest.contains("NIC") || rest.contains(' ')
+            }) {
+                " (names run together: a tab was lost?)"
+            } else {
+                ""
+            };
+            return Err(bad(format!(
+                "expected {COLUMN_NAMES} but found {:?}{hint}",
+                f.text
+            )));
+        }
+        if gpu.is_some() && self.devices.last().is_some_and(|d| d.gpu.is_none()) {
+            return Err(bad(format!("GPU column {:?} after a NIC column", f.text)));
+        }
+        self.devices.push(Device {
+            label: f.text.to_string(),
+            gpu,
+        });
+        Ok(())
+    }
+
 
     pub(super) fn gpu_count(&self) -> usize {
         self.devices.iter().filter(|d| d.gpu.is_some()).count()
@@ -173,7 +220,7 @@ impl Header {
         d: usize,
     ) -> Result<Row, TopoParseError> {
         let expected = self.devices.get(d).map_or("", |dev| dev.label.as_str());
-        let fields = split_fields(line);
+        let fields = split_row_fields(line);
         let label = fields.first().copied().unwrap_or(Field {
             text: "",
             column: 1,
@@ -258,6 +305,7 @@ impl Header {
         let rest = fields.get(1 + n_dev..).unwrap_or_default();
         let is_gpu = self.devices.get(d).is_some_and(|dev| dev.gpu.is_some());
         let mut attrs: [Option<String>; 3] = Default::default();
+        let mut blank_value_at = None;
         let mut used = 0;
         if is_gpu {
             let mut surplus = rest.len().saturating_sub(self.attrs.len());
@@ -280,8 +328,14 @@ impl Header {
                     ));
                 };
                 used += 1;
+                if f.text.is_empty() {
+                    blank_value_at = blank_value_at.or(Some(f.column));
+                }
                 attrs[*attr as usize] = attribute(line_no, *f, *attr)?;
             }
+        }
+        if is_gpu && let Some(f) = rest.get(used..).and_then(|r| r.first()) {
+            blank_value_at = blank_value_at.or(Some(f.column));
         }
         if let Some(f) = rest
             .get(used..)
@@ -298,7 +352,12 @@ impl Header {
                 ),
             ));
         }
-        Ok(Row { cells, at, attrs })
+        Ok(Row {
+            cells,
+            at,
+            attrs,
+            blank_value_at,
+        })
     }
 
     pub(super) fn into_matrix(
