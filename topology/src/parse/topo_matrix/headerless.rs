@@ -72,6 +72,19 @@ pub(super) fn header_from_rows(lines: &[(usize, &str)]) -> Result<Header, TopoPa
         if cells < n_rows || gpu_index(label).is_none() {
             continue;
         }
+        // nvidia-smi's padding empties come only after a NUMA value: a blank first value is an
+        // empty CPU Affinity, which would shift every value after it.
+        if let Some(f) = fields.get(1 + n_rows).filter(|f| f.text.is_empty())
+            && fields.iter().skip(2 + n_rows).any(|f| !f.text.is_empty())
+        {
+            return Err(missing(
+                *n,
+                f.column,
+                format!(
+                    "row {label} has an empty first affinity value, which cannot be told from a                      missing column"
+                ),
+            ));
+        }
         let values: Vec<&Field<'_>> = fields
             .iter()
             .skip(1 + n_rows)
