@@ -99,11 +99,21 @@ fn corrupt(text: &str, c: &Corruption) -> String {
     let first = lines.iter().position(|l| !l.trim().is_empty());
     for (i, line) in lines.iter_mut().enumerate() {
         if c.collapse {
-            let lead = if line.starts_with([' ', '\t']) { " " } else { "" };
-            *line = format!("{lead}{}", line.split_whitespace().collect::<Vec<_>>().join(" "));
+            let lead = if line.starts_with([' ', '\t']) {
+                " "
+            } else {
+                ""
+            };
+            *line = format!(
+                "{lead}{}",
+                line.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
         }
         if let Some(indent) = &c.indent {
-            *line = format!("{}{line}", " ".repeat(usize::from(indent[i % indent.len()])));
+            *line = format!(
+                "{}{line}",
+                " ".repeat(usize::from(indent[i % indent.len()]))
+            );
         }
         if let Some(masks) = &c.ansi {
             *line = if Some(i) == first && !c.drop_header {
@@ -127,8 +137,10 @@ fn check(corrupted: &str, want: &TopoMatrix, headerless: bool) -> Result<bool, T
             if headerless {
                 let all_none = |f: fn(&MatrixGpu) -> bool| want.gpus.iter().all(f);
                 let c = &mut got.columns;
-                c.cpu_affinity |= want.columns.cpu_affinity && all_none(|g| g.cpu_affinity.is_none());
-                c.numa_affinity |= want.columns.numa_affinity && all_none(|g| g.numa_affinity.is_none());
+                c.cpu_affinity |=
+                    want.columns.cpu_affinity && all_none(|g| g.cpu_affinity.is_none());
+                c.numa_affinity |=
+                    want.columns.numa_affinity && all_none(|g| g.numa_affinity.is_none());
                 c.gpu_numa_id |= want.columns.gpu_numa_id && all_none(|g| g.gpu_numa_id.is_none());
             }
             prop_assert_eq!(&got, want, "a different matrix from\n{}", corrupted);
@@ -219,9 +231,20 @@ impl Machine {
         let mut lines = vec![format!("\t{}", header.join("\t"))];
         for a in 0..d {
             let mut row = vec![label(a)];
-            row.extend((0..d).map(|b| if a == b { " X ".into() } else { self.cell(a, b) }));
+            row.extend((0..d).map(|b| {
+                if a == b {
+                    " X ".into()
+                } else {
+                    self.cell(a, b)
+                }
+            }));
             if a < self.n {
-                let values = [self.cpu[a].clone(), (a % 2).to_string(), String::new(), "N/A".into()];
+                let values = [
+                    self.cpu[a].clone(),
+                    (a % 2).to_string(),
+                    String::new(),
+                    "N/A".into(),
+                ];
                 // GPU NUMA ID comes after nvidia-smi's extra tab.
                 let take = if self.attrs == 3 { 4 } else { self.attrs };
                 row.extend(values.into_iter().take(take));

@@ -72,7 +72,11 @@ fn colour_terminal_refusal_counts_columns_in_the_text_as_given() {
     // Two cells run together, one of them coloured: `NV12NV12` once the codes are gone.
     let text = with_lines(CLEAN, |i, l| {
         if i == 2 {
-            l.replacen("NV12\t X \tNV12", "NV12\t X \t\u{1b}[32mNV12\u{1b}[0mNV12", 1)
+            l.replacen(
+                "NV12\t X \tNV12",
+                "NV12\t X \t\u{1b}[32mNV12\u{1b}[0mNV12",
+                1,
+            )
         } else {
             format!("\u{1b}[0m{l}")
         }
@@ -91,7 +95,9 @@ fn indented_text_reads_as_the_clean_text() {
     let varying = with_lines(CLEAN, |i, l| format!("{}{l}", " ".repeat(i * 3 % 7)));
     assert_eq!(topo_matrix::parse(&varying).expect("varying"), clean());
     // A space-expanded copy, indented: tab stops count from each row's label.
-    let expanded = with_lines(CLEAN, |i, l| format!("{}{}", " ".repeat(1 + i % 5), expand(l)));
+    let expanded = with_lines(CLEAN, |i, l| {
+        format!("{}{}", " ".repeat(1 + i % 5), expand(l))
+    });
     assert_eq!(topo_matrix::parse(&expanded).expect("expanded"), clean());
 }
 
@@ -131,7 +137,12 @@ fn lost_header_is_rebuilt_from_the_rows_of_a_square_matrix() {
 #[test]
 fn lost_header_refusals_name_line_and_column() {
     // GPU rows only: the NIC columns have no row to name them.
-    let gpu_rows: String = CLEAN.lines().skip(1).take(4).map(|l| format!("{l}\n")).collect();
+    let gpu_rows: String = CLEAN
+        .lines()
+        .skip(1)
+        .take(4)
+        .map(|l| format!("{l}\n"))
+        .collect();
     let e = refused(&gpu_rows);
     assert_eq!((e.line, e.kind), (1, TopoErrorKind::MissingHeader), "{e}");
     assert_eq!(e.column, column_of(&gpu_rows, 1, "PXB"), "{e}");
@@ -146,12 +157,20 @@ fn lost_header_refusals_name_line_and_column() {
     // A missing cell: GPU1's row is one short, so its X lands in GPU0's column.
     let missing = "GPU0\t X \tNV12\tNV12\t0-7\nGPU1\t X \tNV12\t0-7\nGPU2\tNV12\tNV12\t X \t0-7\n";
     let e = refused(missing);
-    assert_eq!((e.line, e.column, e.kind), (2, 7, TopoErrorKind::BadCell), "{e}");
+    assert_eq!(
+        (e.line, e.column, e.kind),
+        (2, 7, TopoErrorKind::BadCell),
+        "{e}"
+    );
 
     // Single spaces: an empty CPU Affinity could have vanished, so the values are not assigned.
     let collapsed = "GPU0 X NV4 0\nGPU1 NV4 X 1\n";
     let e = refused(collapsed);
-    assert_eq!((e.line, e.column, e.kind), (1, 12, TopoErrorKind::MissingHeader), "{e}");
+    assert_eq!(
+        (e.line, e.column, e.kind),
+        (1, 12, TopoErrorKind::MissingHeader),
+        "{e}"
+    );
     // Without values there is nothing to lose.
     let m = topo_matrix::parse("GPU0 X NV4\nGPU1 NV4 X\n").expect("links only");
     assert_eq!(m.gpu_link(1, 0), Some(LinkClass::Nv(4)));
@@ -172,7 +191,8 @@ fn tabs_collapsed_to_single_spaces_read_as_the_clean_text() {
 #[test]
 fn tabs_collapsed_refusals_name_line_and_column() {
     // A cgroup-restricted (empty) CPU Affinity vanishes with its tab: refused, not shifted.
-    let cgroup = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\t\t0\nGPU1\tNV4\t X \t\t0\n";
+    let cgroup =
+        "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\t\t0\nGPU1\tNV4\t X \t\t0\n";
     let text = with_lines(cgroup, |_, l| {
         l.split_whitespace().collect::<Vec<_>>().join(" ")
     });
@@ -183,7 +203,11 @@ fn tabs_collapsed_refusals_name_line_and_column() {
     // Two cells run together with no blank left between them.
     let text = with_lines(CLEAN, |i, l| {
         let l = l.split_whitespace().collect::<Vec<_>>().join(" ");
-        if i == 3 { l.replacen("X NV12", "XNV12", 1) } else { l }
+        if i == 3 {
+            l.replacen("X NV12", "XNV12", 1)
+        } else {
+            l
+        }
     });
     let e = refused(&text);
     assert_eq!((e.line, e.kind), (4, TopoErrorKind::BadCell), "{e}");

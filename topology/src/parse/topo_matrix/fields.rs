@@ -189,7 +189,9 @@ fn spaced_slots(line: &str, words: &[Word], row: bool) -> Vec<Slot> {
         } else {
             col_start
         };
-        if last_end.is_some() && start >= first_stop && (start - first_stop).is_multiple_of(TAB_STOP)
+        if last_end.is_some()
+            && start >= first_stop
+            && (start - first_stop).is_multiple_of(TAB_STOP)
         {
             for k in 0..(start - first_stop) / TAB_STOP {
                 slots.push(Slot::Empty(origin + first_stop + k * TAB_STOP + 1));

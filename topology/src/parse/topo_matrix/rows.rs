@@ -92,7 +92,10 @@ impl Header {
                     "expected the `nvidia-smi topo -m` header (column names starting with GPU0) \
                      but found {:?}",
                     // The whole line: the first word alone would hide which text this is.
-                    line.split('\t').map(str::trim).find(|p| !p.is_empty()).unwrap_or(first.text)
+                    line.split('\t')
+                        .map(str::trim)
+                        .find(|p| !p.is_empty())
+                        .unwrap_or(first.text)
                 ),
             ));
         }
@@ -155,7 +158,9 @@ impl Header {
             )));
         }
         let attr = Attr::from_name(f.text);
-        if self.devices.iter().any(|d| d.label == f.text) || attr.is_some_and(|a| self.attrs.contains(&a)) {
+        if self.devices.iter().any(|d| d.label == f.text)
+            || attr.is_some_and(|a| self.attrs.contains(&a))
+        {
             return Err(bad(format!(
                 "column {:?} appears twice in the header",
                 f.text
@@ -168,7 +173,9 @@ impl Header {
             self.attrs.push(attr);
             return Ok(());
         }
-        if !self.attrs.is_empty() && (gpu_index(f.text).is_some() || is_nic_label(f.text) || is_rdma_name(f.text)) {
+        if !self.attrs.is_empty()
+            && (gpu_index(f.text).is_some() || is_nic_label(f.text) || is_rdma_name(f.text))
+        {
             return Err(bad(format!(
                 "device column {:?} after the affinity columns",
                 f.text
@@ -203,7 +210,6 @@ impl Header {
         });
         Ok(())
     }
-
 
     pub(super) fn gpu_count(&self) -> usize {
         self.devices.iter().filter(|d| d.gpu.is_some()).count()
