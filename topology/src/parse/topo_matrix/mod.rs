@@ -5,7 +5,12 @@
 //! one row per device with one cell per device column, and a legend. Columns are tab-separated
 //! with 8-column tab stops; copies that went through a terminal or Markdown have the tabs turned
 //! into spaces, and are read by reconstructing the tab stops (an empty field shows as a gap one
-//! tab stop wider than needed).
+//! tab stop wider than needed, counted from the row's label so that indentation does not shift
+//! it). Copies whose tabs collapsed to single spaces read too: no cell or value holds a blank,
+//! and no column name but `CPU Affinity`, `NUMA Affinity`, `GPU NUMA ID`; what such a copy loses
+//! is empty values, and a row short of one is an error. Terminal escape sequences are removed
+//! first (`ansi.rs`); a header line that was cut off is rebuilt from the rows when they say it
+//! all (`headerless.rs`).
 //!
 //! The parser is strict on purpose: a scheduler that trusted a guessed link would place jobs on
 //! wires that are not there. A truncated or garbled matrix is a [`TopoParseError`] naming the
@@ -25,8 +30,9 @@
 //! - Limit: a text cut inside the affinity fields of the last GPU row, in a matrix printed
 //!   without NIC rows, cannot be told from a complete one (`0-55,112-16` is a valid CPU list).
 //!
-//! Here: the result's types and [`parse`] (this file); splitting a line into fields and telling
-//! column names apart (`fields.rs`); the header, the rows and their cells (`rows.rs`).
+//! Here: the result's types and [`parse`] (this file); escape sequences (`ansi.rs`); splitting a
+//! line into fields and telling column names apart (`fields.rs`); the header, the rows and their
+//! cells (`rows.rs`); a matrix without its header line (`headerless.rs`).
 
 mod ansi;
 mod fields;
@@ -50,7 +56,8 @@ const COLUMN_NAMES: &str = "a column name (GPU<n>, NIC<n>, an RDMA device name s
 pub enum TopoErrorKind {
     /// Nothing but blank lines.
     Empty,
-    /// The first line is not a matrix header: prose, or a GPU row with no header above it.
+    /// The first line is not a matrix header (prose), or it is a GPU row and the rows cannot
+    /// stand in for the lost header (see `headerless.rs`).
     MissingHeader,
     /// A header name is not one `topo -m` prints (often two names run together by a lost tab).
     BadHeader,
@@ -78,7 +85,8 @@ pub enum TopoErrorKind {
 pub struct TopoParseError {
     /// 1-based line number.
     pub line: usize,
-    /// 1-based character column where the offending token starts (tabs count as one).
+    /// 1-based character column where the offending token starts, in the line as given: tabs
+    /// count as one, and so does each character of a terminal escape sequence.
     pub column: usize,
     pub kind: TopoErrorKind,
     pub message: String,
