@@ -19,6 +19,6 @@ pub use request::{
 
 pub use topology::{
     CONDITION_DEGRADED, GpuAllocation, GpuFabric, GpuInfo, GpuLink, GpuTopology, GpuTopologySpec,
-    GpuTopologyStatus, GpuVendor, Interconnect, LinkBandwidth, Nic, NicGpuLink, TopologySource,
-    TopologySummary, crd_yaml,
+    GpuTopologyStatus, GpuVendor, Interconnect, LinkBandwidth, MAX_GPUS_PER_NODE, Nic, NicGpuLink,
+    TopologySource, TopologySummary, crd_yaml,
 };

@@ -56,9 +56,14 @@ pub struct GpuTopologySpec {
     pub driver_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_version: Option<String>,
+    /// At most [`MAX_GPUS_PER_NODE`]: the API server refuses more, so a
+    /// hostile or broken writer cannot make every reader walk a huge list.
+    #[schemars(length(max = 64))]
     pub gpus: Vec<GpuInfo>,
     /// One entry per unordered GPU pair, `a < b`, sorted by `(a, b)`.
+    #[schemars(length(max = 2016))]
     pub links: Vec<GpuLink>,
+    #[schemars(length(max = 256))]
     pub nics: Vec<Nic>,
     /// Connected components of the graph of GPU-to-GPU fabric links (NVLink;
     /// XGMI, where they are AMD hives), each sorted; a GPU without such a link
@@ -79,6 +84,10 @@ pub enum TopologySource {
     /// Saved text of AMD's tools: `rocm-smi --showtopo`, `amd-smi topology`.
     RocmSmi,
 }
+
+/// The most GPUs a `GpuTopology` may list (the CRD's `maxItems`; the
+/// scheduler's GPU sets index at most 32 per node).
+pub const MAX_GPUS_PER_NODE: usize = 64;
 
 /// The GPUs' maker. NVIDIA is the default: objects and pods that name no
 /// vendor are read as NVIDIA, as before AMD support.
@@ -111,6 +120,7 @@ impl GpuVendor {
 #[serde(rename_all = "camelCase")]
 pub struct GpuInfo {
     /// The GPU's index as the node enumerates it (NVML / nvidia-smi order).
+    #[schemars(range(max = 63))]
     pub index: u32,
     pub uuid: Option<String>,
     pub product: Option<String>,
@@ -136,12 +146,19 @@ pub struct GpuFabric {
 /// The connection between GPUs `a < b`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.a < self.b", "message": "a link joins GPUs a < b (each unordered pair once)"}
+]))]
 pub struct GpuLink {
+    #[schemars(range(max = 63))]
     pub a: u32,
+    #[schemars(range(max = 63))]
     pub b: u32,
     #[serde(rename = "type")]
     pub link_type: LinkType,
-    /// Bonded NVLinks; 0 unless `type` is `NV`.
+    /// Bonded NVLinks; 0 unless `type` is `NV`. At most
+    /// [`crate::MAX_BONDED_NVLINKS`]: no GPU has more.
+    #[schemars(range(max = 18))]
     pub nvlinks: u32,
     /// Hops between the two GPUs as the AMD driver counts them (1: a direct
     /// XGMI link); omitted where the source does not say (NVIDIA).

@@ -76,6 +76,27 @@ fn crd_has_the_contract_shape() {
             "gpus[].{field} missing from the schema"
         );
     }
+    // Bounds the API server enforces: no object can make a reader walk a
+    // huge list or claim more NVLinks than any GPU has.
+    assert_eq!(
+        spec["gpus"]["maxItems"],
+        gputopo_api::MAX_GPUS_PER_NODE as u64
+    );
+    let per_pair = gputopo_api::MAX_GPUS_PER_NODE * (gputopo_api::MAX_GPUS_PER_NODE - 1) / 2;
+    assert_eq!(spec["links"]["maxItems"], per_pair as u64);
+    let link_props = &spec["links"]["items"]["properties"];
+    assert_eq!(
+        link_props["nvlinks"]["maximum"].as_f64(),
+        Some(f64::from(gputopo_api::MAX_BONDED_NVLINKS))
+    );
+    let top_index = (gputopo_api::MAX_GPUS_PER_NODE - 1) as f64;
+    for index in [&gpu["index"], &link_props["a"], &link_props["b"]] {
+        assert_eq!(index["maximum"].as_f64(), Some(top_index));
+    }
+    assert_eq!(
+        spec["links"]["items"]["x-kubernetes-validations"][0]["rule"],
+        "self.a < self.b"
+    );
     // Fields a source cannot know are null, so the schema must allow null.
     assert_eq!(gpu["uuid"]["nullable"], true);
     assert_eq!(spec["summary"]["properties"]["p2pLevel"]["nullable"], true);

@@ -18,9 +18,10 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
     let node_name = env.unique_name("a100-hostile");
     fixture_node(env, &node_name, DGX_A100, &[("e2e-group", &group)]).await;
 
-    // A copy of a real GpuTopology with one GPU index beyond u32: the CRD's
-    // `format: uint32` is not enforced by the API server.
-    let bad_name = env.unique_name("index-overflow");
+    // A copy of a real GpuTopology with one GPU's NUMA node beyond i32: the
+    // CRD's `format: int32` is not enforced by the API server (its bounds,
+    // `maximum` and `maxItems`, are; they keep out what they can).
+    let bad_name = env.unique_name("numa-overflow");
     let resource = ApiResource::erase::<GpuTopology>(&());
     let dynamic: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let mut spec = serde_json::to_value(
@@ -32,7 +33,7 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
     )
     .expect("a spec serializes");
     spec["nodeName"] = bad_name.clone().into();
-    spec["gpus"][0]["index"] = 5_000_000_000u64.into();
+    spec["gpus"][0]["numaNode"] = 5_000_000_000u64.into();
     let mut bad = DynamicObject::new(&bad_name, &resource);
     bad.data = serde_json::json!({ "spec": spec });
     dynamic
@@ -56,7 +57,7 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
         || async {
             let text = s.get("/metrics").await?.1;
             text.contains(
-                "gputopo_invalid_objects{kind=\"GpuTopology\",reason=\"spec.gpus[0].index\"}",
+                "gputopo_invalid_objects{kind=\"GpuTopology\",reason=\"spec.gpus[0].numaNode\"}",
             )
             .then_some(text)
         },
@@ -84,7 +85,7 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
     )
     .await;
     assert!(
-        note(&event).contains("spec.gpus[0].index"),
+        note(&event).contains("spec.gpus[0].numaNode"),
         "{}",
         note(&event)
     );

@@ -268,3 +268,47 @@ async fn garbage_collector_deletes_the_topology_with_its_node() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// The CRD's bounds are the API server's: a link claiming more NVLinks than
+/// any GPU has, or joining a pair the wrong way round, never gets stored.
+#[tokio::test]
+async fn the_api_server_refuses_a_gputopology_beyond_the_crds_bounds() {
+    let env = TestEnv::shared().await;
+    let client = env.client().await;
+    let api: Api<GpuTopology> = Api::all(client.clone());
+    let node = Api::<Node>::all(client)
+        .create(&PostParams::default(), &node(&env.unique_name("bounds")))
+        .await
+        .expect("a node");
+    for (what, mutate, field) in [
+        (
+            "NV4294967295",
+            (|t: &mut GpuTopology| t.spec.links[0].nvlinks = u32::MAX) as fn(&mut GpuTopology),
+            "nvlinks",
+        ),
+        (
+            "a > b",
+            |t: &mut GpuTopology| {
+                let l = &mut t.spec.links[0];
+                (l.a, l.b) = (l.b, l.a);
+            },
+            "a link joins GPUs a < b",
+        ),
+        (
+            "GPU index 64",
+            |t: &mut GpuTopology| t.spec.gpus[0].index = 64,
+            "index",
+        ),
+    ] {
+        let mut t = topology_for(&node);
+        mutate(&mut t);
+        let e = api
+            .create(&PostParams::default(), &t)
+            .await
+            .expect_err(what);
+        assert!(
+            matches!(&e, kube::Error::Api(s) if s.code == 422 && s.message.contains(field)),
+            "{what}: {e}"
+        );
+    }
+}
