@@ -41,6 +41,14 @@ pub fn is_pending_for(pod: &Pod, names: &[String]) -> bool {
     is_unbound_for(pod, names) && !is_gated(pod)
 }
 
+/// The node a preemptor waits on (`status.nominatedNodeName`), if any.
+pub fn nominated_node(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
 /// Whether a scheduling gate (`spec.schedulingGates`) holds `pod` back.
 pub fn is_gated(pod: &Pod) -> bool {
     pod.spec

@@ -276,7 +276,18 @@ impl NodeShape {
         };
         let before = self.leftover_key(base, method);
         let score = self.score(query, &winner, before, base & !winner.gpus);
-        Ok(SetPick {
+        Ok(self.set_pick(&winner, base, score, method))
+    }
+
+    /// The answer for `winner`, chosen among `base`'s free GPUs.
+    pub(super) fn set_pick(
+        &self,
+        winner: &Winner,
+        base: u32,
+        score: u8,
+        method: Method,
+    ) -> SetPick {
+        SetPick {
             gpus: winner.gpus,
             bottleneck: self.tables.class(winner.quality),
             numa_nodes: u32::from(winner.numa_nodes),
@@ -286,7 +297,7 @@ impl NodeShape {
             runner_up: (winner.runner_up != 0).then_some(winner.runner_up),
             candidates: winner.candidates,
             method,
-        })
+        }
     }
 
     /// `round(70·q + 20·l + 10·u)`; see the module docs.

@@ -126,21 +126,12 @@ impl NodeShape {
             ..query
         };
         let score = self.score(&scored, &winner, before, base & !winner.gpus);
-        Ok(Some(SetPick {
-            gpus: winner.gpus,
-            bottleneck: self.tables.class(winner.quality),
-            numa_nodes: u32::from(winner.numa_nodes),
-            leftover: self.leftover_of(base & !winner.gpus, winner.leftover),
-            score,
-            decided_by: winner.decided_by,
-            runner_up: (winner.runner_up != 0).then_some(winner.runner_up),
-            candidates: winner.candidates,
-            method: if self.gpu_count() <= MAX_EXACT_GPUS {
-                super::request::Method::Exact
-            } else {
-                super::request::Method::Heuristic
-            },
-        }))
+        let method = if self.gpu_count() <= MAX_EXACT_GPUS {
+            super::request::Method::Exact
+        } else {
+            super::request::Method::Heuristic
+        };
+        Ok(Some(self.set_pick(&winner, base, score, method)))
     }
 }
 

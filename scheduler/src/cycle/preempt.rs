@@ -5,6 +5,7 @@
 //! a refusal never leaves half a plan evicted.
 
 use super::Outcome;
+use crate::cluster::nominated_node;
 use crate::config::Preemption;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -72,12 +73,7 @@ pub fn precheck(
     // Victims of an earlier round still terminating: wait for them rather
     // than evict more.
     for (pod, _) in members {
-        let Some(node) = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.nominated_node_name.as_deref())
-            .filter(|n| !n.is_empty())
-        else {
+        let Some(node) = nominated_node(pod) else {
             continue;
         };
         let terminating = by_key

@@ -6,7 +6,9 @@ use super::gang::{GangContext, GangKey, GangUnit};
 use super::queue::QueuedPod;
 use super::reservations::GangReservations;
 use super::{Clock, Cycle, DomainUse, NOMINATION_TTL, Outcome};
-use crate::cluster::{Assumed, Objects, build_snapshot, is_pending_for, pod_key, queued};
+use crate::cluster::{
+    Assumed, Objects, build_snapshot, is_pending_for, nominated_node, pod_key, queued,
+};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
@@ -126,12 +128,7 @@ impl Cycle {
     /// preemptor may be backing off) cannot take what the evictions freed.
     fn read_back_nominations(&mut self, pending: &[&Arc<Pod>], snapshot: &Snapshot, now: Instant) {
         for pod in pending {
-            let Some(node) = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.nominated_node_name.as_deref())
-                .filter(|n| !n.is_empty())
-            else {
+            let Some(node) = nominated_node(pod) else {
                 continue;
             };
             let key = pod_key(pod);

@@ -80,6 +80,16 @@ pub fn member(gang: &str, size: u32, i: u32, gpus: u32, priority: i32) -> Pod {
     annotate(p, "gputopo.dev/gang-size", &size.to_string())
 }
 
+/// Member `i` of the scheduler-plugins PodGroup `group` (its label).
+pub fn group_member(group: &str, i: u32, gpus: u32, priority: i32) -> Pod {
+    let mut p = pod(&format!("{group}-{i}"), gpus, None, priority);
+    p.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("scheduling.x-k8s.io/pod-group".into(), group.into());
+    p
+}
+
 /// A scheduler-plugins PodGroup in namespace `ml`.
 pub fn pod_group(name: &str, min_member: u32, timeout: Option<u32>) -> PodGroup {
     let mut g = PodGroup::new(

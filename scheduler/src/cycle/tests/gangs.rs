@@ -3,7 +3,7 @@
 //! are the properties scheduler-core's former `GangQueue` and
 //! `Reservations` were tested for, now held by the code that runs.
 
-use super::fixtures::{World, member, pod, pod_group};
+use super::fixtures::{World, group_member, member, pod, pod_group};
 use super::{Harness, binds, message};
 use crate::config::Settings;
 use crate::cycle::{Outcome, WriteErrorKind, WriteOp};
@@ -149,13 +149,7 @@ fn a_gang_past_its_timeout_is_told_and_loses_its_reservation() {
     w.groups.push(Arc::new(pod_group("job", 2, Some(30))));
     w.add(pod("low", 8, Some("n1"), 0));
     for i in 0..2 {
-        let p = pod(&format!("job-{i}"), 8, None, 100);
-        let mut p = p;
-        p.metadata
-            .labels
-            .get_or_insert_default()
-            .insert("scheduling.x-k8s.io/pod-group".into(), "job".into());
-        w.add(p);
+        w.add(group_member("job", i, 8, 100));
     }
     let mut h = Harness::new(w, Harness::reserving());
     let (report, _) = h.cycle();
@@ -384,12 +378,7 @@ fn a_new_leader_keeps_a_gangs_schedule_timeout() {
     let mut w = World::busy_pair();
     w.groups.push(Arc::new(pod_group("job", 2, Some(30))));
     for i in 0..2 {
-        let mut p = pod(&format!("job-{i}"), 8, None, 100);
-        p.metadata
-            .labels
-            .get_or_insert_default()
-            .insert("scheduling.x-k8s.io/pod-group".into(), "job".into());
-        w.add(p);
+        w.add(group_member("job", i, 8, 100));
     }
     let mut h = Harness::new(w, Harness::reserving());
     // The members were created 31 s before this process first looks.
