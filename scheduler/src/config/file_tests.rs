@@ -1,0 +1,172 @@
+//! The configuration file: every field read, errors naming line and field.
+
+use super::*;
+
+fn parse(text: &str) -> Result<Settings, ConfigFileError> {
+    Settings::from_yaml(text, Path::new("sched.yaml"))
+}
+
+#[test]
+fn an_empty_file_is_the_defaults() {
+    assert_eq!(parse("# nothing\n").unwrap(), Settings::default());
+}
+
+#[test]
+fn reads_every_field() {
+    let s = parse(
+        "schedulerNames: [a, b]\nnetworkTiers: {preset: aws}\nweights: {gpuSet: 80}\n\
+         defaultTopologyManagerPolicy: single-numa-node\nmemoryTarget: {low: 0.5, high: 0.6}\n\
+         spotInstanceTypes: [p4d.spot]\nbackoff: {initial: 200ms, max: 5s, unschedulableTimeout: 1m}\n",
+    )
+    .unwrap();
+    assert_eq!(s.scheduler_names, ["a", "b"]);
+    assert_eq!(s.core.tiers, NetworkTiers::aws());
+    assert_eq!(s.core.weights.gpu_set, 80);
+    assert_eq!(s.core.weights.allocation, 20);
+    assert_eq!(
+        s.core.default_topology_manager_policy,
+        TopologyManagerPolicy::SingleNumaNode
+    );
+    assert_eq!(s.core.memory_target, MemoryTarget::new(0.5, 0.6).unwrap());
+    assert_eq!(s.backoff.initial, Duration::from_millis(200));
+    assert_eq!(s.backoff.unschedulable_timeout, Duration::from_secs(60));
+}
+
+#[test]
+fn errors_name_line_and_field() {
+    let e = parse("weights:\n  gpuSet: 40\n  bogus: 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("sched.yaml:3:"), "{e}");
+    assert!(e.contains("weights") && e.contains("bogus"), "{e}");
+    let e = parse("backoff:\n  max: soon\n").unwrap_err().to_string();
+    assert!(e.starts_with("sched.yaml:2:"), "{e}");
+    assert!(e.contains("backoff.max") && e.contains("\"soon\""), "{e}");
+    let e = parse("networkTiers:\n  preset: slurm\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("networkTiers.preset") && e.contains("topograph"),
+        "{e}"
+    );
+    let e = parse("defaultTopologyManagerPolicy: strict\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(":1:") && e.contains("single-numa-node"), "{e}");
+    let e = parse("backoff: {initial: 1m, max: 1s}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("backoff") && e.contains("at most max"), "{e}");
+}
+
+#[test]
+fn preemption_and_gangs_are_read() {
+    let s = parse(
+        "preemption: {enabled: false, checkpointMaxAge: 10m}\n\
+         gangs: {mixedModels: true, scheduleTimeout: 90s, partialBindTimeout: 2m, reservations: {maxFraction: 0.5, ttl: 5m}}\n",
+    )
+    .unwrap();
+    assert!(!s.preemption.enabled);
+    assert_eq!(
+        s.preemption.policy.checkpoint_max_age,
+        Duration::from_secs(600)
+    );
+    assert_eq!(
+        s.preemption.policy.finish_window,
+        PreemptionPolicy::default().finish_window
+    );
+    assert_eq!(s.gangs.schedule_timeout, Duration::from_secs(90));
+    assert_eq!(s.gangs.partial_bind_timeout, Duration::from_secs(120));
+    assert!(s.core.gang_mixed_models);
+    assert!(
+        !Settings::default().core.gang_mixed_models,
+        "one model by default"
+    );
+    let r = s.gangs.reservations.expect("reservations on");
+    assert_eq!((r.max_fraction, r.ttl), (0.5, Duration::from_secs(300)));
+    assert_eq!(
+        r.max_reservations,
+        ReservationPolicy::default().max_reservations
+    );
+    let off = parse("gangs: {reservations: {enabled: false}}\n").unwrap();
+    assert_eq!(off.gangs.reservations, None);
+    let e = parse("gangs:\n  reservations: {maxFraction: 2}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("maxFraction") && e.contains("0 to 1"), "{e}");
+    let e = parse("preemption:\n  enabled: maybe\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("sched.yaml:2:") && e.contains("preemption.enabled"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_target_workload_turns_on_the_fragmentation_score() {
+    assert!(parse("# none\n").unwrap().core.target_workload.is_none());
+    let s = parse(
+        "weights: {fragmentation: 500}\ntargetWorkload:\n  podTypes:\n\
+         \x20   - {cpuMilli: 8000, gpus: 1, weight: 3}\n\
+         \x20   - {cpuMilli: 4000, gpus: 1, gpuMilli: 250}\n",
+    )
+    .unwrap();
+    let w = s.core.target_workload.expect("a target workload");
+    assert_eq!(w.types().len(), 2);
+    assert_eq!(w.model_label(), DEFAULT_MODEL_LABEL);
+    let total: f64 = w.types().iter().map(|t| t.weight).sum();
+    assert!((total - 1.0).abs() < 1e-9, "weights renormalised: {total}");
+    assert_eq!(s.core.weights.fragmentation, 500);
+    let e = parse("targetWorkload:\n  podTypes:\n    - {gpus: 2, gpuMilli: 500}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("targetWorkload.podTypes") && e.contains("share"),
+        "{e}"
+    );
+    let e = parse("targetWorkload:\n  podTypes:\n    - {gpus: 1, milli: 5}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("sched.yaml:3:") && e.contains("milli"), "{e}");
+    let e = parse("targetWorkload: {podTypes: []}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at least one pod type"), "{e}");
+}
+
+#[test]
+fn profiles_override_scoring_and_share_the_cluster_view() {
+    let s = parse(
+        "weights: {gpuSet: 70}\nnetworkTiers: {preset: aws}\n\
+         profiles:\n  - schedulerName: gputopo-cost\n    weights: {cost: 60}\n    preemption: {enabled: false}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        s.all_scheduler_names(),
+        ["gputopo-scheduler", "gputopo-cost"]
+    );
+    let (core, preemption) = s.profile_for("gputopo-cost");
+    assert_eq!(core.weights.cost, 60);
+    assert_eq!(core.weights.gpu_set, 70, "inherited from the top level");
+    assert_eq!(core.tiers, NetworkTiers::aws());
+    assert!(!preemption.enabled);
+    let (core, preemption) = s.profile_for("gputopo-scheduler");
+    assert_eq!(core.weights.cost, ScoreWeights::default().cost);
+    assert!(preemption.enabled);
+
+    let e = parse("profiles:\n  - schedulerName: gputopo-scheduler\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already served"), "{e}");
+    let e = parse("profiles:\n  - schedulerName: x\n    networkTiers: {preset: aws}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("sched.yaml:3:") && e.contains("networkTiers"),
+        "{e}"
+    );
+    let mut s = parse("profiles:\n  - schedulerName: x\n").unwrap();
+    assert!(s.set_scheduler_names(vec!["x".into()]).is_err());
+    assert!(s.set_scheduler_names(vec!["y".into()]).is_ok());
+}
