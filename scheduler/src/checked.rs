@@ -15,7 +15,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde::de::{self, DeserializeOwned, Deserializer};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -179,19 +179,6 @@ where
                 },
             });
         Ok(Checked { metadata, value })
-    }
-}
-
-impl<K> Serialize for Checked<K>
-where
-    K: Serialize,
-{
-    /// Only what was decoded (the reflector never serializes; tests may).
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match &self.value {
-            Ok(v) => v.serialize(s),
-            Err(e) => e.reason.serialize(s),
-        }
     }
 }
 

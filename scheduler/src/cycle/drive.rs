@@ -93,20 +93,18 @@ impl Cycle {
                     continue;
                 }
             };
-            let (core, preemption) = {
-                let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
-                let (c, p) = self.settings.profile_for(name.unwrap_or_default());
-                (c.clone(), *p)
-            };
+            let settings = self.settings.clone();
+            let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+            let (core, preemption) = settings.profile_for(name.unwrap_or_default());
             match pending.request.gang.clone() {
                 None => {
-                    self.one_pod(writes, &mut work, (pod, pending), &core, &preemption)
+                    self.one_pod(writes, &mut work, (pod, pending), core, preemption)
                         .await;
                 }
                 Some(gang) => {
                     let unit = self.assemble_gang(&pending, &gang, &work.by_key, work.groups);
                     handled.extend(unit.members.iter().map(|(p, _)| pod_key(p)));
-                    self.gang(writes, &mut work, unit, &core, &preemption).await;
+                    self.gang(writes, &mut work, unit, core, preemption).await;
                 }
             }
         }
@@ -156,13 +154,8 @@ impl Cycle {
         preemption: &Preemption,
     ) {
         let member_keys: Vec<String> = unit.members.iter().map(|(p, _)| pod_key(p)).collect();
+        let partial = self.partly_bound_for(&unit, work.clock.now);
         // The gang's own reservation and nominations are free for it.
-        if let Some(partial) = self.partly_bound_for(&unit, work.clock.now)
-            && partial > self.settings.gangs.partial_bind_timeout
-        {
-            self.undo_partial_gang(writes, work, &unit, partial).await;
-            return;
-        }
         self.lift_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
         let waited = self.gang_waited(&unit.key, work.clock.now);
         let t = Instant::now();
@@ -202,6 +195,14 @@ impl Cycle {
                 } else {
                     self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
                 }
+                return;
+            }
+            // Not placeable now, and partly bound for too long: undone, so
+            // that no bound member holds GPUs for members that cannot come.
+            _ if partial.is_some_and(|p| p > self.settings.gangs.partial_bind_timeout) => {
+                self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
+                let partial = partial.unwrap_or_default();
+                self.undo_partial_gang(writes, work, &unit, partial).await;
                 return;
             }
             Some(GangDecision::Placed(placements)) => {
@@ -261,11 +262,7 @@ impl Cycle {
                     evicted.push(member.clone());
                 }
                 Err(e) => {
-                    work.report.evictions.push(if e.budget_refused() {
-                        EvictionResult::Refused
-                    } else {
-                        EvictionResult::Error
-                    });
+                    work.report.evictions.push(EvictionResult::failed(&e));
                     failed.push(e.to_string());
                 }
             }
@@ -410,11 +407,7 @@ impl Cycle {
             for victim in &plan.victims {
                 if let Err(e) = writes.evict(victim, false).await {
                     // A budget changed between the dry run and now.
-                    work.report.evictions.push(if e.budget_refused() {
-                        EvictionResult::Refused
-                    } else {
-                        EvictionResult::Error
-                    });
+                    work.report.evictions.push(EvictionResult::failed(&e));
                     return PreemptResult::Failed(format!("preemption: {e}"));
                 }
                 work.report.evictions.push(EvictionResult::Evicted);

@@ -39,7 +39,8 @@ use k8s_openapi::jiff::Timestamp;
 use nominations::Nominations;
 use queue::SchedulingQueue;
 use reservations::GangReservations;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a preemptor keeps its claim on the GPUs its victims free: well
@@ -67,7 +68,9 @@ impl Clock {
 /// seen in the API, and what it holds for whom.
 #[derive(Debug)]
 pub struct Cycle {
-    settings: Settings,
+    /// Shared so that a decision can hold its profile while the cycle's
+    /// state changes, without copying the configuration per pod.
+    settings: Arc<Settings>,
     queue: SchedulingQueue,
     assumed: AssumeCache,
     /// When each gang waiting now was first seen pending: for
@@ -80,6 +83,10 @@ pub struct Cycle {
     nominations: Nominations,
     /// Gangs partly bound (some members bound, others pending) since when.
     partial_since: HashMap<GangKey, Instant>,
+    /// The snapshot warnings of the last cycle: a new one is logged at
+    /// `warn` once (an edited GPU record, a topology not trusted), not
+    /// every cycle.
+    warned: HashSet<String>,
 }
 
 impl Cycle {
@@ -91,7 +98,8 @@ impl Cycle {
             reservations: settings.gangs.reservations.map(GangReservations::new),
             nominations: Nominations::default(),
             partial_since: HashMap::new(),
-            settings,
+            warned: HashSet::new(),
+            settings: Arc::new(settings),
         }
     }
 
@@ -151,6 +159,15 @@ pub enum EvictionResult {
 }
 
 impl EvictionResult {
+    /// An eviction the API server did not carry out.
+    pub fn failed(e: &WriteError) -> EvictionResult {
+        if e.budget_refused() {
+            EvictionResult::Refused
+        } else {
+            EvictionResult::Error
+        }
+    }
+
     pub fn metric_label(self) -> &'static str {
         match self {
             EvictionResult::Evicted => "evicted",

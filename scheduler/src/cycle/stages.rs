@@ -102,9 +102,11 @@ impl Cycle {
                     return Err(format!("building the cluster snapshot: {e}"));
                 }
             };
-        for w in &warnings {
-            debug!(warning = %w, "snapshot");
+        let warnings: HashSet<String> = warnings.into_iter().collect();
+        for w in warnings.difference(&self.warned) {
+            warn!(warning = %w, "snapshot");
         }
+        self.warned = warnings;
         if let Some(r) = &self.reservations {
             for w in r.apply(&mut snapshot, None) {
                 warn!(warning = %w, "reservation");

@@ -393,3 +393,26 @@ fn a_new_leader_keeps_a_gangs_schedule_timeout() {
         report.outcomes
     );
 }
+
+#[test]
+fn a_partly_bound_gang_past_its_timeout_that_fits_now_is_completed_not_undone() {
+    let mut settings = Harness::no_preemption();
+    settings.gangs.partial_bind_timeout = Duration::from_secs(60);
+    let mut w = World::dgx(2, 2);
+    w.add(pod("keeper", 8, Some("n2"), 1000));
+    w.add(bound_member("job", 2, 0, "n1"));
+    w.add(member("job", 2, 1, 8, 0));
+    let mut h = Harness::new(w, settings);
+    h.cycle();
+    // Past the timeout, but the keeper has finished: the gang completes.
+    h.world.remove("keeper");
+    h.advance(Duration::from_secs(61));
+    let (_, writes) = h.cycle();
+    assert_eq!(binds(&writes), [("ml/job-1".to_string(), "n2".to_string())]);
+    assert!(
+        !writes
+            .iter()
+            .any(|w| matches!(w, super::fake::Write::Evict { .. })),
+        "{writes:?}"
+    );
+}

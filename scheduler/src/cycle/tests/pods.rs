@@ -18,6 +18,11 @@ fn a_pod_is_bound_with_a_best_gpu_set_and_says_why() {
         panic!("not scheduled: {:?}", report.outcomes);
     };
     assert_eq!(p.gpus.len(), 4);
+    let label = report.outcomes[0].outcome.metric_label();
+    assert!(
+        label == "scheduled" && Outcome::METRIC_LABELS.contains(&label),
+        "{label}"
+    );
     assert_eq!(p.bottleneck.map(|b| b.to_string()).as_deref(), Some("NV12"));
     let event = writes
         .iter()
