@@ -436,15 +436,20 @@ fn candidates(
             request: plan.name.clone(),
             pool: devices.unusable_pools[0].clone(),
         }),
-        Mode::All if unusable.is_some() => {
-            let (d, why) = unusable.unwrap_or_else(|| unreachable!());
-            Err(NodeReason::AllDeviceUnavailable {
+        Mode::All => match unusable {
+            Some((d, why)) => Err(NodeReason::AllDeviceUnavailable {
                 claim: claim.key.clone(),
                 request: plan.name.clone(),
                 device: Box::new(d.id.clone()),
                 why,
-            })
-        }
+            }),
+            None => Ok(Candidates {
+                claim: ci,
+                request: ri,
+                mode: Mode::All,
+                mask,
+            }),
+        },
         mode => Ok(Candidates {
             claim: ci,
             request: ri,
