@@ -6,6 +6,10 @@
 //! corruption loses nothing (codes, indentation; collapsed tabs with no empty value; a lost
 //! header over a square matrix whose values are all visible) it must read.
 
+mod common;
+
+use common::expand_tabs;
+
 use gputopo_api::LinkClass;
 use gputopo_topology::parse::topo_matrix::{self, MatrixGpu, TopoMatrix};
 use proptest::prelude::*;
@@ -263,22 +267,9 @@ impl Machine {
         }
         lines
             .iter()
-            .map(|l| if self.expand { expand(l) } else { l.clone() } + "\n")
+            .map(|l| if self.expand { expand_tabs(l) } else { l.clone() } + "\n")
             .collect()
     }
-}
-
-fn expand(line: &str) -> String {
-    let mut out = String::new();
-    for ch in line.chars() {
-        if ch == '\t' {
-            let n = 8 - out.chars().count() % 8;
-            out.extend(std::iter::repeat_n(' ', n));
-        } else {
-            out.push(ch);
-        }
-    }
-    out
 }
 
 proptest! {

@@ -3,6 +3,10 @@
 //! turned every tab into one space. Each reads as the clean text does, and each has a refusal
 //! that names the line and column of the bad token in the text as given.
 
+mod common;
+
+use common::expand_tabs;
+
 use gputopo_api::LinkClass;
 use gputopo_topology::parse::topo_matrix::{self, TopoErrorKind, TopoMatrix, TopoParseError};
 
@@ -96,7 +100,7 @@ fn indented_text_reads_as_the_clean_text() {
     assert_eq!(topo_matrix::parse(&varying).expect("varying"), clean());
     // A space-expanded copy, indented: tab stops count from each row's label.
     let expanded = with_lines(CLEAN, |i, l| {
-        format!("{}{}", " ".repeat(1 + i % 5), expand(l))
+        format!("{}{}", " ".repeat(1 + i % 5), expand_tabs(l))
     });
     assert_eq!(topo_matrix::parse(&expanded).expect("expanded"), clean());
 }
@@ -212,18 +216,4 @@ fn tabs_collapsed_refusals_name_line_and_column() {
     let e = refused(&text);
     assert_eq!((e.line, e.kind), (4, TopoErrorKind::BadCell), "{e}");
     assert_eq!(e.column, column_of(&text, 4, "XNV12"), "{e}");
-}
-
-/// What a terminal does to tabs: 8-column tab stops.
-fn expand(line: &str) -> String {
-    let mut out = String::new();
-    for ch in line.chars() {
-        if ch == '\t' {
-            let n = 8 - out.chars().count() % 8;
-            out.extend(std::iter::repeat_n(' ', n));
-        } else {
-            out.push(ch);
-        }
-    }
-    out
 }

@@ -6,6 +6,10 @@
 //! spaces, trailing blanks, empty fields trailing NIC rows). The parsed and
 //! normalized object must equal the one built from the truth.
 
+mod common;
+
+use common::expand_tabs;
+
 use gputopo_api::{LinkClass, LinkType, TopologySource};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::facts::{GpuFacts, NicFacts, NodeFacts, PairFact};
@@ -307,23 +311,6 @@ fn nth_field_end(line: &str, n: usize) -> usize {
 /// NIC k's RDMA device: deliberately not k, as on machines where NIC0 is mlx5_1.
 fn nic_device(k: usize) -> usize {
     (k + 3) % 13
-}
-
-/// What a terminal or markdown renderer does to tabs: 8-column tab stops.
-fn expand_tabs(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 2);
-    let mut col = 0;
-    for ch in s.chars() {
-        if ch == '\t' {
-            let n = 8 - col % 8;
-            out.extend(std::iter::repeat_n(' ', n));
-            col += n;
-        } else {
-            out.push(ch);
-            col += 1;
-        }
-    }
-    out
 }
 
 proptest! {
