@@ -18,7 +18,8 @@ pub use request::{
 };
 
 pub use topology::{
-    CONDITION_DEGRADED, GpuAllocation, GpuFabric, GpuInfo, GpuLink, GpuTopology, GpuTopologySpec,
-    GpuTopologyStatus, GpuVendor, Interconnect, LinkBandwidth, MAX_GPUS_PER_NODE, Nic, NicGpuLink,
-    TopologySource, TopologySummary, crd_yaml,
+    CONDITION_DEGRADED, DeviceForm, GpuAllocation, GpuFabric, GpuHolder, GpuInfo, GpuLink,
+    GpuTopology, GpuTopologySpec, GpuTopologyStatus, GpuVendor, Interconnect, LinkBandwidth,
+    MAX_GPUS_PER_NODE, Nic, NicGpuLink, PodResourcesReading, TopologySource, TopologySummary,
+    crd_yaml,
 };

@@ -273,17 +273,83 @@ pub struct GpuTopologyStatus {
     /// `Degraded`: a GPU has fewer active NVLinks than its peers or its product should.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// Which pods hold each GPU, as of `podResources.observedAt` (GPUs nobody
+    /// holds are left out).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub allocations: Vec<GpuAllocation>,
+    /// The agent's reading of the kubelet's PodResources API; absent when the
+    /// agent does not read it (then `allocations` says nothing either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_resources: Option<PodResourcesReading>,
 }
 
 /// Which pods hold one GPU, as the kubelet's pod-resources API reports.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GpuAllocation {
+    #[schemars(range(max = 63))]
     pub gpu: u32,
-    /// `namespace/name` of each pod holding this GPU.
+    /// `namespace/name` of each pod holding this GPU, whole or in part.
+    #[schemars(length(max = 256))]
     pub pods: Vec<String>,
+    /// Each container holding this GPU or part of it, with the device the
+    /// kubelet names (empty from agents before the holders were published).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub holders: Vec<GpuHolder>,
+}
+
+/// One container's hold on a GPU, as the kubelet reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuHolder {
+    /// `namespace/name` of the pod.
+    #[schemars(length(max = 317))]
+    pub pod: String,
+    #[schemars(length(max = 253))]
+    pub container: String,
+    /// The extended resource the device came from (`nvidia.com/gpu`,
+    /// `nvidia.com/mig-1g.10gb`, `amd.com/gpu`).
+    #[schemars(length(max = 253))]
+    pub resource: String,
+    /// The device ID the kubelet reports (a GPU or MIG UUID, a PCI address,
+    /// a shared replica's `<uuid>::<n>`).
+    #[schemars(length(max = 253))]
+    pub device: String,
+    pub form: DeviceForm,
+}
+
+/// How a device a container holds relates to the GPU.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceForm {
+    /// The whole GPU.
+    Whole,
+    /// A MIG instance on the GPU.
+    Mig,
+    /// One replica of a GPU shared by time-slicing or MPS.
+    Replica,
+}
+
+/// What the agent last read from the kubelet's PodResources API.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodResourcesReading {
+    /// When `allocations` was read (RFC 3339). Older than a few scans means
+    /// the agent or the kubelet stopped answering: the scheduler then falls
+    /// back to the pods' annotations.
+    pub observed_at: String,
+    /// Why the latest attempt failed, when it did; `allocations` is then
+    /// the last successful reading, of `observedAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub last_error: Option<String>,
+    /// GPU device IDs the kubelet named that match none of this node's GPUs
+    /// (left out of `allocations`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub unknown_devices: Vec<String>,
 }
 
 /// The condition type the agent sets when NVLinks are missing or down.

@@ -177,12 +177,15 @@ fn snapshot_from_kubernetes_objects() {
             gputopo_api::GpuAllocation {
                 gpu: 6,
                 pods: vec!["other/legacy".into()],
+                holders: vec![],
             },
             gputopo_api::GpuAllocation {
                 gpu: 7,
                 pods: vec!["other/legacy".into()],
+                holders: vec![],
             },
         ],
+        pod_resources: None,
     });
     let ours: Pod = serde_json::from_value(json!({
         "metadata": {"name": "ours", "namespace": "ml", "annotations": {

@@ -254,10 +254,12 @@ fn the_kubelets_allocation_wins_over_the_annotation() {
         gputopo_api::GpuAllocation {
             gpu: 4,
             pods: vec!["default/asked-for-0".into()],
+            holders: vec![],
         },
         gputopo_api::GpuAllocation {
             gpu: 6,
             pods: vec!["default/unknown".into(), "default/shared".into()],
+            holders: vec![],
         },
     ];
     let mut unknown = BoundPodInput::new("default", "unknown", "n");

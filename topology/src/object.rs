@@ -10,6 +10,7 @@ pub fn gpu_topology(spec: GpuTopologySpec, findings: &[HealthFinding], now: Time
     object.status = Some(GpuTopologyStatus {
         conditions: vec![degraded_condition(findings, now)],
         allocations: vec![],
+        pod_resources: None,
     });
     object
 }

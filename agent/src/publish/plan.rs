@@ -129,6 +129,7 @@ pub fn plan_topology(
     .map(|c| GpuTopologyStatus {
         conditions: vec![c],
         allocations: vec![],
+        pod_resources: None,
     });
     TopologyPlan { object, status }
 }
