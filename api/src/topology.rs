@@ -1,7 +1,7 @@
 //! The `GpuTopology` custom resource (`gputopo.dev/v1alpha1`): one per node.
 
 use crate::link::{LinkClass, LinkType};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube_core::CustomResourceExt;
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
@@ -336,10 +336,10 @@ pub enum DeviceForm {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodResourcesReading {
-    /// When `allocations` was read (RFC 3339). Older than a few scans means
-    /// the agent or the kubelet stopped answering: the scheduler then falls
-    /// back to the pods' annotations.
-    pub observed_at: String,
+    /// When `allocations` was read. Older than a few scans means the agent
+    /// or the kubelet stopped answering: the scheduler then falls back to
+    /// the pods' annotations.
+    pub observed_at: Time,
     /// Why the latest attempt failed, when it did; `allocations` is then
     /// the last successful reading, of `observedAt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
