@@ -318,6 +318,7 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
                 allocatable: allocatable.clone(),
                 topology: spec,
                 gpu_allocations: Vec::new(),
+                allocations_observed_at: None,
             });
         }
     }

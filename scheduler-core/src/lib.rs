@@ -1,3 +1,4 @@
+pub mod accounting;
 pub mod config;
 pub mod dra;
 pub mod explain;

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
+use gputopo_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::explain::{Verdict, explain, explain_pod};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
@@ -185,7 +186,11 @@ fn snapshot_from_kubernetes_objects() {
                 holders: vec![],
             },
         ],
-        pod_resources: None,
+        pod_resources: Some(gputopo_api::PodResourcesReading {
+            observed_at: Time("2026-01-01T00:05:00Z".parse().unwrap()),
+            last_error: None,
+            unknown_devices: vec![],
+        }),
     });
     let ours: Pod = serde_json::from_value(json!({
         "metadata": {"name": "ours", "namespace": "ml", "annotations": {
@@ -197,7 +202,8 @@ fn snapshot_from_kubernetes_objects() {
     .unwrap();
     let legacy: Pod = serde_json::from_value(json!({
         "metadata": {"name": "legacy", "namespace": "other"},
-        "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}
+        "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+        "status": {"phase": "Running", "startTime": "2026-01-01T00:01:00Z"}
     }))
     .unwrap();
     let unknown: Pod = serde_json::from_value(json!({

@@ -247,21 +247,31 @@ fn odd_inputs_become_warnings_or_errors() {
     );
 }
 
+fn at(t: &str) -> gputopo_api::k8s_openapi::jiff::Timestamp {
+    t.parse().unwrap()
+}
+
+fn whole(gpu: u32, pods: &[&str]) -> gputopo_api::GpuAllocation {
+    gputopo_api::GpuAllocation {
+        gpu,
+        pods: pods.iter().map(|p| p.to_string()).collect(),
+        holders: vec![],
+    }
+}
+
+fn started(mut pod: BoundPodInput, t: &str) -> BoundPodInput {
+    pod.start_time = Some(at(t));
+    pod
+}
+
 #[test]
 fn the_kubelets_allocation_wins_over_the_annotation() {
     let mut n = gpu_node("n", a100());
     n.gpu_allocations = vec![
-        gputopo_api::GpuAllocation {
-            gpu: 4,
-            pods: vec!["default/asked-for-0".into()],
-            holders: vec![],
-        },
-        gputopo_api::GpuAllocation {
-            gpu: 6,
-            pods: vec!["default/unknown".into(), "default/shared".into()],
-            holders: vec![],
-        },
+        whole(4, &["default/asked-for-0"]),
+        whole(6, &["default/unknown", "default/shared"]),
     ];
+    n.allocations_observed_at = Some(at("2026-01-01T00:10:00Z"));
     let mut unknown = BoundPodInput::new("default", "unknown", "n");
     unknown.holding = GpuHolding::Unknown(1);
     let mut shared = BoundPodInput::new("default", "shared", "n");
@@ -269,9 +279,14 @@ fn the_kubelets_allocation_wins_over_the_annotation() {
         gpu: None,
         share: GpuShare::Milli(100),
     };
+    let t = "2026-01-01T00:00:00Z";
     let snap = snapshot(
         vec![n],
-        vec![holder("asked-for-0", "n", &[0], None), unknown, shared],
+        vec![
+            started(holder("asked-for-0", "n", &[0], None), t),
+            started(unknown, t),
+            started(shared, t),
+        ],
     );
     let node = snap.node(snap.node_id("n").unwrap());
     assert_eq!(node.held_gpus(), (1 << 4) | (1 << 6));
@@ -283,4 +298,74 @@ fn the_kubelets_allocation_wins_over_the_annotation() {
         "a GPU reported for a whole and a shared pod is flagged: {:?}",
         snap.warnings()
     );
+}
+
+#[test]
+fn allocations_without_a_reading_time_or_from_before_the_pod_started_are_not_used() {
+    // No reading time: an object that never read the kubelet says nothing.
+    let mut unread = gpu_node("n", a100());
+    unread.gpu_allocations = vec![whole(4, &["default/p"])];
+    let t = "2026-01-01T00:00:00Z";
+    let snap = snapshot(vec![unread], vec![started(holder("p", "n", &[0], None), t)]);
+    assert_eq!(snap.node(snap.node_id("n").unwrap()).held_gpus(), 1 << 0);
+
+    // Read before this pod started: the reading is about an earlier pod of
+    // the same name, so the annotation stands.
+    let mut old = gpu_node("n", a100());
+    old.gpu_allocations = vec![whole(4, &["default/p"])];
+    old.allocations_observed_at = Some(at("2026-01-01T00:00:00Z"));
+    let pods = vec![started(
+        holder("p", "n", &[0], None),
+        "2026-01-01T00:00:01Z",
+    )];
+    let snap = snapshot(vec![old.clone()], pods);
+    assert_eq!(snap.node(snap.node_id("n").unwrap()).held_gpus(), 1 << 0);
+
+    // Not started at all (the kubelet has not taken it): the annotation.
+    let snap = snapshot(vec![old], vec![holder("p", "n", &[0], None)]);
+    assert_eq!(snap.node(snap.node_id("n").unwrap()).held_gpus(), 1 << 0);
+}
+
+#[test]
+fn a_mig_slice_or_replica_reported_on_a_gpu_is_not_a_whole_gpu() {
+    use gputopo_api::{DeviceForm, GpuHolder};
+    let holder_of = |pod: &str, form| GpuHolder {
+        pod: pod.into(),
+        container: "c".into(),
+        resource: "nvidia.com/gpu".into(),
+        device: "GPU-x".into(),
+        form,
+    };
+    let mut n = gpu_node("n", a100());
+    n.gpu_allocations = vec![
+        gputopo_api::GpuAllocation {
+            gpu: 2,
+            pods: vec!["default/whole".into(), "default/slice".into()],
+            holders: vec![
+                holder_of("default/whole", DeviceForm::Whole),
+                holder_of("default/slice", DeviceForm::Mig),
+            ],
+        },
+        gputopo_api::GpuAllocation {
+            gpu: 5,
+            pods: vec!["default/whole".into()],
+            holders: vec![holder_of("default/whole", DeviceForm::Replica)],
+        },
+    ];
+    n.allocations_observed_at = Some(at("2026-01-01T00:10:00Z"));
+    let t = "2026-01-01T00:00:00Z";
+    // `slice` asks for no whole GPU; `whole` was chosen GPUs 0 and 1.
+    let slice = started(BoundPodInput::new("default", "slice", "n"), t);
+    let snap = snapshot(
+        vec![n],
+        vec![started(holder("whole", "n", &[0, 1], None), t), slice],
+    );
+    let node = snap.node(snap.node_id("n").unwrap());
+    let held = node.held_gpus();
+    // GPU 2 is `whole`'s; the replica on 5 is not a whole GPU, and the MIG
+    // slice adds nothing. `whole` asked for two: the one the node does not
+    // account for is charged to a GPU nobody is known to hold, never to 5.
+    assert!(held & (1 << 2) != 0, "{held:#b}");
+    assert!(held & (1 << 5) == 0, "{held:#b}");
+    assert_eq!(held.count_ones(), 2, "{held:#b}");
 }

@@ -116,6 +116,7 @@ pub fn cluster_with(nodes: usize, with_pods: bool) -> Snapshot {
             allocatable: allocatable.clone(),
             topology: Some(model),
             gpu_allocations: Vec::new(),
+            allocations_observed_at: None,
         });
         // Busy GPUs: none on a fifth of the nodes, else 1–4 pods.
         if rng.next().is_multiple_of(5) || !with_pods {

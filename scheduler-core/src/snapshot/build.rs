@@ -5,6 +5,7 @@ use super::{
     Amounts, BoundPod, Domain, DomainId, GpuKind, GpuUuids, Node, NodeGpus, NodeId, PodGroup,
     PodId, ShapeEntry, SharedHold, SharedUse, Signals, Snapshot, SnapshotError, SnapshotWarning,
 };
+use crate::accounting::{ReportedGpus, reported_gpus};
 use crate::config::{MAX_TIERS, NetworkTiers, SchedulerConfig, TopologyManagerPolicy};
 use crate::gpuset::{MAX_GPUS, NodeShape, ShapeCatalog};
 use crate::resources::Resources;
@@ -42,6 +43,10 @@ pub struct NodeInput {
     pub topology: Option<GpuTopologySpec>,
     /// The `GpuTopology` status allocations: which pods (`namespace/name`) hold each GPU.
     pub gpu_allocations: Vec<GpuAllocation>,
+    /// When the kubelet was read for `gpu_allocations`: a pod's reported
+    /// GPUs count only if it had started by then (an older reading may name
+    /// an earlier pod of the same name). `None`: the allocations are not used.
+    pub allocations_observed_at: Option<Timestamp>,
 }
 
 impl Default for NodeInput {
@@ -55,6 +60,7 @@ impl Default for NodeInput {
             allocatable: Resources::unlimited(),
             topology: None,
             gpu_allocations: Vec::new(),
+            allocations_observed_at: None,
         }
     }
 }
@@ -192,16 +198,16 @@ impl SnapshotBuilder {
             signals: Signals::default(),
         };
         let mut state = BuildState::default();
-        let mut allocations: HashMap<(NodeId, String), u32> = HashMap::new();
+        let mut reported: HashMap<(NodeId, String), ReportedGpus> = HashMap::new();
+        let mut observed_at: Vec<Option<Timestamp>> = Vec::with_capacity(nodes.len());
         for (i, input) in nodes.into_iter().enumerate() {
             let id = NodeId(i as u32);
-            for a in &input.gpu_allocations {
-                if a.gpu < MAX_GPUS {
-                    for pod in &a.pods {
-                        *allocations.entry((id, pod.clone())).or_default() |= 1 << a.gpu;
-                    }
+            if input.allocations_observed_at.is_some() {
+                for (pod, r) in reported_gpus(&input.gpu_allocations) {
+                    reported.insert((id, pod.to_string()), r);
                 }
             }
+            observed_at.push(input.allocations_observed_at);
             let node = snapshot.make_node(id, input, &spot_instance_types, &mut state);
             snapshot.nodes.push(node);
             snapshot.refresh(i);
@@ -213,24 +219,17 @@ impl SnapshotBuilder {
         let pods: Vec<BoundPodInput> = pods
             .into_iter()
             .map(|mut pod| {
-                let reported = snapshot
-                    .node_id(&pod.node)
-                    .and_then(|node| {
-                        allocations.get(&(node, format!("{}/{}", pod.namespace, pod.name)))
-                    })
-                    .copied();
-                if let Some(mask) = reported {
-                    pod.holding = match pod.holding {
-                        GpuHolding::Shared { share, gpu } => GpuHolding::Shared {
-                            gpu: if mask.count_ones() == 1 {
-                                Some(mask.trailing_zeros())
-                            } else {
-                                gpu
-                            },
-                            share,
-                        },
-                        _ => GpuHolding::Whole(bit_indices(mask)),
-                    };
+                let Some(node) = snapshot.node_id(&pod.node) else {
+                    return pod;
+                };
+                // A reading from before the pod started is about another pod.
+                let read_after_start = match (observed_at[node.0 as usize], pod.start_time) {
+                    (Some(read), Some(started)) => started <= read,
+                    _ => false,
+                };
+                let key = (node, format!("{}/{}", pod.namespace, pod.name));
+                if let (true, Some(r)) = (read_after_start, reported.get(&key)) {
+                    pod.holding = apply_reported(*r, std::mem::take(&mut pod.holding));
                 }
                 pod
             })
@@ -253,6 +252,25 @@ impl SnapshotBuilder {
             }
         }
         Ok(snapshot)
+    }
+}
+
+/// A pod's holding, corrected by what the kubelet reports it holds.
+fn apply_reported(reported: ReportedGpus, holding: GpuHolding) -> GpuHolding {
+    match holding {
+        GpuHolding::Shared { share, gpu } => GpuHolding::Shared {
+            gpu: if reported.any.count_ones() == 1 {
+                Some(reported.any.trailing_zeros())
+            } else {
+                gpu
+            },
+            share,
+        },
+        GpuHolding::Whole(_) | GpuHolding::Unknown(_) if reported.whole != 0 => {
+            GpuHolding::Whole(bit_indices(reported.whole))
+        }
+        // MIG slices and devices other than whole GPUs are not whole GPUs.
+        other => other,
     }
 }
 
@@ -332,6 +350,7 @@ impl Snapshot {
             allocatable,
             topology,
             gpu_allocations: _,
+            allocations_observed_at: _,
         } = input;
         let mut interned: Vec<(Sym, Sym)> = labels
             .iter()

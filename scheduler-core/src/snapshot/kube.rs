@@ -63,16 +63,23 @@ pub fn node_input(node: &Node, topology: Option<&GpuTopology>) -> Result<NodeInp
             node: name.clone(),
             source,
         })?;
+    // Allocations count only with the agent's reading of the kubelet: an
+    // object without one says nothing about who holds what.
+    let reading = topology
+        .and_then(|t| t.status.as_ref())
+        .and_then(|s| Some((s, s.pod_resources.as_ref()?)));
+    let (gpu_allocations, allocations_observed_at) = match reading {
+        Some((status, r)) => (status.allocations.clone(), Some(r.observed_at.0)),
+        None => (Vec::new(), None),
+    };
     Ok(NodeInput {
         labels: node.metadata.labels.clone().unwrap_or_default(),
         taints,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         allocatable,
         topology: topology.map(|t| t.spec.clone()),
-        gpu_allocations: topology
-            .and_then(|t| t.status.as_ref())
-            .map(|s| s.allocations.clone())
-            .unwrap_or_default(),
+        gpu_allocations,
+        allocations_observed_at,
         name,
     })
 }
