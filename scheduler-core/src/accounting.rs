@@ -176,6 +176,9 @@ impl AssignmentMismatch {
     }
 }
 
+/// A fresh reading's time and what it says each pod holds.
+type FreshReport<'a> = (Timestamp, HashMap<&'a str, ReportedGpus>);
+
 /// Pods bound to a node whose fresh report names GPUs other than their
 /// `gputopo.dev/assigned-gpus`, sorted by pod. Pods the node does not
 /// report yet (not admitted), readings from before the pod started, stale
@@ -187,8 +190,8 @@ pub fn assignment_mismatches<'a>(
     now: Timestamp,
     max_age: Duration,
 ) -> Vec<AssignmentMismatch> {
-    let mut reports: HashMap<&str, Option<(Timestamp, HashMap<&str, ReportedGpus>)>> =
-        HashMap::new();
+    // Per node: its fresh reading, by pod; `None` when not fresh.
+    let mut reports: HashMap<&str, Option<FreshReport<'_>>> = HashMap::new();
     let mut found = BTreeMap::new();
     for pod in pods {
         let Some(spec) = &pod.spec else { continue };

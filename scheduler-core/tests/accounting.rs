@@ -137,13 +137,13 @@ fn a_stale_reading_or_one_from_before_the_pod_started_proves_nothing() {
     let pod = bound_pod("p", "1", T0, json!({}));
     // fresh: a mismatch (control)
     assert_eq!(
-        mismatches(&dgx1_read_at(READ, &holds), &[pod.clone()], NOW).len(),
+        mismatches(&dgx1_read_at(READ, &holds), std::slice::from_ref(&pod), NOW).len(),
         1
     );
     // read 16 minutes before now, with 15 allowed
     let stale = dgx1_read_at(READ, &holds);
     assert_eq!(
-        mismatches(&stale, &[pod.clone()], "2026-03-01T10:17:01Z"),
+        mismatches(&stale, std::slice::from_ref(&pod), "2026-03-01T10:17:01Z"),
         vec![]
     );
     // read before this pod started: it names an earlier pod of the same name

@@ -14,14 +14,16 @@
 use crate::cycle::queue::QueuedPod;
 use crate::podgroup::PodGroup;
 use gputopo_api::GpuTopology;
+use gputopo_scheduler_core::accounting::ReadingState;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gpuset::stranded_free_gpus;
 use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{BoundPodInput, Snapshot, SnapshotBuilder, SnapshotError};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// `namespace/name`.
 pub fn pod_key(pod: &Pod) -> String {
@@ -149,14 +151,23 @@ pub struct Objects<'a> {
     pub groups: &'a [Arc<PodGroup>],
 }
 
+/// How far nodes' readings of the kubelet are trusted, at the moment of a cycle.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadingTrust {
+    pub now: Timestamp,
+    pub max_age: Duration,
+}
+
 /// Builds the snapshot: every node (with the `GpuTopology` of its name),
 /// every pod holding resources on a node, whoever bound it, the assumed
-/// pods, the PodGroups. An object that cannot be read is left out and
+/// pods, the PodGroups. A node's reported allocations count only while its
+/// reading is fresh (`trust`). An object that cannot be read is left out and
 /// named in the returned warnings; the snapshot's own warnings follow.
 pub fn build_snapshot(
     objects: &Objects<'_>,
     assumed: &AssumeCache,
     config: &SchedulerConfig,
+    trust: ReadingTrust,
 ) -> Result<(Snapshot, Vec<String>), SnapshotError> {
     let mut warnings = Vec::new();
     let topologies: HashMap<&str, &GpuTopology> = objects
@@ -167,8 +178,21 @@ pub fn build_snapshot(
     let mut builder = SnapshotBuilder::new(config);
     for node in objects.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        match node_input(node, topologies.get(name).copied()) {
-            Ok(input) => {
+        let topology = topologies.get(name).copied();
+        match node_input(node, topology) {
+            Ok(mut input) => {
+                let status = topology.and_then(|t| t.status.as_ref());
+                if let ReadingState::Stale { observed_at, .. } =
+                    ReadingState::of(status, trust.now, trust.max_age)
+                {
+                    // Stable text: the cycle logs a warning once, when new.
+                    warnings.push(format!(
+                        "node {name}: its kubelet allocations were read at {observed_at}, more than {} ago: the pods' assigned-gpus count instead",
+                        humantime::format_duration(trust.max_age)
+                    ));
+                    input.gpu_allocations.clear();
+                    input.allocations_observed_at = None;
+                }
                 builder.node(input);
             }
             Err(e) => warnings.push(format!("node left out: {e}")),

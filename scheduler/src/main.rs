@@ -365,6 +365,7 @@ async fn extender(args: ExtenderArgs) -> Result<()> {
         tls,
         limits: args.limits.limits(),
         scheduler_names: args.scheduler_name,
+        accounting: settings.accounting,
     };
     extender::run(client, settings.core, options, shutdown)
         .await

@@ -41,6 +41,11 @@ pub struct EvictionLabels {
     pub result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabel {
+    pub node: String,
+}
+
 /// The scheduler's metrics, in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -54,6 +59,8 @@ pub struct Metrics {
     pub gang_wait: Histogram,
     pub domain_utilization: Family<DomainLabels, Gauge<f64, AtomicU64>>,
     pub evictions: Family<EvictionLabels, Counter>,
+    /// Pods found on other GPUs than chosen, by node (each difference once).
+    pub assignment_mismatches: Family<NodeLabel, Counter>,
     /// 1 on the replica that holds the leader lease (or runs without
     /// leader election), 0 on a standby.
     pub leader: Gauge,
@@ -86,6 +93,12 @@ impl Metrics {
         let domain_utilization = Family::<DomainLabels, Gauge<f64, AtomicU64>>::default();
         let evictions = Family::<EvictionLabels, Counter>::default();
         let invalid_objects = register_invalid_objects(&mut registry);
+        let assignment_mismatches = Family::<NodeLabel, Counter>::default();
+        registry.register(
+            "assignment_mismatch",
+            "Pods a node reports holding other GPUs than gputopo chose (gputopo.dev/assigned-gpus), by node; each difference counted once",
+            assignment_mismatches.clone(),
+        );
         registry.register(
             "gang_wait_seconds",
             "Time from a gang's first member seen pending to its last member bound",
@@ -143,6 +156,7 @@ impl Metrics {
             gang_wait,
             domain_utilization,
             evictions,
+            assignment_mismatches,
             leader,
             invalid_objects,
         }
@@ -181,6 +195,13 @@ impl Metrics {
         }
         for w in &report.gang_waits {
             self.gang_wait.observe(w.as_secs_f64());
+        }
+        for m in &report.assignment_mismatches {
+            self.assignment_mismatches
+                .get_or_create(&NodeLabel {
+                    node: m.node.clone(),
+                })
+                .inc();
         }
         for e in &report.evictions {
             self.evictions

@@ -15,6 +15,7 @@ struct FileConfig {
     backoff: Option<BackoffFile>,
     preemption: Option<PreemptionFile>,
     gangs: Option<GangsFile>,
+    accounting: Option<AccountingFile>,
     target_workload: Option<TargetWorkloadFile>,
     profiles: Option<Vec<ProfileFile>>,
 }
@@ -66,6 +67,12 @@ struct GangsFile {
     schedule_timeout: Option<DurationFile>,
     partial_bind_timeout: Option<DurationFile>,
     reservations: Option<ReservationsFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AccountingFile {
+    reported_allocations_max_age: Option<DurationFile>,
 }
 
 #[derive(Deserialize)]
@@ -327,6 +334,18 @@ impl Settings {
         }
         if let Some(p) = parsed.preemption {
             settings.preemption = p.over(settings.preemption);
+        }
+        if let Some(t) = parsed
+            .accounting
+            .and_then(|a| a.reported_allocations_max_age)
+        {
+            if t.0.is_zero() {
+                return Err(inconsistent(
+                    "accounting.reportedAllocationsMaxAge",
+                    "must be above zero (e.g. 15m)".into(),
+                ));
+            }
+            settings.accounting.reported_allocations_max_age = t.0;
         }
         if let Some(g) = parsed.gangs {
             if let Some(mixed) = g.mixed_models {

@@ -104,6 +104,34 @@ fn preemption_and_gangs_are_read() {
 }
 
 #[test]
+fn the_age_of_a_trusted_kubelet_reading_is_read_and_must_be_above_zero() {
+    assert_eq!(
+        parse("# none\n")
+            .unwrap()
+            .accounting
+            .reported_allocations_max_age,
+        Duration::from_secs(15 * 60)
+    );
+    let s = parse("accounting: {reportedAllocationsMaxAge: 2m}\n").unwrap();
+    assert_eq!(
+        s.accounting.reported_allocations_max_age,
+        Duration::from_secs(120)
+    );
+    let e = parse("accounting: {reportedAllocationsMaxAge: 0s}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("accounting.reportedAllocationsMaxAge") && e.contains("above zero"),
+        "{e}"
+    );
+    let e = parse("accounting: {maxAge: 2m}\n").unwrap_err().to_string();
+    assert!(
+        e.contains("reportedAllocationsMaxAge"),
+        "unknown fields name the accepted ones: {e}"
+    );
+}
+
+#[test]
 fn a_target_workload_turns_on_the_fragmentation_score() {
     assert!(parse("# none\n").unwrap().core.target_workload.is_none());
     let s = parse(

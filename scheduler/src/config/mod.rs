@@ -22,6 +22,8 @@
 //!   partialBindTimeout: 5m                # a partly bound gang is undone after this
 //!   mixedModels: false                    # gangs keep to one GPU model unless their pods say otherwise
 //!   reservations: {enabled: true, maxFraction: 0.25, maxReservations: 4, ttl: 15m}
+//! accounting:
+//!   reportedAllocationsMaxAge: 15m        # a node's kubelet reading older than this is not trusted
 //! targetWorkload:                         # the pods the cluster expects: turns on the fragmentation score
 //!   modelLabel: nvidia.com/gpu.product    # node label naming the GPU model (the default)
 //!   podTypes:
@@ -165,6 +167,24 @@ impl Default for Gangs {
     }
 }
 
+/// How far what nodes report about held GPUs is trusted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Accounting {
+    /// A node's reading of the kubelet's allocations (its `GpuTopology`
+    /// `status.podResources.observedAt`) older than this is stale: the pods'
+    /// `gputopo.dev/assigned-gpus` count instead, and no mismatch is
+    /// reported from it. Three of the agent's 5-minute heartbeats.
+    pub reported_allocations_max_age: Duration,
+}
+
+impl Default for Accounting {
+    fn default() -> Accounting {
+        Accounting {
+            reported_allocations_max_age: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
 /// What one `spec.schedulerName` decides with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
@@ -182,6 +202,7 @@ pub struct Settings {
     pub backoff: Backoff,
     pub preemption: Preemption,
     pub gangs: Gangs,
+    pub accounting: Accounting,
     /// Further names, each with its own scoring (see the module docs).
     pub profiles: Vec<Profile>,
 }
@@ -194,6 +215,7 @@ impl Default for Settings {
             backoff: Backoff::default(),
             preemption: Preemption::default(),
             gangs: Gangs::default(),
+            accounting: Accounting::default(),
             profiles: Vec::new(),
         }
     }

@@ -44,8 +44,35 @@ impl Work<'_> {
 }
 
 impl Cycle {
-    /// One pass over the pods that are due.
+    /// One pass over the pods that are due, and (every
+    /// [`super::accounting::CHECK_EVERY`]) over the pods running on other
+    /// GPUs than chosen.
     pub async fn run<W: ClusterWrites>(
+        &mut self,
+        objects: &Objects<'_>,
+        writes: &W,
+        clock: Clock,
+    ) -> CycleReport {
+        let mismatches = self.assignment_checks.due(
+            objects.pods,
+            objects.topologies,
+            clock,
+            self.settings.accounting.reported_allocations_max_age,
+        );
+        for (pod, m) in &mismatches {
+            let message = m.message();
+            warn!(pod = %m.pod, node = %m.node, %message, "GPU assignment mismatch");
+            writes.emit_event(
+                pod,
+                EventSpec::warning("GPUAssignmentMismatch", "Verifying", message),
+            );
+        }
+        let mut report = self.schedule_due(objects, writes, clock).await;
+        report.assignment_mismatches = mismatches.into_iter().map(|(_, m)| m).collect();
+        report
+    }
+
+    async fn schedule_due<W: ClusterWrites>(
         &mut self,
         objects: &Objects<'_>,
         writes: &W,

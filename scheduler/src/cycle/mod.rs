@@ -3,7 +3,8 @@
 //! * **In**: the watched objects ([`Objects`]) and a [`Clock`], passed in
 //!   by the daemon (`scheduler.rs`), which owns the watches.
 //! * **Pure** (no `async`, no API; `stages.rs`, `gang.rs`, `queue.rs`,
-//!   `reservations.rs`, `nominations.rs`, `preempt.rs`, `outcome.rs`): the
+//!   `reservations.rs`, `nominations.rs`, `preempt.rs`, `outcome.rs`,
+//!   `accounting.rs`): the
 //!   [`Cycle`]'s bookkeeping (queue, assume cache, gang clocks,
 //!   reservations, nominations), the snapshot, gang assembly, and
 //!   scheduler-core's decisions, ending in typed [`Outcome`]s.
@@ -16,6 +17,7 @@
 //! The tests (`tests/`) drive whole cycles over literal objects with a
 //! recording [`ClusterWrites`] that fails on demand.
 
+pub mod accounting;
 mod drive;
 pub mod gang;
 pub mod nominations;
@@ -35,6 +37,7 @@ pub use writes::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 use crate::cluster::{AssumeCache, Usage};
 use crate::config::Settings;
 use gang::GangKey;
+use gputopo_scheduler_core::accounting::AssignmentMismatch;
 use k8s_openapi::jiff::Timestamp;
 use nominations::Nominations;
 use queue::SchedulingQueue;
@@ -87,6 +90,8 @@ pub struct Cycle {
     /// `warn` once (an edited GPU record, a topology not trusted), not
     /// every cycle.
     warned: HashSet<String>,
+    /// The assignment mismatches already reported.
+    assignment_checks: accounting::AssignmentChecks,
 }
 
 impl Cycle {
@@ -99,6 +104,7 @@ impl Cycle {
             nominations: Nominations::default(),
             partial_since: HashMap::new(),
             warned: HashSet::new(),
+            assignment_checks: accounting::AssignmentChecks::default(),
             settings: Arc::new(settings),
         }
     }
@@ -203,6 +209,8 @@ pub struct CycleReport {
     pub domains: Vec<DomainUse>,
     /// The snapshot could not be built; every due pod backs off.
     pub snapshot_error: Option<String>,
+    /// Pods found running on other GPUs than chosen, each reported once.
+    pub assignment_mismatches: Vec<AssignmentMismatch>,
 }
 
 impl CycleReport {

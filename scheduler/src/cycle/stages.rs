@@ -7,7 +7,7 @@ use super::queue::QueuedPod;
 use super::reservations::GangReservations;
 use super::{Clock, Cycle, DomainUse, NOMINATION_TTL, Outcome};
 use crate::cluster::{
-    Assumed, Objects, build_snapshot, is_pending_for, nominated_node, pod_key, queued,
+    Assumed, Objects, ReadingTrust, build_snapshot, is_pending_for, nominated_node, pod_key, queued,
 };
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -92,8 +92,12 @@ impl Cycle {
         if ready.is_empty() {
             return Ok(None);
         }
+        let trust = ReadingTrust {
+            now: clock.wall,
+            max_age: self.settings.accounting.reported_allocations_max_age,
+        };
         let (mut snapshot, warnings) =
-            match build_snapshot(objects, &self.assumed, &self.settings.core) {
+            match build_snapshot(objects, &self.assumed, &self.settings.core, trust) {
                 Ok(s) => s,
                 Err(e) => {
                     for q in &ready {

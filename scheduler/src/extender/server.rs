@@ -15,7 +15,8 @@ use super::http::{self, Backend, Limits};
 use super::metrics::ExtenderMetrics;
 use super::protocol::{BindingRequest, PlanError, binding, plan_binding};
 use super::tls::{TlsListener, TlsServing};
-use crate::cluster::{AssumeCache, Assumed, Objects, build_snapshot, pod_key, usage};
+use crate::cluster::{AssumeCache, Assumed, Objects, ReadingTrust, build_snapshot, pod_key, usage};
+use crate::config::Accounting;
 use crate::scheduler::FIELD_MANAGER;
 use crate::watch::{WatchError, Watches};
 use futures::future::BoxFuture;
@@ -25,6 +26,7 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Binding, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use std::collections::HashMap;
@@ -93,6 +95,8 @@ pub struct ServeOptions {
     /// The `spec.schedulerName` values of the pods `/bind` takes
     /// (`--scheduler-name`): the profiles of the kube-scheduler calling it.
     pub scheduler_names: Vec<String>,
+    /// How far nodes' readings of the kubelet are trusted (the config file).
+    pub accounting: Accounting,
 }
 
 /// Where the extender listens.
@@ -122,6 +126,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Extender {
     client: kube::Client,
     config: SchedulerConfig,
+    accounting: Accounting,
     scheduler_names: Vec<String>,
     watches: Watches,
     /// Bumped by every watch event that can change a snapshot, and by every bind.
@@ -139,6 +144,7 @@ impl Extender {
     pub async fn start(
         client: kube::Client,
         config: SchedulerConfig,
+        accounting: Accounting,
         scheduler_names: Vec<String>,
         metrics: Arc<ExtenderMetrics>,
         readiness: Arc<Readiness>,
@@ -155,6 +161,7 @@ impl Extender {
         Ok(Arc::new(Extender {
             client,
             config,
+            accounting,
             scheduler_names,
             watches,
             generation,
@@ -192,7 +199,11 @@ impl Extender {
         let (snapshot, warnings) = {
             let mut assumed = lock(&self.assumed);
             assumed.reconcile(&by_key);
-            build_snapshot(&objects, &assumed, &self.config)
+            let trust = ReadingTrust {
+                now: Timestamp::now(),
+                max_age: self.accounting.reported_allocations_max_age,
+            };
+            build_snapshot(&objects, &assumed, &self.config, trust)
         }
         .map_err(|e| format!("building the cluster snapshot: {e}"))?;
         for w in &warnings {
@@ -364,6 +375,7 @@ pub async fn run(
     let extender = Extender::start(
         client,
         config,
+        options.accounting,
         options.scheduler_names.clone(),
         metrics.clone(),
         readiness.clone(),

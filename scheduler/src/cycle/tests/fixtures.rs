@@ -2,7 +2,8 @@
 //! `nvidia-smi topo -m` of a real one), pods with GPU limits, gangs,
 //! PodGroups, and the snapshot the cycle would build from them.
 
-use crate::cluster::{AssumeCache, Objects, build_snapshot};
+use crate::cluster::{AssumeCache, Objects, ReadingTrust, build_snapshot};
+use crate::config::Accounting;
 use crate::podgroup::{PodGroup, PodGroupSpec};
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -10,6 +11,7 @@ use gputopo_scheduler_core::snapshot::Snapshot;
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::normalize::normalize;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use std::sync::{Arc, OnceLock};
 
@@ -152,6 +154,10 @@ impl World {
             &self.objects(),
             &AssumeCache::default(),
             &SchedulerConfig::default(),
+            ReadingTrust {
+                now: Timestamp::now(),
+                max_age: Accounting::default().reported_allocations_max_age,
+            },
         )
         .expect("a snapshot")
         .0

@@ -2,6 +2,7 @@
 //! for the API server: every path the end-to-end suite covers, in
 //! milliseconds, plus the failures a real server produces only by chance.
 
+mod accounting;
 pub mod fake;
 pub mod fixtures;
 mod gangs;
