@@ -6,8 +6,12 @@
 //! - [`deviceplugin`]: device plugin API v1beta1 (`Registration` served by the
 //!   kubelet, `DevicePlugin` served by a plugin).
 //! - [`podresources`]: PodResources v1 (`PodResourcesLister`, served by the kubelet).
+//! - `stand_in` (feature `stand-in`): a stand-in for the kubelet's device
+//!   manager and PodResources server, for tests where no kubelet runs.
 
 pub mod socket;
+#[cfg(feature = "stand-in")]
+pub mod stand_in;
 
 /// Device plugin API v1beta1 (`k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1`).
 pub mod deviceplugin {
