@@ -10,6 +10,7 @@ use gputopo::place::{self, PlaceRequest, parse_free, parse_level};
 use gputopo::report::ExplainReport;
 use gputopo::topology;
 use gputopo_api::Collective;
+use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_scheduler_core::explain::explain_pod;
 use std::io::Write;
 use std::path::PathBuf;
@@ -84,6 +85,10 @@ enum Command {
         /// or comma-separated label keys, outermost first.
         #[arg(long)]
         tiers: Option<String>,
+        /// The moment nodes' kubelet readings are judged at (RFC 3339, e.g.
+        /// the time the cluster was dumped); default: now.
+        #[arg(long)]
+        now: Option<Timestamp>,
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: Output,
     },
@@ -195,8 +200,9 @@ fn main() -> ExitCode {
             cluster,
             pod,
             tiers,
+            now,
             output,
-        } => run_explain(&cluster, &pod, tiers, output),
+        } => run_explain(&cluster, &pod, Overrides { tiers, now }, output),
     }
 }
 
@@ -280,10 +286,10 @@ fn run_place(
 fn run_explain(
     cluster_path: &std::path::Path,
     pod_path: &std::path::Path,
-    tiers: Option<String>,
+    overrides: Overrides,
     output: Output,
 ) -> ExitCode {
-    let cluster = match cluster::load(cluster_path, &Overrides { tiers }) {
+    let cluster = match cluster::load(cluster_path, &overrides) {
         Ok(c) => c,
         Err(e) => return bad_input("explain", e),
     };
@@ -301,7 +307,7 @@ fn run_explain(
     {
         return bad_input("explain", format!("{}: {}", pod_path.display(), u.message));
     }
-    let report = ExplainReport::new(&explanation);
+    let report = ExplainReport::new(&explanation, &cluster.reports);
     match output {
         Output::Json => match serde_json::to_string_pretty(&report) {
             Ok(json) => out(&format!("{json}\n")),

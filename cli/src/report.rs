@@ -1,5 +1,6 @@
 //! `gputopo explain` output: one JSON document, or a decision line and a table.
 
+use crate::cluster::NodeReport as ReportedByNode;
 use gputopo_scheduler_core::explain::Explanation;
 use gputopo_scheduler_core::schedule::Decision;
 use serde::Serialize;
@@ -11,6 +12,9 @@ pub struct ExplainReport {
     pub pod: String,
     pub decision: DecisionReport,
     pub nodes: Vec<NodeReport>,
+    /// What nodes report about held GPUs (their kubelet, read by the agent).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reported_by_nodes: Vec<ReportedByNode>,
 }
 
 #[derive(Serialize)]
@@ -42,7 +46,7 @@ pub struct NodeReport {
 }
 
 impl ExplainReport {
-    pub fn new(e: &Explanation) -> ExplainReport {
+    pub fn new(e: &Explanation, reported_by_nodes: &[ReportedByNode]) -> ExplainReport {
         let decision = match &e.decision {
             Decision::Placed(p) => DecisionReport::Placed {
                 node: p.node.clone(),
@@ -71,6 +75,7 @@ impl ExplainReport {
                     reason: r.reason.clone(),
                 })
                 .collect(),
+            reported_by_nodes: reported_by_nodes.to_vec(),
         }
     }
 
@@ -128,6 +133,12 @@ impl ExplainReport {
                 }
             }
             out.push('\n');
+        }
+        if !self.reported_by_nodes.is_empty() {
+            out.push_str("\nWhat nodes report (their kubelet, read by gputopo-agent):\n");
+            for r in &self.reported_by_nodes {
+                out.push_str(&r.text());
+            }
         }
         out
     }

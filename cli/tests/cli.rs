@@ -471,6 +471,68 @@ fn explain_on_every_cluster_fixture_matches_the_library() {
     }
 }
 
+/// `fixtures/clusters/kube-list.yaml`: gpu-b's kubelet gave `ml/trainer`
+/// GPUs 0 and 2 where gputopo chose the NVLink pair 0,1.
+fn explain_kube_list(now: &str, output: &str) -> Output {
+    gputopo(&[
+        "explain",
+        "--cluster",
+        "fixtures/clusters/kube-list.yaml",
+        "--pod",
+        "fixtures/clusters/pods/chat-share.yaml",
+        "--now",
+        now,
+        "-o",
+        output,
+    ])
+}
+
+#[test]
+fn explain_shows_what_nodes_report_and_where_it_differs_from_the_choice() {
+    let out = explain_kube_list("2026-03-01T10:05:00Z", "text");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("What nodes report"), "{text}");
+    assert!(text.contains("gpu-b: read 2026-03-01T10:00:00Z (fresh)"), "{text}");
+    assert!(text.contains("GPU 2: ml/trainer/c (whole)"), "{text}");
+    let mismatch = text
+        .lines()
+        .find(|l| l.contains("MISMATCH"))
+        .unwrap_or_else(|| panic!("no mismatch line:\n{text}"));
+    assert!(
+        mismatch.contains("ml/trainer")
+            && mismatch.contains("GPUs 0,1")
+            && mismatch.contains("reports 0,2")
+            && mismatch.contains("NV12 ring chosen, got SYS ring"),
+        "{mismatch}"
+    );
+    let doc = json(&explain_kube_list("2026-03-01T10:05:00Z", "json"));
+    let reported = doc["reportedByNodes"].as_array().expect("reportedByNodes");
+    assert_eq!(reported.len(), 2, "{doc}");
+    assert_eq!(reported[1]["node"], "gpu-b");
+    assert_eq!(reported[1]["mismatches"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn explain_does_not_believe_a_stale_report() {
+    let out = explain_kube_list("2026-03-02T10:00:00Z", "text");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("gpu-b: read 2026-03-01T10:00:00Z (stale)"), "{text}");
+    assert!(!text.contains("MISMATCH"), "{text}");
+    let bad = gputopo(&[
+        "explain",
+        "--cluster",
+        "fixtures/clusters/kube-list.yaml",
+        "--pod",
+        "fixtures/clusters/pods/chat-share.yaml",
+        "--now",
+        "yesterday",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "bad --now is bad input");
+    assert!(stderr(&bad).contains("--now"), "{}", stderr(&bad));
+}
+
 #[test]
 fn explain_reproduces_the_contract_message() {
     let out = gputopo(&[

@@ -18,6 +18,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
+/// The oldest reading of the kubelet trusted unless configured otherwise:
+/// three of the agent's 5-minute heartbeats.
+pub const DEFAULT_READING_MAX_AGE: Duration = Duration::from_secs(15 * 60);
+
 /// Whether a node's reported allocations can stand in for the pods' annotations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadingState {

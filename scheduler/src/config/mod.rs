@@ -180,7 +180,8 @@ pub struct Accounting {
 impl Default for Accounting {
     fn default() -> Accounting {
         Accounting {
-            reported_allocations_max_age: Duration::from_secs(15 * 60),
+            reported_allocations_max_age:
+                gputopo_scheduler_core::accounting::DEFAULT_READING_MAX_AGE,
         }
     }
 }

@@ -34,17 +34,23 @@
 //! File paths are relative to the cluster file. The loader reads files; the
 //! scheduler core only ever sees specs.
 
+mod list;
+mod reports;
+
+pub use reports::{GpuHeld, NodeReport};
+
 use crate::topology::{self, TopologyFileError};
-use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
+use gputopo_api::k8s_openapi::api::core::v1::Pod;
+use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_api::keys::pod as pod_keys;
-use gputopo_api::{GpuRequest, GpuTopology, GpuTopologySpec};
+use gputopo_api::{GpuRequest, GpuTopologySpec};
 use gputopo_scheduler_core::config::{NetworkTiers, SchedulerConfig, TopologyManagerPolicy};
 use gputopo_scheduler_core::resources::Resources;
 use gputopo_scheduler_core::selector::{Taint, TaintEffect};
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{
     BoundPodInput, GpuHolding, NodeInput, PodGroup, Snapshot, SnapshotBuilder,
 };
+use list::load_list;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -75,6 +81,9 @@ pub enum ClusterFileError {
 pub struct Cluster {
     pub snapshot: Snapshot,
     pub config: SchedulerConfig,
+    /// What nodes report about held GPUs (a `kind: List` with GpuTopology
+    /// statuses only; the compact format has no such reports).
+    pub reports: Vec<NodeReport>,
 }
 
 /// Tiers as a preset name or a list of label keys.
@@ -200,6 +209,9 @@ struct PodGroupEntry {
 pub struct Overrides {
     /// `--tiers`: a preset or comma-separated label keys.
     pub tiers: Option<String>,
+    /// `--now`: the moment nodes' kubelet readings are judged at (their
+    /// age); the clock when not given.
+    pub now: Option<Timestamp>,
 }
 
 /// Reads a cluster file.
@@ -347,7 +359,11 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
     let snapshot = builder
         .build()
         .map_err(|e| invalid(path, "(snapshot)", e))?;
-    Ok(Cluster { snapshot, config })
+    Ok(Cluster {
+        snapshot,
+        config,
+        reports: Vec::new(),
+    })
 }
 
 fn pod_input(
@@ -451,7 +467,7 @@ fn expand(template: &str, i: u32, count: Option<u32>) -> Result<String, String> 
     ))
 }
 
-fn apply_overrides(
+pub(crate) fn apply_overrides(
     path: &Path,
     config: &mut SchedulerConfig,
     overrides: &Overrides,
@@ -467,106 +483,12 @@ fn apply_overrides(
     Ok(())
 }
 
-/// A `kind: List` of Nodes, Pods, GpuTopologies and PodGroups.
-fn load_list(
-    path: &Path,
-    value: &serde_yaml::Value,
-    overrides: &Overrides,
-) -> Result<Cluster, ClusterFileError> {
-    let mut config = SchedulerConfig::default();
-    apply_overrides(path, &mut config, overrides)?;
-    let items = value
-        .get("items")
-        .and_then(|i| i.as_sequence())
-        .ok_or_else(|| invalid(path, "items", "a List needs items"))?;
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut topologies: BTreeMap<String, GpuTopology> = BTreeMap::new();
-    let mut pods: Vec<(usize, Pod)> = Vec::new();
-    let mut builder = SnapshotBuilder::new(&config);
-    for (i, item) in items.iter().enumerate() {
-        let at = format!("items[{i}]");
-        let kind = item.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-        let parse_err = |e: serde_yaml::Error| invalid(path, &at, e);
-        match kind {
-            "Node" => nodes.push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "Pod" => pods.push((i, serde_yaml::from_value(item.clone()).map_err(parse_err)?)),
-            "GpuTopology" => {
-                let t: GpuTopology = serde_yaml::from_value(item.clone()).map_err(parse_err)?;
-                let name = t
-                    .metadata
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| t.spec.node_name.clone());
-                topologies.insert(name, t);
-            }
-            "PodGroup" => {
-                let name = item
-                    .get("metadata")
-                    .and_then(|m| m.get("name"))
-                    .and_then(|n| n.as_str())
-                    .ok_or_else(|| invalid(path, &at, "a PodGroup without metadata.name"))?;
-                let namespace = item
-                    .get("metadata")
-                    .and_then(|m| m.get("namespace"))
-                    .and_then(|n| n.as_str())
-                    .unwrap_or("default");
-                let spec = item.get("spec");
-                let min_member = spec
-                    .and_then(|s| s.get("minMember"))
-                    .and_then(|m| m.as_u64())
-                    .and_then(|m| u32::try_from(m).ok())
-                    .filter(|&m| m > 0)
-                    .ok_or_else(|| {
-                        invalid(
-                            path,
-                            &format!("{at}.spec.minMember"),
-                            "a whole number of at least 1",
-                        )
-                    })?;
-                builder.pod_group(PodGroup {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    min_member,
-                    schedule_timeout_seconds: spec
-                        .and_then(|s| s.get("scheduleTimeoutSeconds"))
-                        .and_then(|m| m.as_u64())
-                        .and_then(|m| u32::try_from(m).ok()),
-                });
-            }
-            other => {
-                return Err(invalid(
-                    path,
-                    &format!("{at}.kind"),
-                    format!("{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup"),
-                ));
-            }
-        }
-    }
-    for node in &nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let input = node_input(node, topologies.get(&name))
-            .map_err(|e| invalid(path, &format!("Node {name}"), e))?;
-        builder.node(input);
-    }
-    for (i, pod) in &pods {
-        if let Some(input) =
-            bound_pod_input(pod).map_err(|e| invalid(path, &format!("items[{i}]"), e))?
-        {
-            builder.pod(input);
-        }
-    }
-    let snapshot = builder
-        .build()
-        .map_err(|e| invalid(path, "(snapshot)", e))?;
-    Ok(Cluster { snapshot, config })
-}
-
 /// A resource map's amounts as quantity strings.
 fn amounts(map: &BTreeMap<String, Amount>) -> Vec<(String, String)> {
     map.iter().map(|(k, v)| (k.clone(), v.text())).collect()
 }
 
-fn invalid(path: &Path, at: &str, message: impl std::fmt::Display) -> ClusterFileError {
+pub(crate) fn invalid(path: &Path, at: &str, message: impl std::fmt::Display) -> ClusterFileError {
     ClusterFileError::Invalid {
         path: path.to_path_buf(),
         at: at.to_string(),

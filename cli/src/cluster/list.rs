@@ -1,0 +1,121 @@
+//! A cluster as a `kind: List` of Kubernetes objects (Nodes, Pods,
+//! GpuTopologies, PodGroups), as `kubectl get ... -o yaml` prints them.
+
+use super::reports::node_reports;
+use super::{Cluster, ClusterFileError, Overrides, apply_overrides, invalid};
+use gputopo_api::GpuTopology;
+use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
+use gputopo_api::k8s_openapi::jiff::Timestamp;
+use gputopo_scheduler_core::accounting::{DEFAULT_READING_MAX_AGE, ReadingState};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A `kind: List` of Nodes, Pods, GpuTopologies and PodGroups.
+pub(super) fn load_list(
+    path: &Path,
+    value: &serde_yaml::Value,
+    overrides: &Overrides,
+) -> Result<Cluster, ClusterFileError> {
+    let mut config = SchedulerConfig::default();
+    apply_overrides(path, &mut config, overrides)?;
+    let items = value
+        .get("items")
+        .and_then(|i| i.as_sequence())
+        .ok_or_else(|| invalid(path, "items", "a List needs items"))?;
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut topologies: BTreeMap<String, GpuTopology> = BTreeMap::new();
+    let mut pods: Vec<(usize, Pod)> = Vec::new();
+    let mut builder = SnapshotBuilder::new(&config);
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("items[{i}]");
+        let kind = item.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+        let parse_err = |e: serde_yaml::Error| invalid(path, &at, e);
+        match kind {
+            "Node" => nodes.push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "Pod" => pods.push((i, serde_yaml::from_value(item.clone()).map_err(parse_err)?)),
+            "GpuTopology" => {
+                let t: GpuTopology = serde_yaml::from_value(item.clone()).map_err(parse_err)?;
+                let name = t
+                    .metadata
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| t.spec.node_name.clone());
+                topologies.insert(name, t);
+            }
+            "PodGroup" => {
+                let name = item
+                    .get("metadata")
+                    .and_then(|m| m.get("name"))
+                    .and_then(|n| n.as_str())
+                    .ok_or_else(|| invalid(path, &at, "a PodGroup without metadata.name"))?;
+                let namespace = item
+                    .get("metadata")
+                    .and_then(|m| m.get("namespace"))
+                    .and_then(|n| n.as_str())
+                    .unwrap_or("default");
+                let spec = item.get("spec");
+                let min_member = spec
+                    .and_then(|s| s.get("minMember"))
+                    .and_then(|m| m.as_u64())
+                    .and_then(|m| u32::try_from(m).ok())
+                    .filter(|&m| m > 0)
+                    .ok_or_else(|| {
+                        invalid(
+                            path,
+                            &format!("{at}.spec.minMember"),
+                            "a whole number of at least 1",
+                        )
+                    })?;
+                builder.pod_group(PodGroup {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    min_member,
+                    schedule_timeout_seconds: spec
+                        .and_then(|s| s.get("scheduleTimeoutSeconds"))
+                        .and_then(|m| m.as_u64())
+                        .and_then(|m| u32::try_from(m).ok()),
+                });
+            }
+            other => {
+                return Err(invalid(
+                    path,
+                    &format!("{at}.kind"),
+                    format!("{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup"),
+                ));
+            }
+        }
+    }
+    let now = overrides.now.unwrap_or_else(Timestamp::now);
+    for node in &nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let topology = topologies.get(&name);
+        let mut input =
+            node_input(node, topology).map_err(|e| invalid(path, &format!("Node {name}"), e))?;
+        // As the scheduler does: a stale reading is not believed.
+        let status = topology.and_then(|t| t.status.as_ref());
+        if !ReadingState::of(status, now, DEFAULT_READING_MAX_AGE).is_fresh() {
+            input.gpu_allocations.clear();
+            input.allocations_observed_at = None;
+        }
+        builder.node(input);
+    }
+    let reports = node_reports(&topologies, pods.iter().map(|(_, p)| p), now);
+    for (i, pod) in &pods {
+        if let Some(input) =
+            bound_pod_input(pod).map_err(|e| invalid(path, &format!("items[{i}]"), e))?
+        {
+            builder.pod(input);
+        }
+    }
+    let snapshot = builder
+        .build()
+        .map_err(|e| invalid(path, "(snapshot)", e))?;
+    Ok(Cluster {
+        snapshot,
+        config,
+        reports,
+    })
+}
