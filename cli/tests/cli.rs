@@ -493,7 +493,10 @@ fn explain_shows_what_nodes_report_and_where_it_differs_from_the_choice() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("What nodes report"), "{text}");
-    assert!(text.contains("gpu-b: read 2026-03-01T10:00:00Z (fresh)"), "{text}");
+    assert!(
+        text.contains("gpu-b: read 2026-03-01T10:00:00Z (fresh)"),
+        "{text}"
+    );
     assert!(text.contains("GPU 2: ml/trainer/c (whole)"), "{text}");
     let mismatch = text
         .lines()
@@ -518,7 +521,10 @@ fn explain_does_not_believe_a_stale_report() {
     let out = explain_kube_list("2026-03-02T10:00:00Z", "text");
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("gpu-b: read 2026-03-01T10:00:00Z (stale)"), "{text}");
+    assert!(
+        text.contains("gpu-b: read 2026-03-01T10:00:00Z (stale)"),
+        "{text}"
+    );
     assert!(!text.contains("MISMATCH"), "{text}");
     let bad = gputopo(&[
         "explain",
