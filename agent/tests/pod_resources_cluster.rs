@@ -10,127 +10,19 @@
 
 mod common;
 
+use common::kubelet::{Answer, Kubelet, container, devices, pod, uuid};
 use common::{Agent, create_node, fixture, until};
 use gputopo_api::{DeviceForm, GpuTopology, GpuTopologyStatus};
-use gputopo_kubelet_api::podresources::pod_resources_lister_server::{
-    PodResourcesLister, PodResourcesListerServer,
-};
-use gputopo_kubelet_api::podresources::{
-    AllocatableResourcesRequest, AllocatableResourcesResponse, ContainerDevices,
-    ContainerResources, GetPodResourcesRequest, GetPodResourcesResponse, ListPodResourcesRequest,
-    ListPodResourcesResponse, PodResources,
-};
-use gputopo_kubelet_api::{serve_unix, socket};
+use gputopo_kubelet_api::podresources::PodResources;
 use gputopo_testenv::TestEnv;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tonic::{Request, Response, Status};
 
 const HGX_H100: &str = "recorded/hgx-h100-8gpu-nvswitch-nvml.yaml";
 const UNKNOWN: &str = "GPU-ffffffff-0000-4000-8000-00000000dead";
-
-fn uuid(gpu: u32) -> String {
-    format!("GPU-41000001-0000-4000-8000-00000000000{gpu}")
-}
-
-/// The stand-in's answer to `List`, changed by the test while it runs.
-type Answer = Arc<Mutex<Vec<PodResources>>>;
-
-struct StandIn {
-    pods: Answer,
-}
-
-#[tonic::async_trait]
-impl PodResourcesLister for StandIn {
-    async fn list(
-        &self,
-        _: Request<ListPodResourcesRequest>,
-    ) -> Result<Response<ListPodResourcesResponse>, Status> {
-        let pods = self.pods.lock().expect("answer").clone();
-        Ok(Response::new(ListPodResourcesResponse {
-            pod_resources: pods,
-        }))
-    }
-
-    async fn get_allocatable_resources(
-        &self,
-        _: Request<AllocatableResourcesRequest>,
-    ) -> Result<Response<AllocatableResourcesResponse>, Status> {
-        Ok(Response::new(AllocatableResourcesResponse {
-            devices: vec![devices("nvidia.com/gpu", (0..8).map(uuid).collect())],
-            ..Default::default()
-        }))
-    }
-
-    async fn get(
-        &self,
-        _: Request<GetPodResourcesRequest>,
-    ) -> Result<Response<GetPodResourcesResponse>, Status> {
-        Err(Status::unimplemented("the agent does not call Get"))
-    }
-}
-
-/// A stand-in serving on `path` until dropped.
-struct Kubelet {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Kubelet {
-    async fn serve(path: &Path, pods: Answer) -> Kubelet {
-        let router = socket::server().add_service(PodResourcesListerServer::new(StandIn { pods }));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let path = path.to_path_buf();
-        let served = tokio::spawn(async move {
-            serve_unix(&path, router, async {
-                stopped.await.ok();
-            })
-            .await
-            .expect("the stand-in serves");
-        });
-        Kubelet {
-            stop: Some(stop),
-            served: Some(served),
-        }
-    }
-
-    /// Stops serving; the socket file stays, so dialling it is refused.
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(served) = self.served.take() {
-            served.await.expect("the stand-in stopped");
-        }
-    }
-}
-
-fn devices(resource: &str, ids: Vec<String>) -> ContainerDevices {
-    ContainerDevices {
-        resource_name: resource.into(),
-        device_ids: ids,
-        topology: None,
-    }
-}
-
-fn container(name: &str, devs: Vec<ContainerDevices>) -> ContainerResources {
-    ContainerResources {
-        name: name.into(),
-        devices: devs,
-        ..Default::default()
-    }
-}
-
-fn pod(name: &str, containers: Vec<ContainerResources>) -> PodResources {
-    PodResources {
-        name: name.into(),
-        namespace: "ml".into(),
-        containers,
-    }
-}
 
 /// A trainer on GPUs 0 and 1; a pod whose two containers share GPU 3 by
 /// time-slicing; a pod holding a GPU this node does not have; a NIC.

@@ -4,6 +4,8 @@
 // Each test crate uses a part of this.
 #![allow(dead_code)]
 
+pub mod kubelet;
+
 use gputopo_testenv::{TestEnv, fake_gpu_node};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
