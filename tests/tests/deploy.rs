@@ -122,6 +122,8 @@ scheduler:
       metricsNamespace: prometheus
 "#;
 
+#[path = "deploy/agent_security.rs"]
+mod agent_security;
 #[path = "deploy/extender_security.rs"]
 mod extender_security;
 
@@ -1047,6 +1049,20 @@ async fn the_agent_publishes_with_exactly_the_charts_rbac() {
         .await
         .expect("its GpuTopology");
     assert_eq!(topology.spec.summary.gpu_count, 8);
+    // GPUTOPO_POD_RESOURCES_SOCKET from the chart reached the agent: no
+    // kubelet runs here, so its reading says why it has none.
+    let reading = topology
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_resources.as_ref())
+        .expect("status.podResources");
+    assert!(
+        reading
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("/var/lib/kubelet/pod-resources/kubelet.sock")),
+        "{reading:?}"
+    );
     let (code, metrics) = http_get(port, "/metrics").expect("metrics");
     assert_eq!(code, 200);
     assert!(metrics.contains("gputopo_agent_gpus 8"), "{metrics}");
