@@ -277,3 +277,64 @@ async fn observed_at_is_refreshed_every_heartbeat_while_nothing_changes() {
     assert_eq!(later.allocations, first.allocations, "only the time moved");
     kubelet.stop().await;
 }
+
+/// Offline: a saved answer read every scan, as the socket would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_answer_is_read_every_scan() {
+    let env = TestEnv::shared().await;
+    let (node, _) = create_node(env, "podres-saved", &[]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let saved = dir.path().join("answer.json");
+    let answer = |gpu: u32| {
+        format!(
+            r#"{{"list": {{"podResources": [{{"name": "trainer", "namespace": "ml", "containers": [{{"name": "main", "devices": [{{"resourceName": "nvidia.com/gpu", "deviceIds": ["{}"]}}]}}]}}]}}}}"#,
+            uuid(gpu)
+        )
+    };
+    std::fs::write(&saved, answer(4)).expect("written");
+    let agent = Agent::start(
+        env,
+        &node,
+        &[
+            "--fixture",
+            recording(dir.path()).to_str().expect("utf-8"),
+            "--pod-resources-saved",
+            saved.to_str().expect("utf-8"),
+        ],
+    );
+    status_where(env, &node, "GPU 4 held", |s| {
+        s.allocations.iter().map(|a| a.gpu).eq([4])
+    })
+    .await;
+    std::fs::write(&saved, answer(6)).expect("rewritten");
+    status_where(env, &node, "GPU 6 held", |s| {
+        s.allocations.iter().map(|a| a.gpu).eq([6])
+    })
+    .await;
+    // A broken answer: the last good allocations stay, lastError names the field.
+    std::fs::write(&saved, r#"{"list": {"podResources": [{"name": 7}]}}"#).expect("rewritten");
+    let t = status_where(env, &node, "lastError", |s| {
+        s.pod_resources
+            .as_ref()
+            .is_some_and(|r| r.last_error.is_some())
+    })
+    .await;
+    let status = t.status.expect("status");
+    assert_eq!(
+        status.allocations.iter().map(|a| a.gpu).collect::<Vec<_>>(),
+        [6]
+    );
+    let error = status
+        .pod_resources
+        .expect("reading")
+        .last_error
+        .expect("lastError");
+    assert!(
+        error.contains("answer.json: list.podResources[0].name"),
+        "{error}"
+    );
+    assert!(
+        agent.metric("gputopo_agent_pod_resources_failures_total{reason=\"answer_invalid\"}")
+            >= 1.0
+    );
+}
