@@ -101,3 +101,29 @@ async fn a_missing_socket_and_a_refusing_one_are_told_apart() {
     assert!(matches!(e, PodResourcesError::Connect { .. }), "{e:?}");
     assert_eq!(e.reason(), "connect_failed");
 }
+
+#[test]
+fn every_failure_reason_is_a_listed_metric_label() {
+    use gputopo_agent::podres::FAILURE_REASONS;
+    use gputopo_agent::podres::saved::parse;
+    let errors = [
+        PodResourcesError::SocketMissing { path: "/s".into() },
+        PodResourcesError::Call {
+            call: "List",
+            code: tonic::Code::PermissionDenied,
+            message: "no".into(),
+        },
+        PodResourcesError::Timeout {
+            call: "List",
+            after: Duration::from_secs(1),
+        },
+        PodResourcesError::ReadSaved {
+            file: "a.json".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        },
+        parse("[]", "a.json").expect_err("not an answer"),
+    ];
+    for e in &errors {
+        assert!(FAILURE_REASONS.contains(&e.reason()), "{e:?}");
+    }
+}
