@@ -1,14 +1,17 @@
-//! `gputopo-agent run`: discover, publish when something changed, rescan on a
-//! timer and on SIGHUP, back off while the API server is unreachable, stop
-//! cleanly on SIGTERM.
+//! `gputopo-agent run`: every round, discover ([`crate::scan`]), read what
+//! the kubelet allocated ([`crate::podres`]) and publish what changed;
+//! rescan on a timer and on SIGHUP, back off while a round fails, stop
+//! cleanly on SIGTERM. Each round is bounded by the scan timeout; each
+//! completed round is a heartbeat for `/healthz`.
 
-use crate::discover::{Discovered, Source, build, gather};
-use crate::nvml::RealNvml;
-use crate::publish::{Publisher, Writes};
-use crate::serve::{Metrics, Readiness, ResultLabel, WriteLabel};
+use crate::discover::Source;
+use crate::podres::PodResourcesSource;
+use crate::podres::map::{Mapped, NodeGpus, map_answer};
+use crate::publish::status::PodResourcesRound;
+use crate::publish::{Observed, PublishError, Publisher, Writes};
+use crate::scan::{ScanError, Scanned, Scanner};
+use crate::serve::{Liveness, Metrics, Readiness, ReasonLabel, ResultLabel, WriteLabel};
 use backon::{BackoffBuilder, ExponentialBuilder};
-use gputopo_topology::backend::nvml::facts_from_nvml;
-use gputopo_topology::backend::sysfs::RealSysfs;
 use gputopo_topology::labels::LabelOptions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -24,38 +27,42 @@ pub struct DaemonConfig {
     pub rescan_interval: Duration,
     /// Longest wait between retries while discovery or the API server fails.
     pub max_backoff: Duration,
+    /// The longest one round may take.
+    pub scan_timeout: Duration,
+    /// Where the kubelet's PodResources answer comes from; `None`: not read.
+    pub pod_resources: Option<Box<dyn PodResourcesSource>>,
+    /// Refresh `podResources.observedAt` at least this often.
+    pub allocations_heartbeat: Duration,
 }
 
-/// Keeps one NVML handle so the static topology is queried once (NVML's NVLink
-/// queries are slow: ~600 ms per GPU pair in the device plugin); SIGHUP drops it.
-struct Scanner {
-    source: Source,
-    nvml: Option<RealNvml>,
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot watch for {signal}: {source}")]
+    Signal {
+        signal: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-impl Scanner {
-    fn scan(&mut self, node: &str) -> anyhow::Result<Discovered> {
-        let facts = match &self.source {
-            Source::Nvml {
-                library,
-                sysfs_root,
-            } => {
-                if self.nvml.is_none() {
-                    self.nvml = Some(match library {
-                        Some(path) => RealNvml::init_with_library(path)?,
-                        None => RealNvml::init()?,
-                    });
-                }
-                let nvml = self.nvml.as_ref().expect("set just above");
-                facts_from_nvml(nvml, &RealSysfs::new(sysfs_root))?
-            }
-            other => gather(other)?.0,
-        };
-        Ok(build(node, facts)?)
-    }
+/// Why a round failed.
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    #[error(transparent)]
+    Discovery(#[from] ScanError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    #[error("the round did not finish within {0:?} (--scan-timeout)")]
+    Timeout(Duration),
+}
 
-    fn forget(&mut self) {
-        self.nvml = None;
+impl RoundError {
+    fn result(&self) -> &'static str {
+        match self {
+            RoundError::Discovery(_) => "discovery_error",
+            RoundError::Publish(_) => "publish_error",
+            RoundError::Timeout(_) => "timeout",
+        }
     }
 }
 
@@ -71,20 +78,125 @@ fn record_writes(metrics: &Metrics, w: Writes) {
     }
 }
 
+/// What was last said in the log about the kubelet's answer, so that a
+/// node stuck in one state logs it once, not every scan.
+#[derive(Default)]
+struct Said {
+    error: Option<String>,
+    unknown: Vec<String>,
+    left_out: Vec<String>,
+}
+
+impl Said {
+    fn failed(&mut self, message: &str) {
+        if self.error.as_deref() != Some(message) {
+            warn!(error = %message, "reading the kubelet's PodResources failed; the last good allocations stay published");
+            self.error = Some(message.to_string());
+        }
+    }
+
+    fn read(&mut self, mapped: &Mapped) {
+        if self.error.take().is_some() {
+            info!("the kubelet's PodResources answer again");
+        }
+        let unknown = mapped.unknown_ids();
+        if unknown != self.unknown {
+            for u in &mapped.unknown {
+                warn!(
+                    device = %u.device,
+                    resource = %u.resource,
+                    reason = u.reason.says(),
+                    "the kubelet names a GPU device this node does not have; it is left out of allocations"
+                );
+            }
+            self.unknown = unknown;
+        }
+        if mapped.left_out != self.left_out {
+            for l in &mapped.left_out {
+                warn!("{l}: the GpuTopology holds no more");
+            }
+            self.left_out = mapped.left_out.clone();
+        }
+    }
+}
+
+struct Round<'a> {
+    config: &'a DaemonConfig,
+    scanner: &'a mut Scanner,
+    publisher: &'a Publisher,
+    metrics: &'a Metrics,
+    said: &'a mut Said,
+}
+
+impl Round<'_> {
+    async fn run(mut self) -> Result<Writes, RoundError> {
+        let scanned = self.scanner.scan().await?;
+        self.metrics.gpus.set(scanned.found.spec.gpus.len() as i64);
+        self.metrics
+            .degraded
+            .set(i64::from(!scanned.found.findings.is_empty()));
+        let pod_resources = self.pod_resources(&scanned).await;
+        let observed = Observed {
+            spec: &scanned.found.spec,
+            findings: &scanned.found.findings,
+            pod_resources: &pod_resources,
+        };
+        Ok(self
+            .publisher
+            .publish(&observed, Time(Timestamp::now()))
+            .await?)
+    }
+
+    async fn pod_resources(&mut self, scanned: &Scanned) -> PodResourcesRound {
+        let Some(source) = self.config.pod_resources.as_deref() else {
+            return PodResourcesRound::NotRead;
+        };
+        match source.read().await {
+            Ok(answer) => {
+                let gpus = NodeGpus::new(&scanned.found.spec, &scanned.mig);
+                let mapped = map_answer(&answer, &gpus);
+                self.metrics
+                    .unknown_devices
+                    .set(mapped.unknown.len() as i64);
+                self.said.read(&mapped);
+                PodResourcesRound::Read {
+                    unknown_devices: mapped.unknown_ids(),
+                    allocations: mapped.allocations,
+                }
+            }
+            Err(e) => {
+                self.metrics
+                    .pod_resources_failures
+                    .get_or_create(&ReasonLabel { reason: e.reason() })
+                    .inc();
+                let error = e.to_string();
+                self.said.failed(&error);
+                PodResourcesRound::Failed { error }
+            }
+        }
+    }
+}
+
 /// Runs until SIGTERM or Ctrl-C.
 pub async fn run(
     config: DaemonConfig,
     client: kube::Client,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
-) -> anyhow::Result<()> {
-    let publisher = Publisher::new(client, config.node.clone(), config.labels);
-    let mut scanner = Scanner {
-        source: config.source,
-        nvml: None,
+    liveness: Arc<Liveness>,
+) -> Result<(), DaemonError> {
+    let publisher = Publisher::new(client, config.node.clone(), config.labels)
+        .with_heartbeat(config.allocations_heartbeat);
+    let mut scanner = Scanner::new(config.node.clone(), config.source.clone());
+    let mut said = Said::default();
+    let watch = |kind, name| {
+        signal(kind).map_err(|source| DaemonError::Signal {
+            signal: name,
+            source,
+        })
     };
-    let mut hangup = signal(SignalKind::hangup())?;
-    let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = watch(SignalKind::hangup(), "SIGHUP")?;
+    let mut terminate = watch(SignalKind::terminate(), "SIGTERM")?;
     let backoff = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(500))
         .with_max_delay(config.max_backoff)
@@ -93,17 +205,18 @@ pub async fn run(
     let mut delays = backoff.build();
 
     loop {
-        let outcome = match scanner.scan(&config.node) {
-            Err(e) => Err(("discovery_error", format!("{e:#}"))),
-            Ok(found) => {
-                metrics.gpus.set(found.spec.gpus.len() as i64);
-                metrics.degraded.set(i64::from(!found.findings.is_empty()));
-                publisher
-                    .publish(&found, Time(Timestamp::now()))
-                    .await
-                    .map_err(|e| ("publish_error", e.to_string()))
-            }
+        let round = Round {
+            config: &config,
+            scanner: &mut scanner,
+            publisher: &publisher,
+            metrics: &metrics,
+            said: &mut said,
         };
+        // A round cut short leaves its blocking scan to the next round (see crate::scan).
+        let outcome = tokio::time::timeout(config.scan_timeout, round.run())
+            .await
+            .unwrap_or(Err(RoundError::Timeout(config.scan_timeout)));
+        liveness.beat();
         let wait = match outcome {
             Ok(writes) => {
                 record_writes(&metrics, writes);
@@ -116,7 +229,9 @@ pub async fn run(
                 delays = backoff.build();
                 config.rescan_interval
             }
-            Err((result, message)) => {
+            Err(e) => {
+                let result = e.result();
+                let message = e.to_string();
                 metrics.scans.get_or_create(&ResultLabel { result }).inc();
                 readiness.set_not_ready(message.clone());
                 let delay = delays.next().unwrap_or(config.max_backoff);

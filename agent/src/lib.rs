@@ -5,13 +5,18 @@
 //!
 //! [`nvml`] is the live NVML (the only code linking `nvml-wrapper`), [`host`]
 //! reads the machine a recording is taken on, [`discover`] puts the live NVML
-//! in front of the topology crate's file sources, [`daemon`] rescans and
-//! [`publish`]es labels and the `GpuTopology`, [`serve`] has its metrics.
+//! in front of the topology crate's file sources, [`scan`] runs discovery off
+//! the async runtime (static topology kept, dynamic state read every scan),
+//! [`podres`] reads what the kubelet allocated, [`daemon`] rescans and
+//! [`publish`]es labels and the `GpuTopology`, [`serve`] has its metrics and
+//! liveness.
 
 pub mod amd_smi;
 pub mod daemon;
 pub mod discover;
 pub mod host;
 pub mod nvml;
+pub mod podres;
 pub mod publish;
+pub mod scan;
 pub mod serve;

@@ -8,7 +8,11 @@ use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{Source, build, gather};
 use gputopo_agent::host::host_facts;
 use gputopo_agent::nvml::RealNvml;
-use gputopo_agent::serve::{Metrics, router};
+use gputopo_agent::podres::PodResourcesSource;
+use gputopo_agent::podres::kubelet::KubeletSocket;
+use gputopo_agent::podres::saved::SavedAnswer;
+use gputopo_agent::serve::{Liveness, Metrics, router};
+use gputopo_kubelet_api::podresources;
 use gputopo_topology::backend::amd_smi::AmdSmiSource;
 use gputopo_topology::backend::nvml::NvmlSource;
 use gputopo_topology::backend::recording::{RecordMeta, record, run_command_stdout};
@@ -159,6 +163,35 @@ struct RunArgs {
     /// Address of /healthz, /readyz and /metrics.
     #[arg(long, env = "GPUTOPO_LISTEN", default_value = "0.0.0.0:8081")]
     listen: SocketAddr,
+    /// The longest one round (discovery, the kubelet's answer, the writes) may take; /healthz fails after three missed rounds plus this.
+    #[arg(long, env = "GPUTOPO_SCAN_TIMEOUT", default_value = "2m", value_parser = humantime::parse_duration)]
+    scan_timeout: Duration,
+    #[command(flatten)]
+    pod_resources: PodResourcesArgs,
+}
+
+/// Reading which GPUs each pod holds from the kubelet.
+#[derive(Args)]
+struct PodResourcesArgs {
+    /// Read the kubelet's PodResources API every scan and publish which GPUs each pod holds (GpuTopology status.allocations).
+    #[arg(long = "pod-resources", env = "GPUTOPO_POD_RESOURCES", default_value_t = true, action = clap::ArgAction::Set)]
+    enabled: bool,
+    /// The kubelet's PodResources socket.
+    #[arg(long = "pod-resources-socket", env = "GPUTOPO_POD_RESOURCES_SOCKET", value_name = "PATH", default_value = podresources::KUBELET_SOCKET)]
+    socket: PathBuf,
+    /// A saved PodResources answer (JSON) to read instead of the socket, for offline runs.
+    #[arg(
+        long = "pod-resources-saved",
+        env = "GPUTOPO_POD_RESOURCES_SAVED",
+        value_name = "FILE"
+    )]
+    saved: Option<PathBuf>,
+    /// How long one PodResources call may take.
+    #[arg(long = "pod-resources-timeout", env = "GPUTOPO_POD_RESOURCES_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Refresh podResources.observedAt at least this often while nothing changes; readers treat a reading older than three heartbeats as stale.
+    #[arg(long = "allocations-heartbeat", env = "GPUTOPO_ALLOCATIONS_HEARTBEAT", default_value = "5m", value_parser = humantime::parse_duration)]
+    heartbeat: Duration,
 }
 
 /// Where the host's driver library and sysfs are (they move inside containers).
@@ -334,7 +367,51 @@ fn nvml_ok_or(amd_error: Option<String>, nvml: &Option<RealNvml>) -> Option<Stri
     amd_error.filter(|_| nvml.is_none())
 }
 
+/// Refuses durations and combinations that cannot work, naming the flag.
+fn check_run_args(args: &RunArgs) -> Result<()> {
+    for (flag, value) in [
+        ("--rescan-interval", args.rescan_interval),
+        ("--max-backoff", args.max_backoff),
+        ("--scan-timeout", args.scan_timeout),
+        ("--pod-resources-timeout", args.pod_resources.timeout),
+        ("--allocations-heartbeat", args.pod_resources.heartbeat),
+    ] {
+        if value.is_zero() {
+            bail!("{flag} must be longer than 0 (a duration such as 30s, 5m)");
+        }
+    }
+    let p = &args.pod_resources;
+    if p.heartbeat < args.rescan_interval {
+        bail!(
+            "--allocations-heartbeat ({}) must be at least --rescan-interval ({}): observedAt is refreshed only when the agent scans",
+            humantime::format_duration(p.heartbeat),
+            humantime::format_duration(args.rescan_interval)
+        );
+    }
+    if !p.enabled && p.saved.is_some() {
+        bail!(
+            "--pod-resources-saved needs --pod-resources=true (it is what the agent reads instead of the socket)"
+        );
+    }
+    Ok(())
+}
+
+fn pod_resources_source(args: PodResourcesArgs) -> Option<Box<dyn PodResourcesSource>> {
+    if !args.enabled {
+        return None;
+    }
+    Some(match args.saved {
+        Some(path) => Box::new(SavedAnswer { path }),
+        None => Box::new(KubeletSocket {
+            path: args.socket,
+            timeout: args.timeout,
+        }),
+    })
+}
+
 fn run_daemon(args: RunArgs) -> Result<()> {
+    check_run_args(&args)?;
+    let limit = Liveness::limit_for(args.rescan_interval, args.max_backoff, args.scan_timeout);
     let config = DaemonConfig {
         node: args.node,
         source: args.source.into_source()?,
@@ -343,6 +420,9 @@ fn run_daemon(args: RunArgs) -> Result<()> {
         },
         rescan_interval: args.rescan_interval,
         max_backoff: args.max_backoff,
+        scan_timeout: args.scan_timeout,
+        allocations_heartbeat: args.pod_resources.heartbeat,
+        pod_resources: pod_resources_source(args.pod_resources),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -355,13 +435,14 @@ fn run_daemon(args: RunArgs) -> Result<()> {
         )?;
         let metrics = Arc::new(Metrics::new());
         let readiness = Arc::new(gputopo_agent::serve::readiness());
+        let liveness = Arc::new(Liveness::new(limit));
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
-        let app = router(metrics.clone(), readiness.clone());
+        let app = router(metrics.clone(), readiness.clone(), liveness.clone());
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
-        let result = run(config, client, metrics, readiness).await;
+        let result = run(config, client, metrics, readiness, liveness).await;
         server.abort();
-        result
+        Ok(result?)
     })
 }

@@ -283,3 +283,39 @@ fn rocm_smi_and_amd_smi_texts_give_amd_objects_and_labels() {
         "no NVIDIA labels on AMD nodes: {out}"
     );
 }
+
+/// `run` refuses durations and combinations that cannot work before it
+/// does anything (no API server is needed to see it), naming the flag.
+#[test]
+fn run_refuses_settings_that_cannot_work() {
+    let base = ["run", "--nvidia-smi-topo", DGX_A100, "--node", "n1"];
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--rescan-interval", "5m", "--allocations-heartbeat", "1m"],
+            "--allocations-heartbeat (1m) must be at least --rescan-interval (5m)",
+        ),
+        (
+            &["--scan-timeout", "0s"],
+            "--scan-timeout must be longer than 0",
+        ),
+        (
+            &["--pod-resources-timeout", "0s"],
+            "--pod-resources-timeout must be longer than 0",
+        ),
+        (
+            &[
+                "--pod-resources=false",
+                "--pod-resources-saved",
+                "answer.json",
+            ],
+            "--pod-resources-saved needs --pod-resources=true",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let o = agent(&args);
+        assert!(!o.status.success(), "{args:?} ran");
+        assert!(stderr(&o).contains(expected), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty());
+    }
+}

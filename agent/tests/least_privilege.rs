@@ -3,7 +3,9 @@
 //! kubelet would mount). It may publish node A; node B, foreign labels on A,
 //! and anything outside its role are refused by the real API server.
 
-use gputopo_agent::publish::{PublishError, Publisher};
+use gputopo_agent::publish::status::PodResourcesRound;
+use gputopo_agent::publish::{Observed, PublishError, Publisher};
+use gputopo_api::{DeviceForm, GpuAllocation, GpuHolder};
 use gputopo_testenv::{TestEnv, fake_gpu_node};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::discover::build;
@@ -123,6 +125,35 @@ fn dgx_a100(node: &str) -> gputopo_topology::discover::Discovered {
     build(node, facts_from_topo(&text).expect("parses")).expect("normalizes")
 }
 
+/// What the agent publishes for `found`, with one pod holding GPU 0.
+fn observed<'a>(
+    found: &'a gputopo_topology::discover::Discovered,
+    round: &'a PodResourcesRound,
+) -> Observed<'a> {
+    Observed {
+        spec: &found.spec,
+        findings: &found.findings,
+        pod_resources: round,
+    }
+}
+
+fn one_pod_on_gpu_0() -> PodResourcesRound {
+    PodResourcesRound::Read {
+        allocations: vec![GpuAllocation {
+            gpu: 0,
+            pods: vec!["ml/trainer".into()],
+            holders: vec![GpuHolder {
+                pod: "ml/trainer".into(),
+                container: "main".into(),
+                resource: "nvidia.com/gpu".into(),
+                device: "GPU-0".into(),
+                form: DeviceForm::Whole,
+            }],
+        }],
+        unknown_devices: vec![],
+    }
+}
+
 fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
@@ -151,7 +182,10 @@ async fn the_agent_may_publish_its_own_node_and_nothing_else() {
     let on_b = Publisher::new(agent.clone(), b.clone(), LabelOptions::default());
     let deadline = Instant::now() + Duration::from_secs(20);
     let refusal = loop {
-        let result = on_b.publish(&dgx_a100(&b), now()).await;
+        let found = dgx_a100(&b);
+        let result = on_b
+            .publish(&observed(&found, &one_pod_on_gpu_0()), now())
+            .await;
         match result {
             Err(PublishError::ApplyLabels {
                 source: kube::Error::Api(e),
@@ -182,14 +216,23 @@ async fn the_agent_may_publish_its_own_node_and_nothing_else() {
 
     // Node A with node A's credentials: allowed, labels and object both.
     let on_a = Publisher::new(agent.clone(), a.clone(), LabelOptions::default());
+    let found = dgx_a100(&a);
     let writes = on_a
-        .publish(&dgx_a100(&a), now())
+        .publish(&observed(&found, &one_pod_on_gpu_0()), now())
         .await
         .expect("own node published");
     assert!(
         writes.labels && writes.topology && writes.status,
         "{writes:?}"
     );
+    // The status, allocations included, is the agent's to write.
+    let status = Api::<gputopo_api::GpuTopology>::all(admin.clone())
+        .get(&a)
+        .await
+        .expect("its GpuTopology")
+        .status
+        .expect("a status");
+    assert_eq!(status.allocations[0].pods, ["ml/trainer"]);
     let labels = nodes
         .get(&a)
         .await

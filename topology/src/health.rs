@@ -1,6 +1,8 @@
 //! NVLink health: a GPU with fewer active NVLinks than its peers or than its
 //! product should have, links reported down, or links running slow, sets the
-//! `Degraded` condition with the GPU and links named.
+//! `Degraded` condition with the GPU and links named. A GPU lost or reporting
+//! critical XID errors (found by the NVML backend's dynamic state, see
+//! `backend::nvml::dynamic`) sets it too.
 
 use crate::facts::NodeFacts;
 use gputopo_api::{CONDITION_DEGRADED, GpuTopologySpec, LinkType};
@@ -30,6 +32,11 @@ pub enum FindingKind {
     /// In the topology matrix, the GPU's NVLinks to its peers fall short of the
     /// all-to-all level every other GPU shares (one GPU fell off the NVSwitch).
     WeakerThanPeersInMatrix,
+    /// The GPU stopped answering NVML (fell off the bus, GPU_IS_LOST, the
+    /// driver gone); seen only by an agent that reads NVML while it runs.
+    GpuLost,
+    /// The driver reported a critical XID error for the GPU.
+    CriticalXid,
 }
 
 /// NVLink ports and the line rate nvidia-smi reports for SXM parts, whose links
@@ -239,10 +246,18 @@ pub fn degraded_condition(findings: &[HealthFinding], now: Time) -> Condition {
         }
         let _ = write!(message, "GPU{}: {}", f.gpu, f.detail);
     }
+    // The reason names the worst kind found: a GPU gone outranks its links.
+    let reason = if findings.iter().any(|f| f.kind == FindingKind::GpuLost) {
+        "GpuLost"
+    } else if findings.iter().any(|f| f.kind == FindingKind::CriticalXid) {
+        "GpuXidError"
+    } else {
+        "NvLinkDegraded"
+    };
     Condition {
         type_: CONDITION_DEGRADED.to_string(),
         status: "True".to_string(),
-        reason: "NvLinkDegraded".to_string(),
+        reason: reason.to_string(),
         message,
         last_transition_time: now,
         observed_generation: None,
@@ -252,6 +267,29 @@ pub fn degraded_condition(findings: &[HealthFinding], now: Time) -> Condition {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    #[test]
+    fn the_reason_names_the_worst_kind_found() {
+        let f = |gpu, kind| HealthFinding {
+            gpu,
+            kind,
+            detail: "x".into(),
+        };
+        let now = Time(Timestamp::UNIX_EPOCH);
+        let reason = |findings: &[HealthFinding]| degraded_condition(findings, now.clone()).reason;
+        assert_eq!(reason(&[f(1, FindingKind::LinksDown)]), "NvLinkDegraded");
+        assert_eq!(
+            reason(&[f(1, FindingKind::LinksDown), f(2, FindingKind::CriticalXid)]),
+            "GpuXidError"
+        );
+        assert_eq!(
+            reason(&[f(2, FindingKind::CriticalXid), f(5, FindingKind::GpuLost)]),
+            "GpuLost"
+        );
+        let c = degraded_condition(&[f(5, FindingKind::GpuLost)], now.clone());
+        assert_eq!((c.status.as_str(), c.message.as_str()), ("True", "GPU5: x"));
+    }
 
     #[test]
     fn product_table_reads_real_names() {

@@ -133,6 +133,10 @@ fn device_answers(
         }),
         nvlinks: nvlinks(nvml, index, d, w),
         fabric: optional(fabric(nvml, d), "nvmlDeviceGetGpuFabricInfoV", &what, w),
+        // Recorded too, so a recording can map the kubelet's MIG devices.
+        mig_devices: super::dynamic::mig_devices(d),
+        lost: None,
+        xid_errors: Vec::new(),
     }
 }
 

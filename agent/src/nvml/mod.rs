@@ -1,32 +1,41 @@
 //! The live NVML: the only code in gputopo that loads `libnvidia-ml.so.1`
 //! (through `nvml-wrapper`).
 //!
-//! [`RealNvml`] is an [`NvmlSource`]: it takes one
-//! [`NvmlAnswers`] snapshot from the driver (`live.rs`) and caches it, since
-//! NVIDIA's device plugin measured ~600 ms per GPU pair for NVLink queries.
-//! Everything after the snapshot (the answers' types, answers → facts, the
-//! recorded source) is pure and lives in `gputopo_topology::backend::nvml`,
-//! whose module docs say how answers become links.
+//! [`RealNvml`] is an [`NvmlSource`]: it takes an [`NvmlAnswers`] snapshot
+//! from the driver (`live.rs`; the daemon keeps it, since NVIDIA's device
+//! plugin measured ~600 ms per GPU pair for NVLink queries) and reads the
+//! dynamic state every scan (`dynamic.rs`), with critical XID errors
+//! collected in between by a watcher thread (`events.rs`). Everything after
+//! the answers (their types, answers → facts, the recorded source) is pure
+//! and lives in `gputopo_topology::backend::nvml`, whose module docs say how
+//! answers become links. [`RecordingNvml`] replays a recording file as NVML.
 
-use gputopo_topology::backend::nvml::{NvmlAnswers, NvmlError, NvmlSource};
+use gputopo_topology::backend::nvml::{DynamicAnswers, NvmlAnswers, NvmlError, NvmlSource};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
+mod dynamic;
+mod events;
 mod live;
+mod recording;
+
+pub use recording::RecordingNvml;
 
 /// NVML's link index bound (`NVML_NVLINK_MAX_LINKS`): 18 on Hopper/Blackwell.
 pub const MAX_NVLINKS: u32 = nvml_wrapper_sys::bindings::NVML_NVLINK_MAX_LINKS;
 
 /// The NVML library, loaded at run time (`libnvidia-ml.so.1`).
 pub struct RealNvml {
-    nvml: nvml_wrapper::Nvml,
-    cache: OnceLock<NvmlAnswers>,
+    // Shared with the XID watcher thread, which outlives a scan.
+    nvml: Arc<nvml_wrapper::Nvml>,
+    /// Started by the first dynamic read: `discover` and `record` need none.
+    xids: OnceLock<events::XidWatcher>,
 }
 
 impl std::fmt::Debug for RealNvml {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RealNvml")
-            .field("snapshot_taken", &self.cache.get().is_some())
+            .field("watching_xids", &self.xids.get().is_some())
             .finish()
     }
 }
@@ -53,8 +62,8 @@ impl RealNvml {
     ) -> Result<RealNvml, NvmlError> {
         match result {
             Ok(nvml) => Ok(RealNvml {
-                nvml,
-                cache: OnceLock::new(),
+                nvml: Arc::new(nvml),
+                xids: OnceLock::new(),
             }),
             Err(e) => Err(NvmlError::Unavailable {
                 reason: unavailable_reason(&e),
@@ -76,10 +85,13 @@ fn unavailable_reason(e: &nvml_wrapper::error::NvmlError) -> String {
 
 impl NvmlSource for RealNvml {
     fn snapshot(&self) -> Result<NvmlAnswers, NvmlError> {
-        if let Some(answers) = self.cache.get() {
-            return Ok(answers.clone());
-        }
-        let answers = live::snapshot(&self.nvml)?;
-        Ok(self.cache.get_or_init(|| answers).clone())
+        live::snapshot(&self.nvml)
+    }
+
+    fn dynamic_state(&self, known: &NvmlAnswers) -> Result<DynamicAnswers, NvmlError> {
+        let watcher = self
+            .xids
+            .get_or_init(|| events::XidWatcher::start(self.nvml.clone()));
+        dynamic::read(&self.nvml, known, watcher.drain())
     }
 }

@@ -1,19 +1,22 @@
 //! Publishing to the API server: read the Node and the `GpuTopology`, plan
-//! (pure, [`plan`]), write only what changed. Every write is server-side apply
-//! under the agent's own field manager, inside a short `tracing` span.
+//! (pure: [`plan`] for labels and the object, [`status`] for the status),
+//! write only what changed. Every write is server-side apply under the
+//! agent's own field manager, inside a short `tracing` span.
 
 pub mod plan;
+pub mod status;
 
-use crate::discover::Discovered;
 use gputopo_api::GpuTopology;
 use gputopo_topology::labels::{LabelOptions, node_labels};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
+pub use plan::Observed;
 use plan::{
     FIELD_MANAGER, gfd_labels_held_by_others, labels_managed_by, plan_labels, plan_topology,
 };
 use serde_json::json;
+use std::time::Duration;
 use tracing::{Instrument, info, info_span};
 
 #[derive(Debug, thiserror::Error)]
@@ -51,10 +54,15 @@ impl Writes {
     }
 }
 
+/// How often `podResources.observedAt` is refreshed when nothing changed,
+/// unless [`Publisher::with_heartbeat`] says otherwise.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(300);
+
 pub struct Publisher {
     client: kube::Client,
     node: String,
     labels: LabelOptions,
+    heartbeat: Duration,
     /// The labels last left to another writer: said once, when it changes.
     yielded: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
@@ -65,8 +73,15 @@ impl Publisher {
             client,
             node,
             labels,
+            heartbeat: DEFAULT_HEARTBEAT,
             yielded: std::sync::Mutex::default(),
         }
+    }
+
+    /// Refresh `podResources.observedAt` at least this often.
+    pub fn with_heartbeat(mut self, heartbeat: Duration) -> Publisher {
+        self.heartbeat = heartbeat;
+        self
     }
 
     /// Logs, once per change, which GFD-compatible labels another writer
@@ -88,8 +103,12 @@ impl Publisher {
         }
     }
 
-    /// Brings the Node's labels and its `GpuTopology` in line with `found`.
-    pub async fn publish(&self, found: &Discovered, now: Time) -> Result<Writes, PublishError> {
+    /// Brings the Node's labels and its `GpuTopology` in line with `observed`.
+    pub async fn publish(
+        &self,
+        observed: &Observed<'_>,
+        now: Time,
+    ) -> Result<Writes, PublishError> {
         let node_name = &self.node;
         let nodes: Api<Node> = Api::all(self.client.clone());
         let topologies: Api<GpuTopology> = Api::all(self.client.clone());
@@ -115,7 +134,7 @@ impl Publisher {
         let yielded = gfd_labels_held_by_others(entries);
         self.say_yielded(&yielded);
         let current = node.metadata.labels.unwrap_or_default();
-        let desired = node_labels(&found.spec, self.labels);
+        let desired = node_labels(observed.spec, self.labels);
         if let Some(labels) = plan_labels(&current, &managed, &desired, &yielded) {
             let patch = json!({
                 "apiVersion": "v1",
@@ -143,7 +162,7 @@ impl Publisher {
                     node: node_name.clone(),
                     source,
                 })?;
-        let plan = plan_topology(current.as_ref(), &found.spec, &found.findings, &uid, now);
+        let plan = plan_topology(current.as_ref(), observed, &uid, &now, self.heartbeat);
         if let Some(object) = plan.object {
             let mut value =
                 serde_json::to_value(&object).map_err(|source| PublishError::Serialize {
@@ -156,7 +175,7 @@ impl Publisher {
             }
             topologies
                 .patch(node_name, &apply, &Patch::Apply(&value))
-                .instrument(info_span!("apply_gpu_topology", node = %node_name, gpus = found.spec.gpus.len()))
+                .instrument(info_span!("apply_gpu_topology", node = %node_name, gpus = observed.spec.gpus.len()))
                 .await
                 .map_err(|source| PublishError::ApplyTopology {
                     node: node_name.clone(),
@@ -172,7 +191,11 @@ impl Publisher {
             });
             topologies
                 .patch_status(node_name, &apply, &Patch::Apply(&patch))
-                .instrument(info_span!("apply_gpu_topology_status", node = %node_name))
+                .instrument(info_span!(
+                    "apply_gpu_topology_status",
+                    node = %node_name,
+                    allocations = status.allocations.len()
+                ))
                 .await
                 .map_err(|source| PublishError::ApplyStatus {
                     node: node_name.clone(),

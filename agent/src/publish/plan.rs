@@ -2,13 +2,13 @@
 //! agent found, which writes are needed. No I/O, no clock: `now` is passed in.
 //! Writing only what changed keeps a quiet node at zero writes per scan.
 
+use super::status::{PodResourcesRound, plan_status};
 use gputopo_api::keys::node::{GFD_COMPATIBLE, OWNED};
-use gputopo_api::{CONDITION_DEGRADED, GpuTopology, GpuTopologySpec, GpuTopologyStatus};
-use gputopo_topology::health::{HealthFinding, degraded_condition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    Condition, ManagedFieldsEntry, OwnerReference, Time,
-};
+use gputopo_api::{GpuTopology, GpuTopologySpec, GpuTopologyStatus};
+use gputopo_topology::health::HealthFinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference, Time};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 /// The field manager of every write the agent makes, so server-side apply
 /// knows which labels are the agent's and removes them when it stops applying them.
@@ -72,23 +72,32 @@ pub fn plan_labels(
     (values_differ || stale || unowned).then_some(desired)
 }
 
+/// What the agent observed this round, to publish.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    pub spec: &'a GpuTopologySpec,
+    pub findings: &'a [HealthFinding],
+    pub pod_resources: &'a PodResourcesRound,
+}
+
 /// The writes a `GpuTopology` needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopologyPlan {
     /// The object (metadata with owner reference, and spec) to apply, when it differs.
     pub object: Option<GpuTopology>,
-    /// The status to apply, when a condition's status, reason or message differs.
+    /// The complete status to apply, when it differs (see [`super::status`]).
     pub status: Option<GpuTopologyStatus>,
 }
 
 /// Plans the `GpuTopology` writes for node `node_uid`.
 pub fn plan_topology(
     current: Option<&GpuTopology>,
-    spec: &GpuTopologySpec,
-    findings: &[HealthFinding],
+    observed: &Observed<'_>,
     node_uid: &str,
-    now: Time,
+    now: &Time,
+    heartbeat: Duration,
 ) -> TopologyPlan {
+    let spec = observed.spec;
     let owner = OwnerReference {
         api_version: "v1".to_string(),
         kind: "Node".to_string(),
@@ -110,32 +119,14 @@ pub fn plan_topology(
         desired.metadata.owner_references = Some(vec![owner]);
         Some(desired)
     };
-
-    let mut condition = degraded_condition(findings, now);
-    let previous = current
-        .and_then(|c| c.status.as_ref())
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_DEGRADED));
-    let status = match previous {
-        Some(p) if same_condition(p, &condition) => None,
-        Some(p) => {
-            // The transition time moves only when the status itself flips.
-            if p.status == condition.status {
-                condition.last_transition_time = p.last_transition_time.clone();
-            }
-            Some(condition)
-        }
-        None => Some(condition),
-    }
-    .map(|c| GpuTopologyStatus {
-        conditions: vec![c],
-        allocations: vec![],
-        pod_resources: None,
-    });
+    let status = plan_status(
+        current.and_then(|c| c.status.as_ref()),
+        observed.findings,
+        observed.pod_resources,
+        now,
+        heartbeat,
+    );
     TopologyPlan { object, status }
-}
-
-fn same_condition(a: &Condition, b: &Condition) -> bool {
-    a.type_ == b.type_ && a.status == b.status && a.reason == b.reason && a.message == b.message
 }
 
 #[cfg(test)]
@@ -320,9 +311,27 @@ mod tests {
         Time(Timestamp::from_second(s).unwrap())
     }
 
+    const HEARTBEAT: Duration = Duration::from_secs(300);
+
+    /// plan_topology for `spec`, `findings` and no PodResources reading.
+    fn plan(
+        current: Option<&GpuTopology>,
+        spec: &GpuTopologySpec,
+        findings: &[HealthFinding],
+        uid: &str,
+        now: Time,
+    ) -> TopologyPlan {
+        let observed = Observed {
+            spec,
+            findings,
+            pod_resources: &PodResourcesRound::NotRead,
+        };
+        plan_topology(current, &observed, uid, &now, HEARTBEAT)
+    }
+
     #[test]
     fn topology_is_created_then_left_alone() {
-        let first = plan_topology(None, &spec(8), &[], "uid-1", at(100));
+        let first = plan(None, &spec(8), &[], "uid-1", at(100));
         let object = first.object.clone().expect("created");
         assert_eq!(object.metadata.name.as_deref(), Some("n1"));
         assert_eq!(
@@ -334,7 +343,7 @@ mod tests {
 
         let mut stored = object;
         stored.status = Some(status);
-        let again = plan_topology(Some(&stored), &spec(8), &[], "uid-1", at(200));
+        let again = plan(Some(&stored), &spec(8), &[], "uid-1", at(200));
         assert_eq!(
             again,
             TopologyPlan {
@@ -345,12 +354,12 @@ mod tests {
 
         // A recreated Node (new uid) needs the owner reference fixed.
         assert!(
-            plan_topology(Some(&stored), &spec(8), &[], "uid-2", at(200))
+            plan(Some(&stored), &spec(8), &[], "uid-2", at(200))
                 .object
                 .is_some()
         );
         // A changed spec is written, the unchanged status is not.
-        let changed = plan_topology(Some(&stored), &spec(4), &[], "uid-1", at(200));
+        let changed = plan(Some(&stored), &spec(4), &[], "uid-1", at(200));
         assert!(changed.object.is_some() && changed.status.is_none());
     }
 
@@ -361,13 +370,12 @@ mod tests {
             kind: FindingKind::LinksDown,
             detail: detail.into(),
         };
-        let mut stored = plan_topology(None, &spec(8), &[finding("link 1 down")], "u", at(100))
+        let mut stored = plan(None, &spec(8), &[finding("link 1 down")], "u", at(100))
             .object
             .unwrap();
-        stored.status =
-            plan_topology(None, &spec(8), &[finding("link 1 down")], "u", at(100)).status;
+        stored.status = plan(None, &spec(8), &[finding("link 1 down")], "u", at(100)).status;
         // Still degraded, different detail: message changes, time stays.
-        let p = plan_topology(
+        let p = plan(
             Some(&stored),
             &spec(8),
             &[finding("links 1,2 down")],
@@ -380,7 +388,7 @@ mod tests {
             ("True", at(100))
         );
         // Healthy again: the time moves.
-        let p = plan_topology(Some(&stored), &spec(8), &[], "u", at(300));
+        let p = plan(Some(&stored), &spec(8), &[], "u", at(300));
         let c = &p.status.unwrap().conditions[0];
         assert_eq!(
             (c.status.as_str(), c.last_transition_time.clone()),

@@ -141,6 +141,24 @@ than install something that silently does less.
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects the agent's metrics Service" }}
 {{- end }}
+{{- $pr := .Values.agent.podResources }}
+{{- if and $pr.enabled (lt (int (include "gputopo.milliseconds" $pr.heartbeat)) (int (include "gputopo.milliseconds" .Values.agent.rescanInterval))) }}
+{{- fail (printf "agent.podResources.heartbeat (%s) must be at least agent.rescanInterval (%s): observedAt is refreshed only when the agent scans" $pr.heartbeat .Values.agent.rescanInterval) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A duration as the schema allows it (1h30m, 45s, 500ms), in milliseconds.
+*/}}
+{{- define "gputopo.milliseconds" -}}
+{{- $total := 0 }}
+{{- range (regexFindAll "[0-9]+(ms|s|m|h)" (toString .) -1) }}
+{{- $n := int (regexFind "^[0-9]+" .) }}
+{{- $unit := regexFind "[a-z]+$" . }}
+{{- $scale := get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000) $unit }}
+{{- $total = add $total (mul $n $scale) }}
+{{- end }}
+{{- $total }}
 {{- end }}
 
 {{/*

@@ -66,6 +66,27 @@ pub struct DeviceAnswers {
     pub nvlinks: Option<Vec<NvLinkAnswer>>,
     #[serde(default)]
     pub fabric: Option<FabricAnswer>,
+    /// Why the GPU stopped answering NVML (GPU_IS_LOST, no handle any
+    /// more), when it did. The live NVML reads it every scan; a recording
+    /// may set it to replay a GPU falling off the bus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
+    /// The GPU's MIG devices (`nvmlDeviceGetMigDeviceHandleByIndex`) while
+    /// MIG mode is on: how a MIG UUID the kubelet names finds its GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig_devices: Vec<MigDeviceAnswer>,
+    /// Critical XID errors the driver reported for this GPU
+    /// (`nvmlEventTypeXidCriticalError`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xid_errors: Vec<u64>,
+}
+
+/// One MIG device of a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MigDeviceAnswer {
+    /// `nvmlDeviceGetUUID` of the MIG device handle: `MIG-…`.
+    pub uuid: String,
 }
 
 /// `nvmlDeviceGetMigMode`.

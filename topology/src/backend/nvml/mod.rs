@@ -1,16 +1,19 @@
 //! The NVML discovery backend.
 //!
-//! NVML sits behind [`NvmlSource`], whose one job is to take a [`NvmlAnswers`]
-//! snapshot: the raw answers gputopo needs, as plain serde data. The agent's
+//! NVML sits behind [`NvmlSource`], which takes a [`NvmlAnswers`] snapshot:
+//! the raw answers gputopo needs, as plain serde data, and reads the
+//! [`DynamicAnswers`]: what changes while the node runs. The agent's
 //! `RealNvml` (`agent/src/nvml/`, the only code that links `nvml-wrapper`)
-//! asks the driver (once: NVIDIA's device plugin measured ~600 ms per GPU pair
-//! for NVLink queries, so the snapshot is cached and nothing else in the agent
-//! calls NVML again); [`RecordedNvml`] replays a snapshot stored in a recording
+//! asks the driver; the agent keeps the snapshot (NVIDIA's device plugin
+//! measured ~600 ms per GPU pair for NVLink queries) and reads the dynamic
+//! state every scan, laying it over the snapshot ([`dynamic::overlay`]).
+//! [`RecordedNvml`] replays a snapshot stored in a recording
 //! (`crate::backend::recording`). [`facts_from_answers`] turns a snapshot into
 //! [`NodeFacts`](crate::facts::NodeFacts), the same way for both.
 //!
 //! Here: the sources and the error (this file), the snapshot's types
-//! (`answers.rs`), and answers → facts (`facts.rs`).
+//! (`answers.rs`), the dynamic state (`dynamic.rs`), and answers → facts
+//! (`facts.rs`).
 //!
 //! # How answers become links
 //!
@@ -52,12 +55,14 @@
 //! must-haves: their failure is an error naming the call (and device index).
 
 mod answers;
+pub mod dynamic;
 mod facts;
 
 pub use answers::{
-    DeviceAnswers, FABRIC_STATUS_SUCCESS, FabricAnswer, FabricState, MigModeAnswer, NvLinkAnswer,
-    NvmlAnswers, PairAnswer, RemoteDeviceType, TopologyLevel,
+    DeviceAnswers, FABRIC_STATUS_SUCCESS, FabricAnswer, FabricState, MigDeviceAnswer,
+    MigModeAnswer, NvLinkAnswer, NvmlAnswers, PairAnswer, RemoteDeviceType, TopologyLevel,
 };
+pub use dynamic::{DeviceState, DynamicAnswers, LinkState};
 pub use facts::{
     canonical_or_lower, cuda_version_text, facts_from_answers, facts_from_nvml, uuid_text,
 };
@@ -95,8 +100,18 @@ pub enum NvmlError {
 
 /// Where NVML answers come from: the real library or a recording.
 pub trait NvmlSource {
-    /// All answers, taken once.
+    /// All answers, asked now (slow on the live NVML: callers keep them).
     fn snapshot(&self) -> Result<NvmlAnswers, NvmlError>;
+
+    /// What changes while the node runs (link states, GPUs that stopped
+    /// answering, MIG devices, critical XIDs), asked now, for the GPUs and
+    /// links of `known` (this source's earlier snapshot). An error means NVML
+    /// itself did not answer. By default, what [`NvmlSource::snapshot`]
+    /// holds: how a recording replays it.
+    fn dynamic_state(&self, known: &NvmlAnswers) -> Result<DynamicAnswers, NvmlError> {
+        let _ = known;
+        Ok(DynamicAnswers::from_answers(&self.snapshot()?))
+    }
 
     /// What `NodeFacts.source` should say for facts built from this source.
     fn topology_source(&self) -> TopologySource {

@@ -1,0 +1,172 @@
+//! The agent's pod as the chart and the plain manifests render it: how it
+//! reaches the kubelet's PodResources socket with the least it can (uid 0
+//! only while it reads the socket, every capability dropped, no privilege
+//! escalation, a read-only root filesystem, only the socket's directory
+//! mounted, read-only), and the values that cannot work.
+
+use super::{
+    HelmError, NAMESPACE, RELEASE, container, env_value, find, plain_manifests, render, render_ok,
+};
+use serde_json::{Value, json};
+
+/// The hostPath volumes of the agent's pod, each with where and how it is mounted.
+fn host_paths(ds: &Value) -> Vec<(String, String, bool)> {
+    let pod = &ds["spec"]["template"]["spec"];
+    let mounts = container(ds)["volumeMounts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    pod["volumes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| {
+            let host = v["hostPath"]["path"].as_str()?;
+            let mount = mounts
+                .iter()
+                .find(|m| m["name"] == v["name"])
+                .expect("a mount");
+            Some((
+                host.to_owned(),
+                mount["mountPath"].as_str().expect("mountPath").to_owned(),
+                mount["readOnly"] == true,
+            ))
+        })
+        .collect()
+}
+
+/// What every agent pod must hold, root or not.
+fn assert_locked_down(ds: &Value, what: &str) {
+    let pod = &ds["spec"]["template"]["spec"];
+    let c = container(ds);
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+    assert_eq!(sc["privileged"], false, "{what}");
+    assert_eq!(
+        sc["capabilities"],
+        json!({"drop": ["ALL"]}),
+        "{what}: nothing added"
+    );
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+        "{what}"
+    );
+    for host in ["hostNetwork", "hostPID", "hostIPC"] {
+        assert!(pod.get(host).is_none_or(|v| v == false), "{what}: {host}");
+    }
+    for (host, at, read_only) in host_paths(ds) {
+        assert!(read_only, "{what}: {host} at {at} is writable");
+    }
+}
+
+#[test]
+fn the_agent_reads_pod_resources_as_root_with_nothing_else() {
+    let charted = render_ok(RELEASE, NAMESPACE, None);
+    let plain = plain_manifests();
+    for (what, docs) in [("chart", &charted), ("daemonset/", &plain)] {
+        let ds = find(docs, "DaemonSet").expect("the DaemonSet");
+        assert_locked_down(ds, what);
+        let c = container(ds);
+        // uid 0, on the container, only to connect to the root-owned socket.
+        assert_eq!(c["securityContext"]["runAsUser"], 0, "{what}");
+        assert_eq!(c["securityContext"]["runAsNonRoot"], false, "{what}");
+        assert_eq!(
+            ds["spec"]["template"]["spec"]["securityContext"]["runAsUser"], 65532,
+            "{what}"
+        );
+        // Of /var/lib/kubelet, only the socket's directory, read-only.
+        assert_eq!(
+            host_paths(ds),
+            [
+                ("/sys".to_owned(), "/host/sys".to_owned(), true),
+                (
+                    "/var/lib/kubelet/pod-resources".to_owned(),
+                    "/var/lib/kubelet/pod-resources".to_owned(),
+                    true
+                ),
+            ],
+            "{what}"
+        );
+        assert_eq!(
+            env_value(c, "GPUTOPO_POD_RESOURCES"),
+            Some("true"),
+            "{what}"
+        );
+        assert_eq!(
+            env_value(c, "GPUTOPO_POD_RESOURCES_SOCKET"),
+            Some("/var/lib/kubelet/pod-resources/kubelet.sock"),
+            "{what}: the socket inside the mounted directory"
+        );
+        assert_eq!(
+            env_value(c, "GPUTOPO_ALLOCATIONS_HEARTBEAT"),
+            Some("5m"),
+            "{what}"
+        );
+        assert_eq!(env_value(c, "GPUTOPO_SCAN_TIMEOUT"), Some("2m"), "{what}");
+    }
+}
+
+#[test]
+fn without_pod_resources_the_agent_is_not_root() {
+    let docs = render_ok(
+        RELEASE,
+        NAMESPACE,
+        Some("agent:\n  podResources:\n    enabled: false\n"),
+    );
+    let ds = find(&docs, "DaemonSet").expect("the DaemonSet");
+    assert_locked_down(ds, "podResources off");
+    let c = container(ds);
+    assert!(
+        c["securityContext"].get("runAsUser").is_none(),
+        "{}",
+        c["securityContext"]
+    );
+    let pod = &ds["spec"]["template"]["spec"]["securityContext"];
+    assert_eq!(
+        (pod["runAsUser"].clone(), pod["runAsNonRoot"].clone()),
+        (json!(65532), json!(true))
+    );
+    assert_eq!(env_value(c, "GPUTOPO_POD_RESOURCES"), Some("false"));
+    assert_eq!(env_value(c, "GPUTOPO_POD_RESOURCES_SOCKET"), None);
+    assert_eq!(host_paths(ds).len(), 1, "only /sys");
+}
+
+#[test]
+fn a_heartbeat_shorter_than_a_scan_fails_the_render() {
+    let cases = [
+        (
+            "agent:\n  rescanInterval: 10m\n",
+            "agent.podResources.heartbeat (5m) must be at least agent.rescanInterval (10m)",
+        ),
+        (
+            "agent:\n  rescanInterval: 1m30s\n  podResources:\n    heartbeat: 89s\n",
+            "agent.podResources.heartbeat (89s) must be at least agent.rescanInterval (1m30s)",
+        ),
+        (
+            "agent:\n  podResources:\n    heartbeat: \"300\"\n",
+            "/agent/podResources/heartbeat",
+        ),
+        ("agent:\n  scanTimeout: 2 minutes\n", "/agent/scanTimeout"),
+    ];
+    for (values, expected) in cases {
+        match render(RELEASE, NAMESPACE, Some(values)) {
+            Err(HelmError::Failed { stderr, .. }) => {
+                assert!(stderr.contains(expected), "{values}: {stderr}")
+            }
+            other => panic!("{values}: expected helm to refuse, got {other:?}"),
+        }
+    }
+    // Equal is enough; off, the heartbeat is not read.
+    render_ok(
+        RELEASE,
+        NAMESPACE,
+        Some("agent:\n  rescanInterval: 90s\n  podResources:\n    heartbeat: 1m30s\n"),
+    );
+    render_ok(
+        RELEASE,
+        NAMESPACE,
+        Some("agent:\n  rescanInterval: 10m\n  podResources:\n    enabled: false\n"),
+    );
+}
