@@ -24,6 +24,7 @@
 //! however it ends (see [`process`]).
 
 pub mod binaries;
+pub mod kubelet_node;
 pub mod loopback;
 pub mod pki;
 pub mod process;
