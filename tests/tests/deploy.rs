@@ -19,7 +19,8 @@
 //!   files, filters and binds over TLS a pod as kube-scheduler asks;
 //! - `helm install`, `upgrade` and `uninstall` work on the real API server,
 //!   and the uninstall leaves the CRD;
-//! - the Dockerfiles build what `scripts/static-build` checks in CI.
+//! - the Dockerfiles build what `scripts/static-build` checks in CI;
+//! - the optional device plugin (`devicePlugin.enabled`): `deploy/device_plugin.rs`.
 //!
 //! Helm is the one `scripts/control-plane-binaries` builds (v3.19).
 
@@ -126,6 +127,8 @@ scheduler:
 mod agent_e2e;
 #[path = "deploy/agent_security.rs"]
 mod agent_security;
+#[path = "deploy/device_plugin.rs"]
+mod device_plugin;
 #[path = "deploy/extender_security.rs"]
 mod extender_security;
 

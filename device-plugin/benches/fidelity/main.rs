@@ -1,0 +1,104 @@
+//! Device-plugin fidelity (issue #11, part 4): the share of pods whose
+//! devices equal the scheduler's choice, when the kubelet asks NVIDIA's
+//! device plugin (go-gpuallocator's best-effort rule, [`nvidia`]) and when it
+//! asks gputopo's (`prefer`), on recorded machines ([`machines`]) under a
+//! seeded stream of 1/2/4/8-GPU pods that keeps each node 60-90% busy
+//! ([`workload`]), replayed by [`replay`]. Also how often a pod ends up with
+//! a worse weakest link than the scheduler chose.
+//!
+//! `cargo bench -p gputopo-device-plugin --bench fidelity` prints the tables
+//! BENCHMARKS.md ("Device-plugin fidelity") holds. Two admission orders: the
+//! kubelet admitting each burst's pods in creation order (what it does for
+//! pods it sees together), and a quarter of the bursts out of order.
+
+mod machines;
+mod nvidia;
+mod replay;
+mod workload;
+
+use replay::{Rule, Tally, replay};
+
+const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+const PODS: u32 = 2_000;
+
+fn pct(part: u64, whole: u64) -> String {
+    format!("{:.1}%", 100.0 * part as f64 / whole.max(1) as f64)
+}
+
+/// The rule as the library describes it, on cases whose answer is known.
+fn check_nvidia_rule(machines: &[machines::Machine]) {
+    let by_name = |n: &str| machines.iter().find(|m| m.name == n).expect(n);
+    // DGX-1: two GPUs joined by two NVLinks (0-3 is NV2 there).
+    let dgx1 = by_name("DGX-1 V100 cube mesh");
+    let pair = dgx1.nvidia.best_effort(&(0..8).collect::<Vec<_>>(), 2);
+    assert_eq!(pair.len(), 2);
+    assert!(
+        dgx1.nvidia.score[pair[0] as usize][pair[1] as usize] >= 200,
+        "an NV2 pair, got {pair:?}"
+    );
+    // Bridged A100 pairs: two GPUs are a bridged pair, whatever the order.
+    let bridged = by_name("4x A100 PCIe, NV12 pairs");
+    for order in [[0, 1, 2, 3], [3, 1, 2, 0], [2, 0, 3, 1]] {
+        let mut pair = bridged.nvidia.best_effort(&order, 2);
+        pair.sort_unstable();
+        assert!(pair == [0, 1] || pair == [2, 3], "{order:?}: {pair:?}");
+    }
+    // NVSwitch: NVLinks to the switch do not count, only PCIe (0-1 share one).
+    let h100 = by_name("HGX H100 NVSwitch");
+    assert_eq!(h100.nvidia.score[0][1], 40);
+    assert_eq!(h100.nvidia.best_effort(&[5, 1, 0, 6], 1), [5]);
+}
+
+fn main() {
+    let machines = machines::all();
+    check_nvidia_rule(&machines);
+    println!(
+        "Device-plugin fidelity: {PODS} pods x {} seeds per machine and order",
+        SEEDS.len()
+    );
+    for (title, out_of_order) in [
+        ("admitted in creation order", 0.0),
+        ("25% of bursts admitted out of creation order", 0.25),
+    ] {
+        println!("\n## {title}\n");
+        println!(
+            "| machine | GPUs | busy | NVIDIA: equal | NVIDIA: worse link | gputopo: equal | gputopo: worse link | gputopo outcomes (matched/ambiguous/topology-rule/none) |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---|");
+        let (mut all_nvidia, mut all_gputopo) = (Tally::default(), Tally::default());
+        for machine in &machines {
+            let (mut nvidia, mut gputopo) = (Tally::default(), Tally::default());
+            let mut busy = 0.0;
+            for &seed in &SEEDS {
+                let stream = workload::stream(machine.gpus, PODS, seed, out_of_order);
+                busy += stream.mean_busy / SEEDS.len() as f64;
+                nvidia.add(&replay(machine, &stream, Rule::Nvidia, seed));
+                gputopo.add(&replay(machine, &stream, Rule::Gputopo, seed));
+            }
+            let outcomes = ["matched", "ambiguous", "topology-rule", "none"]
+                .map(|k| gputopo.outcomes.get(k).copied().unwrap_or(0).to_string())
+                .join("/");
+            println!(
+                "| {} | {} | {:.0}% | {} | {} | {} | {} | {} |",
+                machine.name,
+                machine.gpus,
+                100.0 * busy,
+                pct(nvidia.equal, nvidia.pods),
+                pct(nvidia.worse, nvidia.pods),
+                pct(gputopo.equal, gputopo.pods),
+                pct(gputopo.worse, gputopo.pods),
+                outcomes
+            );
+            all_nvidia.add(&nvidia);
+            all_gputopo.add(&gputopo);
+        }
+        println!(
+            "| **all** ({} pods) | | | {} | {} | {} | {} | |",
+            all_nvidia.pods,
+            pct(all_nvidia.equal, all_nvidia.pods),
+            pct(all_nvidia.worse, all_nvidia.pods),
+            pct(all_gputopo.equal, all_gputopo.pods),
+            pct(all_gputopo.worse, all_gputopo.pods),
+        );
+    }
+}
