@@ -22,6 +22,29 @@ use std::time::Duration;
 /// three of the agent's 5-minute heartbeats.
 pub const DEFAULT_READING_MAX_AGE: Duration = Duration::from_secs(15 * 60);
 
+/// How far nodes' readings of the kubelet are trusted, at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadingTrust {
+    pub now: Timestamp,
+    /// The oldest reading still believed.
+    pub max_age: Duration,
+}
+
+impl ReadingTrust {
+    /// Readings judged at `now` with [`DEFAULT_READING_MAX_AGE`].
+    pub fn at(now: Timestamp) -> ReadingTrust {
+        ReadingTrust {
+            now,
+            max_age: DEFAULT_READING_MAX_AGE,
+        }
+    }
+
+    /// The state of the reading in `status` under this trust.
+    pub fn state(self, status: Option<&GpuTopologyStatus>) -> ReadingState {
+        ReadingState::of(status, self.now, self.max_age)
+    }
+}
+
 /// Whether a node's reported allocations can stand in for the pods' annotations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadingState {
@@ -191,8 +214,7 @@ type FreshReport<'a> = (Timestamp, HashMap<&'a str, ReportedGpus>);
 pub fn assignment_mismatches<'a>(
     pods: impl IntoIterator<Item = &'a Pod>,
     topologies: &HashMap<&str, &GpuTopology>,
-    now: Timestamp,
-    max_age: Duration,
+    trust: ReadingTrust,
 ) -> Vec<AssignmentMismatch> {
     // Per node: its fresh reading, by pod; `None` when not fresh.
     let mut reports: HashMap<&str, Option<FreshReport<'_>>> = HashMap::new();
@@ -225,7 +247,7 @@ pub fn assignment_mismatches<'a>(
         let topology = topologies.get(node).copied();
         let report = reports.entry(node).or_insert_with(|| {
             let status = topology.and_then(|t| t.status.as_ref());
-            match ReadingState::of(status, now, max_age) {
+            match trust.state(status) {
                 ReadingState::Fresh { observed_at } => Some((
                     observed_at,
                     reported_gpus(status.map_or(&[][..], |s| &s.allocations)),

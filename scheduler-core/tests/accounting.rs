@@ -12,7 +12,7 @@ use gputopo_api::{
     PodResourcesReading,
 };
 use gputopo_scheduler_core::accounting::{
-    AssignmentMismatch, ReadingState, SetLinks, assignment_mismatches, reported_gpus,
+    AssignmentMismatch, ReadingState, ReadingTrust, SetLinks, assignment_mismatches, reported_gpus,
 };
 use serde_json::json;
 use std::collections::HashMap;
@@ -78,7 +78,11 @@ fn bound_pod(name: &str, assigned: &str, started: &str, extra: serde_json::Value
 
 fn mismatches(topology: &GpuTopology, pods: &[Pod], now: &str) -> Vec<AssignmentMismatch> {
     let topologies = HashMap::from([("n", topology)]);
-    assignment_mismatches(pods, &topologies, at(now), MAX_AGE)
+    let trust = ReadingTrust {
+        now: at(now),
+        max_age: MAX_AGE,
+    };
+    assignment_mismatches(pods, &topologies, trust)
 }
 
 const T0: &str = "2026-03-01T10:00:00Z";

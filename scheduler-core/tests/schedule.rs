@@ -8,6 +8,7 @@ use common::*;
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::explain::{Verdict, explain, explain_pod};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
@@ -221,7 +222,7 @@ fn snapshot_from_kubernetes_objects() {
 
     let config = SchedulerConfig::default();
     let mut b = SnapshotBuilder::new(&config);
-    b.node(node_input(&node, Some(&topology)).unwrap());
+    b.node(node_input(&node, Some(&topology), read_at("2026-01-01T00:10:00Z")).unwrap());
     for p in [&ours, &legacy, &unknown] {
         b.pod(bound_pod_input(p).unwrap().expect("bound"));
     }
@@ -439,7 +440,7 @@ fn an_edited_assignment_record_never_lowers_what_a_pod_holds() {
         ("7", "names 1 usable GPU"),
     ] {
         let mut b = SnapshotBuilder::new(&config);
-        b.node(node_input(&node, Some(&topology)).unwrap());
+        b.node(node_input(&node, Some(&topology), read_at("2026-01-01T00:10:00Z")).unwrap());
         for p in [bound("ddp", ddp_record, 4), bound("other", "0,1", 2)] {
             b.pod(bound_pod_input(&p).unwrap().expect("kept, never dropped"));
         }
@@ -464,4 +465,9 @@ fn an_edited_assignment_record_never_lowers_what_a_pod_holds() {
             "record {ddp_record:?}: a 4-GPU pod fit beside 6 held GPUs"
         );
     }
+}
+
+/// Nodes' kubelet readings judged at `now`.
+fn read_at(now: &str) -> ReadingTrust {
+    ReadingTrust::at(now.parse().expect("a time"))
 }

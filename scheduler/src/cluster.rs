@@ -15,15 +15,15 @@ use crate::cycle::queue::QueuedPod;
 use crate::podgroup::PodGroup;
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::accounting::ReadingState;
+pub use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gpuset::stranded_free_gpus;
 use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{BoundPodInput, Snapshot, SnapshotBuilder, SnapshotError};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// `namespace/name`.
 pub fn pod_key(pod: &Pod) -> String {
@@ -151,13 +151,6 @@ pub struct Objects<'a> {
     pub groups: &'a [Arc<PodGroup>],
 }
 
-/// How far nodes' readings of the kubelet are trusted, at the moment of a cycle.
-#[derive(Clone, Copy, Debug)]
-pub struct ReadingTrust {
-    pub now: Timestamp,
-    pub max_age: Duration,
-}
-
 /// Builds the snapshot: every node (with the `GpuTopology` of its name),
 /// every pod holding resources on a node, whoever bound it, the assumed
 /// pods, the PodGroups. A node's reported allocations count only while its
@@ -179,19 +172,15 @@ pub fn build_snapshot(
     for node in objects.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let topology = topologies.get(name).copied();
-        match node_input(node, topology) {
-            Ok(mut input) => {
+        match node_input(node, topology, trust) {
+            Ok(input) => {
                 let status = topology.and_then(|t| t.status.as_ref());
-                if let ReadingState::Stale { observed_at, .. } =
-                    ReadingState::of(status, trust.now, trust.max_age)
-                {
+                if let ReadingState::Stale { observed_at, .. } = trust.state(status) {
                     // Stable text: the cycle logs a warning once, when new.
                     warnings.push(format!(
                         "node {name}: its kubelet allocations were read at {observed_at}, more than {} ago: the pods' assigned-gpus count instead",
                         humantime::format_duration(trust.max_age)
                     ));
-                    input.gpu_allocations.clear();
-                    input.allocations_observed_at = None;
                 }
                 builder.node(input);
             }

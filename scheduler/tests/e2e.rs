@@ -12,6 +12,7 @@ mod common;
 
 use common::*;
 use gputopo_scheduler::podgroup::{PodGroup, PodGroupSpec};
+use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
@@ -20,6 +21,7 @@ use gputopo_scheduler_core::snapshot::kube::node_input;
 use gputopo_testenv::TestEnv;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
@@ -48,7 +50,9 @@ async fn a_ddp_pod_gets_the_nvlink_quad_scheduler_core_chooses_and_runs() {
 
     // What scheduler-core picks on the same node, empty.
     let mut b = SnapshotBuilder::new(&SchedulerConfig::default());
-    b.node(node_input(&node, Some(&topology)).expect("node input"));
+    b.node(
+        node_input(&node, Some(&topology), ReadingTrust::at(Timestamp::now())).expect("node input"),
+    );
     let snapshot = b.build().expect("snapshot");
     let mut k8s_pod = pod.clone();
     k8s_pod.metadata.namespace = Some(ns.clone());

@@ -14,6 +14,7 @@ mod common;
 use common::{
     DGX1, PCIE_2SOCKET as PCIE, annotation, events, fixture_node, gpu_pod, gpus_of, node_of,
 };
+use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
@@ -24,6 +25,7 @@ use gputopo_testenv::pki::{CertFiles, Pki};
 use gputopo_testenv::process::{Process, tail};
 use gputopo_testenv::{SchedulerProcess, TestEnv};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -315,7 +317,14 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     // The first bound got the set scheduler-core picks on the empty node.
     let config = SchedulerConfig::default();
     let mut builder = SnapshotBuilder::new(&config);
-    builder.node(node_input(&dgx1_node, Some(&dgx1_topology)).expect("node input"));
+    builder.node(
+        node_input(
+            &dgx1_node,
+            Some(&dgx1_topology),
+            ReadingTrust::at(Timestamp::now()),
+        )
+        .expect("node input"),
+    );
     let mut alone = quad("quad-a", &profile);
     alone.metadata.namespace = Some(ns.clone());
     let expected = match schedule(

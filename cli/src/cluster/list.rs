@@ -6,7 +6,7 @@ use super::{Cluster, ClusterFileError, Overrides, apply_overrides, invalid};
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
-use gputopo_scheduler_core::accounting::{DEFAULT_READING_MAX_AGE, ReadingState};
+use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder};
@@ -88,21 +88,15 @@ pub(super) fn load_list(
             }
         }
     }
-    let now = overrides.now.unwrap_or_else(Timestamp::now);
+    // As the scheduler does: a stale reading is not believed.
+    let trust = ReadingTrust::at(overrides.now.unwrap_or_else(Timestamp::now));
     for node in &nodes {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let topology = topologies.get(&name);
-        let mut input =
-            node_input(node, topology).map_err(|e| invalid(path, &format!("Node {name}"), e))?;
-        // As the scheduler does: a stale reading is not believed.
-        let status = topology.and_then(|t| t.status.as_ref());
-        if !ReadingState::of(status, now, DEFAULT_READING_MAX_AGE).is_fresh() {
-            input.gpu_allocations.clear();
-            input.allocations_observed_at = None;
-        }
+        let input = node_input(node, topologies.get(&name), trust)
+            .map_err(|e| invalid(path, &format!("Node {name}"), e))?;
         builder.node(input);
     }
-    let reports = node_reports(&topologies, pods.iter().map(|(_, p)| p), now);
+    let reports = node_reports(&topologies, pods.iter().map(|(_, p)| p), trust);
     for (i, pod) in &pods {
         if let Some(input) =
             bound_pod_input(pod).map_err(|e| invalid(path, &format!("items[{i}]"), e))?

@@ -4,10 +4,7 @@
 
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
-use gputopo_api::k8s_openapi::jiff::Timestamp;
-use gputopo_scheduler_core::accounting::{
-    DEFAULT_READING_MAX_AGE, ReadingState, assignment_mismatches,
-};
+use gputopo_scheduler_core::accounting::{ReadingState, ReadingTrust, assignment_mismatches};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -44,12 +41,12 @@ pub struct GpuHeld {
 pub fn node_reports<'a>(
     topologies: &BTreeMap<String, GpuTopology>,
     pods: impl IntoIterator<Item = &'a Pod>,
-    now: Timestamp,
+    trust: ReadingTrust,
 ) -> Vec<NodeReport> {
     let by_node: HashMap<&str, &GpuTopology> =
         topologies.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut mismatches: HashMap<String, Vec<String>> = HashMap::new();
-    for m in assignment_mismatches(pods, &by_node, now, DEFAULT_READING_MAX_AGE) {
+    for m in assignment_mismatches(pods, &by_node, trust) {
         mismatches
             .entry(m.node.clone())
             .or_default()
@@ -60,7 +57,7 @@ pub fn node_reports<'a>(
         .filter_map(|(node, t)| {
             let status = t.status.as_ref()?;
             let reading = status.pod_resources.as_ref()?;
-            let state = match ReadingState::of(Some(status), now, DEFAULT_READING_MAX_AGE) {
+            let state = match trust.state(Some(status)) {
                 ReadingState::Fresh { .. } => "fresh",
                 _ => "stale",
             };
@@ -74,13 +71,7 @@ pub fn node_reports<'a>(
                     } else {
                         a.holders
                             .iter()
-                            .map(|h| {
-                                let form = serde_json::to_value(h.form)
-                                    .ok()
-                                    .and_then(|v| v.as_str().map(str::to_string))
-                                    .unwrap_or_default();
-                                format!("{}/{} ({form})", h.pod, h.container)
-                            })
+                            .map(|h| format!("{}/{} ({})", h.pod, h.container, h.form.as_str()))
                             .collect()
                     },
                 })

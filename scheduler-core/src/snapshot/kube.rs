@@ -3,6 +3,7 @@
 //! scheduler's watch and the command line's files both go through here.
 
 use super::build::{BoundPodInput, GpuHolding, NodeInput};
+use crate::accounting::{ReadingState, ReadingTrust};
 use crate::pod::{PodError, pod_key};
 use crate::resources::{Resources, pod_requests};
 use crate::selector::Taint;
@@ -29,8 +30,14 @@ pub enum ConvertError {
     Pod(#[from] PodError),
 }
 
-/// A node with its `GpuTopology` (the object whose name is the node's), if any.
-pub fn node_input(node: &Node, topology: Option<&GpuTopology>) -> Result<NodeInput, ConvertError> {
+/// A node with its `GpuTopology` (the object whose name is the node's), if
+/// any. The allocations the node reports come along only while its reading
+/// of the kubelet is fresh under `trust` (see [`crate::accounting`]).
+pub fn node_input(
+    node: &Node,
+    topology: Option<&GpuTopology>,
+    trust: ReadingTrust,
+) -> Result<NodeInput, ConvertError> {
     let name = node
         .metadata
         .name
@@ -63,14 +70,15 @@ pub fn node_input(node: &Node, topology: Option<&GpuTopology>) -> Result<NodeInp
             node: name.clone(),
             source,
         })?;
-    // Allocations count only with the agent's reading of the kubelet: an
-    // object without one says nothing about who holds what.
-    let reading = topology
-        .and_then(|t| t.status.as_ref())
-        .and_then(|s| Some((s, s.pod_resources.as_ref()?)));
-    let (gpu_allocations, allocations_observed_at) = match reading {
-        Some((status, r)) => (status.allocations.clone(), Some(r.observed_at.0)),
-        None => (Vec::new(), None),
+    // Allocations count only with a fresh reading of the kubelet: an object
+    // without one says nothing about who holds what, and an old one may no
+    // longer hold.
+    let status = topology.and_then(|t| t.status.as_ref());
+    let (gpu_allocations, allocations_observed_at) = match (status, trust.state(status)) {
+        (Some(status), ReadingState::Fresh { observed_at }) => {
+            (status.allocations.clone(), Some(observed_at))
+        }
+        _ => (Vec::new(), None),
     };
     Ok(NodeInput {
         labels: node.metadata.labels.clone().unwrap_or_default(),

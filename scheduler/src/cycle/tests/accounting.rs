@@ -127,3 +127,45 @@ fn without_a_fresh_reading_the_annotation_counts_and_nothing_is_reported() {
         assert!(report.assignment_mismatches.is_empty(), "{why}");
     }
 }
+
+#[test]
+fn each_difference_is_reported_once_and_again_after_it_changes() {
+    use crate::cycle::Clock;
+    use crate::cycle::accounting::{AssignmentChecks, CHECK_EVERY};
+    use k8s_openapi::jiff::Timestamp;
+    use std::time::Instant;
+
+    let mut w = world();
+    let start = Instant::now();
+    let max_age = Duration::from_secs(900);
+    let at = |after: Duration| Clock {
+        now: start + after,
+        wall: "2026-01-01T00:00:00Z".parse::<Timestamp>().expect("a time"),
+    };
+    let mut checks = AssignmentChecks::default();
+    let mut due = |w: &World, after| checks.due(&w.pods, &w.topologies, at(after), max_age);
+
+    n1_reports(&mut w, &[4, 5, 6, 7], "2025-12-31T23:59:30Z");
+    let first = due(&w, Duration::ZERO);
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        (first[0].1.chosen.clone(), first[0].1.got.clone()),
+        (vec![0, 1, 2, 3], vec![4, 5, 6, 7])
+    );
+    // not due yet, then due but already reported
+    assert!(due(&w, Duration::from_secs(1)).is_empty());
+    assert!(due(&w, CHECK_EVERY).is_empty());
+    // the node now reports the chosen GPUs: nothing; then others again: reported again
+    n1_reports(&mut w, &[0, 1, 2, 3], "2025-12-31T23:59:40Z");
+    assert!(due(&w, 2 * CHECK_EVERY).is_empty());
+    n1_reports(&mut w, &[4, 5, 6, 7], "2025-12-31T23:59:50Z");
+    assert_eq!(due(&w, 3 * CHECK_EVERY).len(), 1);
+    // a new pod of the same name (another uid) is another difference
+    let held = w
+        .pods
+        .iter_mut()
+        .find(|p| p.metadata.name.as_deref() == Some("held"))
+        .expect("held");
+    Arc::make_mut(held).metadata.uid = Some("uid-held-2".into());
+    assert_eq!(due(&w, 4 * CHECK_EVERY).len(), 1);
+}

@@ -1,6 +1,8 @@
 use super::*;
+use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::kube::node_input;
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::sync::Mutex;
@@ -73,7 +75,7 @@ async fn serve_with(ready: bool, limits: Limits) -> (u16, Arc<Fake>, Arc<Extende
     }))
     .expect("a node");
     let mut b = SnapshotBuilder::new(&config);
-    b.node(node_input(&node, None).expect("node input"));
+    b.node(node_input(&node, None, ReadingTrust::at(Timestamp::now())).expect("node input"));
     let fake = Arc::new(Fake {
         ready: AtomicBool::new(ready),
         snapshot: Arc::new(b.build().expect("snapshot")),

@@ -1,5 +1,6 @@
 use super::*;
 use gputopo_api::GpuTopology;
+use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
@@ -40,7 +41,7 @@ fn cluster() -> Snapshot {
         ("dgx1-full", json!({})),
         ("cordoned", json!({"unschedulable": true})),
     ] {
-        b.node(node_input(&node(name, spec), Some(&dgx1(name))).expect("node input"));
+        b.node(node_input(&node(name, spec), Some(&dgx1(name)), now()).expect("node input"));
     }
     let holder = pod(json!({
         "metadata": {"name": "holder", "namespace": "ml",
@@ -305,7 +306,7 @@ fn binding_plans_the_nvlink_quad_on_the_chosen_node() {
     assert!(bottleneck.starts_with("NV"), "{bottleneck}");
     // The same set schedule() picks for the node on its own.
     let mut only = SnapshotBuilder::new(&config);
-    only.node(node_input(&node("dgx1-b", json!({})), Some(&dgx1("dgx1-b"))).expect("node"));
+    only.node(node_input(&node("dgx1-b", json!({})), Some(&dgx1("dgx1-b")), now()).expect("node"));
     let alone = gputopo_scheduler_core::schedule::schedule(
         &only.build().expect("snapshot"),
         &PendingPod::from_k8s(&pod).expect("readable"),
@@ -442,4 +443,9 @@ fn binding_refuses_what_no_longer_holds() {
     .expect_err("bad annotation")
     .to_string();
     assert!(e.starts_with("invalid gputopo.dev/gpu-memory: "), "{e}");
+}
+
+/// Readings of the kubelet judged now (these nodes report none).
+fn now() -> ReadingTrust {
+    ReadingTrust::at(k8s_openapi::jiff::Timestamp::now())
 }
