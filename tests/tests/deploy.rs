@@ -27,8 +27,7 @@
 use gputopo_testenv::loopback::TlsClient;
 use gputopo_testenv::pki::Pki;
 use gputopo_testenv::{TestEnv, binaries, fake_gpu_node, process::Process};
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::{Scope, pinned_kind};
@@ -131,6 +130,8 @@ mod agent_security;
 mod device_plugin;
 #[path = "deploy/extender_security.rs"]
 mod extender_security;
+#[path = "deploy/identity.rs"]
+mod identity;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -1473,32 +1474,17 @@ async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
     let service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
         .as_str()
         .expect("a service account");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            bound_object_ref: None,
-            expiration_seconds: Some(3600),
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &namespace)
-        .create_token_request(service_account, &PostParams::default(), &request)
-        .await
-        .expect("token issued")
-        .status
-        .expect("token status")
-        .token;
     let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("scheduler.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: scheduler\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: scheduler}}\ncurrent-context: c\n",
-            env.apiserver_url(),
-            env.ca_cert_path().display()
-        ),
+    let kubeconfig = identity::service_account_kubeconfig(
+        env,
+        &admin,
+        &namespace,
+        service_account,
+        None,
+        dir.path(),
+        "scheduler",
     )
-    .expect("kubeconfig written");
+    .await;
 
     // A kwok GPU node (4 GPUs, two NVLink pairs) with its GpuTopology, as
     // the agent would publish it.
@@ -1758,32 +1744,17 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
     let service_account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
         .as_str()
         .expect("a service account");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            bound_object_ref: None,
-            expiration_seconds: Some(3600),
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &namespace)
-        .create_token_request(service_account, &PostParams::default(), &request)
-        .await
-        .expect("token issued")
-        .status
-        .expect("token status")
-        .token;
     let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("extender.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: extender\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: extender}}\ncurrent-context: c\n",
-            env.apiserver_url(),
-            env.ca_cert_path().display()
-        ),
+    let kubeconfig = identity::service_account_kubeconfig(
+        env,
+        &admin,
+        &namespace,
+        service_account,
+        None,
+        dir.path(),
+        "extender",
     )
-    .expect("kubeconfig written");
+    .await;
 
     // A kwok node with 4 GPUs in two NVLink pairs and its GpuTopology.
     let node = env.unique_name("ext-node");

@@ -63,37 +63,17 @@ async fn the_agent_publishes_with_exactly_the_charts_rbac() {
         .create(&PostParams::default(), &pod)
         .await
         .expect("the chart's pod template is admitted");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
-            }),
-            expiration_seconds: Some(3600),
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &namespace)
-        .create_token_request(&service_account, &PostParams::default(), &request)
-        .await
-        .expect("token issued")
-        .status
-        .expect("token status")
-        .token;
     let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("agent.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: agent\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: agent}}\ncurrent-context: c\n",
-            env.apiserver_url(),
-            env.ca_cert_path().display()
-        ),
+    let kubeconfig = identity::service_account_kubeconfig(
+        env,
+        &admin,
+        &namespace,
+        &service_account,
+        Some(&pod),
+        dir.path(),
+        "agent",
     )
-    .expect("kubeconfig written");
+    .await;
 
     // The agent as the chart's container runs it: its args (with the
     // recorded `nvidia-smi topo -m` of a DGX A100 in place of NVML) and its

@@ -20,8 +20,7 @@ use super::{
     without_helm_labels,
 };
 use gputopo_testenv::{TestEnv, fake_gpu_node};
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -417,37 +416,17 @@ async fn the_api_server_admits_the_device_plugin_and_its_identity_reads_pods_onl
         .expect("the chart's pod template is admitted");
 
     // The token the kubelet would mount for that pod.
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: plugin_pod.metadata.name.clone(),
-                uid: plugin_pod.metadata.uid.clone(),
-            }),
-            expiration_seconds: Some(3600),
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), &namespace)
-        .create_token_request(&account, &PostParams::default(), &request)
-        .await
-        .expect("token issued")
-        .status
-        .expect("token status")
-        .token;
     let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = dir.path().join("device-plugin.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: dp\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: dp}}\ncurrent-context: c\n",
-            env.apiserver_url(),
-            env.ca_cert_path().display()
-        ),
+    let kubeconfig = super::identity::service_account_kubeconfig(
+        env,
+        &admin,
+        &namespace,
+        &account,
+        Some(&plugin_pod),
+        dir.path(),
+        "dp",
     )
-    .expect("kubeconfig written");
+    .await;
     let config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig"),
         &kube::config::KubeConfigOptions::default(),
