@@ -1,6 +1,7 @@
 //! The plugin's metrics; `/healthz`, `/readyz` and `/metrics` are served by `gputopo-ops`.
 
 use crate::choose::{AnnotationProblem, Outcome};
+pub use gputopo_ops::labels::{ReasonLabel, ResultLabel};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -10,16 +11,6 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
-    pub reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    pub result: &'static str,
 }
 
 /// The plugin's metrics, registered in one `prometheus-client` registry.

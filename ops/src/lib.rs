@@ -137,3 +137,21 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }
+
+/// Label sets of one static value, which every daemon's counters use: a
+/// typed outcome's `metric_label()` by result or by reason.
+pub mod labels {
+    use prometheus_client::encoding::EncodeLabelSet;
+
+    /// `{result="..."}`.
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    pub struct ResultLabel {
+        pub result: &'static str,
+    }
+
+    /// `{reason="..."}`.
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    pub struct ReasonLabel {
+        pub reason: &'static str,
+    }
+}
