@@ -12,7 +12,7 @@ pub mod cycle;
 pub mod extender;
 pub mod kube_writes;
 pub mod leader;
-pub mod podgroup;
+pub mod gangs;
 pub mod scheduler;
 pub mod serve;
 pub mod watch;
