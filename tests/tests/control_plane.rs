@@ -175,7 +175,7 @@ async fn rbac_refuses_an_unprivileged_user_until_granted() {
             ..Default::default()
         },
         role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "ClusterRole".into(),
             name: user.clone(),
         },
