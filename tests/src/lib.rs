@@ -217,6 +217,8 @@ impl TestEnv {
             "--allow-privileged=true".to_owned(),
             format!("--cert-dir={}", self.dir.join("apiserver-certs").display()),
             "--profiling=false".to_owned(),
+            format!("--feature-gates={WORKLOAD_FEATURES}"),
+            "--runtime-config=scheduling.k8s.io/v1beta1=true".to_owned(),
             "--v=1".to_owned(),
         ];
         self.spawn("kube-apiserver", apiserver_bin, &apiserver_args)?;
@@ -519,6 +521,7 @@ impl TestEnv {
             "--use-service-account-credentials=true".to_owned(),
             "--leader-elect=false".to_owned(),
             "--profiling=false".to_owned(),
+            format!("--feature-gates={WORKLOAD_FEATURES}"),
             "--v=1".to_owned(),
         ]);
         self.spawn("kube-controller-manager", &bin, &args)?;
@@ -561,6 +564,7 @@ impl TestEnv {
         args.extend([
             "--leader-elect=false".to_owned(),
             "--profiling=false".to_owned(),
+            format!("--feature-gates={WORKLOAD_FEATURES}"),
             "--v=1".to_owned(),
         ]);
         self.spawn("kube-scheduler", &bin, &args)?;
@@ -932,6 +936,12 @@ impl AuditEvent {
 }
 
 /// Every request at Metadata level, except the probes' health checks.
+/// The upstream gang API (KEP-4671: `scheduling.k8s.io/v1beta1` Workload
+/// and PodGroup, the pod's `spec.schedulingGroup`; beta and off by default
+/// in 1.37) and the Job controller's use of it (KEP-5547, alpha), so that
+/// the tests run gangs the way a 1.37 cluster that enables them does.
+pub const WORKLOAD_FEATURES: &str = "GenericWorkload=true,WorkloadWithJob=true";
+
 const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy

@@ -188,9 +188,8 @@ pub fn gang_status_writes(
         } else {
             continue;
         };
-        if current.is_some_and(|c| {
-            c.status == status && c.reason == reason && c.message == message
-        }) {
+        if current.is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
+        {
             continue;
         }
         let since = match current {

@@ -6,7 +6,6 @@
 
 pub mod controllers;
 pub mod scheduler_plugins;
-pub mod status;
 
 pub use controllers::{JobSet, LeaderWorkerSet};
 pub use scheduler_plugins::{PodGroup, PodGroupSpec, PodGroupStatus};

@@ -69,7 +69,8 @@ fn an_upstream_gang_policy_gives_min_count_and_basic_gives_independent_pods() {
     ));
     let e = objects.size("ml", &group("neg"), &names()).unwrap_err();
     assert!(
-        e.to_string().contains("spec.schedulingPolicy.gang.minCount is -1"),
+        e.to_string()
+            .contains("spec.schedulingPolicy.gang.minCount is -1"),
         "{e}"
     );
     let e = objects.size("ml", &group("empty"), &names()).unwrap_err();

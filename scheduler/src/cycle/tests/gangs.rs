@@ -146,7 +146,9 @@ fn a_reserved_gang_is_not_starved_by_a_stream_of_small_pods() {
 #[test]
 fn a_gang_past_its_timeout_is_told_and_loses_its_reservation() {
     let mut w = World::dgx(2, 2);
-    w.gangs.pod_groups.push(Arc::new(pod_group("job", 2, Some(30))));
+    w.gangs
+        .pod_groups
+        .push(Arc::new(pod_group("job", 2, Some(30))));
     w.add(pod("low", 8, Some("n1"), 0));
     for i in 0..2 {
         w.add(group_member("job", i, 8, 100));
@@ -376,7 +378,9 @@ fn a_gang_stuck_partly_bound_is_undone_after_its_timeout() {
 #[test]
 fn a_new_leader_keeps_a_gangs_schedule_timeout() {
     let mut w = World::busy_pair();
-    w.gangs.pod_groups.push(Arc::new(pod_group("job", 2, Some(30))));
+    w.gangs
+        .pod_groups
+        .push(Arc::new(pod_group("job", 2, Some(30))));
     for i in 0..2 {
         w.add(group_member("job", i, 8, 100));
     }
