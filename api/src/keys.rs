@@ -61,6 +61,9 @@ pub mod node {
     pub const LEAF: &str = "gputopo.dev/leaf";
     /// Optional cost signal for scoring.
     pub const COST_PER_HOUR: &str = "gputopo.dev/cost-per-hour";
+    /// The GPUs' generation (`1..=99`), for products the scheduler's table
+    /// does not know (`gputopo_api::generation`); set by the operator.
+    pub const GPU_GENERATION: &str = "gputopo.dev/gpu-generation";
 }
 
 /// Pod annotations (all under `gputopo.dev/`) and the seed design's aliases.

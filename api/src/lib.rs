@@ -4,6 +4,7 @@
 //! The agent writes these types, the scheduler and `scheduler-core` read them.
 
 pub mod gang;
+pub mod generation;
 pub mod keys;
 pub mod link;
 pub mod quantity;
