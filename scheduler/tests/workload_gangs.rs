@@ -1,6 +1,7 @@
 //! The upstream gang API end to end on the real 1.37 control plane (with
 //! `GenericWorkload` and `WorkloadWithJob` on, as gputopo-testenv starts
-//! it): a plain `batch/v1` Job, for which the real Job controller writes a
+//! it): a `batch/v1` Job asking for a gang in its own `spec.scheduling`
+//! (nothing gputopo-specific), for which the real Job controller writes a
 //! Workload, a `scheduling.k8s.io` PodGroup and the pods' `schedulingGroup`,
 //! is placed as one gang on one leaf, and gputopo-scheduler writes the
 //! PodGroup's `PodGroupInitiallyScheduled` condition; a group that cannot
@@ -48,7 +49,7 @@ fn condition(g: &UpstreamPodGroup) -> Option<(String, String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plain_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_scheduled() {
+async fn a_gang_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_scheduled() {
     let env = env().await;
     let client = env.client().await;
     let group = env.unique_name("wl-job");
@@ -64,6 +65,7 @@ async fn a_plain_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_sch
             "parallelism": 2,
             "completions": 2,
             "completionMode": "Indexed",
+            "scheduling": {"schedulingPolicy": {"gang": {"minCount": 2}}},
             "template": {"spec": {
                 "schedulerName": sched,
                 "restartPolicy": "Never",
@@ -99,7 +101,7 @@ async fn a_plain_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_sch
     )
     .await;
     let min = pg.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count);
-    assert_eq!(min, Some(2), "the Job's parallelism is its gang");
+    assert_eq!(min, Some(2), "the Job's spec.scheduling gang");
     let pg_name = pg.metadata.name.clone().expect("named");
 
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
@@ -187,8 +189,8 @@ async fn an_upstream_gang_that_cannot_fit_binds_nothing_and_its_pod_group_says_w
     .await;
     assert_eq!(reason, "Unschedulable");
     assert!(
-        message.contains("PodGroup") && message.contains("big"),
-        "names the gang: {message}"
+        message.contains("big") && message.contains("nothing bound"),
+        "names the gang and says none is bound: {message}"
     );
     let list = pods.list(&ListParams::default()).await.expect("pods").items;
     assert!(

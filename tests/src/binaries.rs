@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn versions_come_from_go_mod() {
         assert!(
-            kubernetes_version().starts_with("v1.34."),
+            kubernetes_version().starts_with("v1.37."),
             "{}",
             kubernetes_version()
         );

@@ -217,10 +217,10 @@ impl TestEnv {
             "--allow-privileged=true".to_owned(),
             format!("--cert-dir={}", self.dir.join("apiserver-certs").display()),
             "--profiling=false".to_owned(),
-            format!("--feature-gates={WORKLOAD_FEATURES}"),
-            "--runtime-config=scheduling.k8s.io/v1beta1=true".to_owned(),
             "--v=1".to_owned(),
         ];
+        let mut apiserver_args = apiserver_args;
+        apiserver_args.extend(workload_flags(apiserver_bin, true)?);
         self.spawn("kube-apiserver", apiserver_bin, &apiserver_args)?;
         if let Ok(mut cmd) = self.apiserver_command.lock() {
             *cmd = Some((apiserver_bin.to_path_buf(), apiserver_args.clone()));
@@ -521,9 +521,9 @@ impl TestEnv {
             "--use-service-account-credentials=true".to_owned(),
             "--leader-elect=false".to_owned(),
             "--profiling=false".to_owned(),
-            format!("--feature-gates={WORKLOAD_FEATURES}"),
             "--v=1".to_owned(),
         ]);
+        args.extend(workload_flags(&bin, false)?);
         self.spawn("kube-controller-manager", &bin, &args)?;
         self.wait_healthz("kube-controller-manager", port).await
     }
@@ -564,9 +564,9 @@ impl TestEnv {
         args.extend([
             "--leader-elect=false".to_owned(),
             "--profiling=false".to_owned(),
-            format!("--feature-gates={WORKLOAD_FEATURES}"),
             "--v=1".to_owned(),
         ]);
+        args.extend(workload_flags(&bin, false)?);
         self.spawn("kube-scheduler", &bin, &args)?;
         self.wait_healthz("kube-scheduler", port).await
     }
@@ -941,6 +941,29 @@ impl AuditEvent {
 /// in 1.37) and the Job controller's use of it (KEP-5547, alpha), so that
 /// the tests run gangs the way a 1.37 cluster that enables them does.
 pub const WORKLOAD_FEATURES: &str = "GenericWorkload=true,WorkloadWithJob=true";
+
+/// The flags that turn [`WORKLOAD_FEATURES`] on for the component `bin`,
+/// on releases where the API is `scheduling.k8s.io/v1beta1` (1.37 and
+/// later; older releases run without it: `scripts/test-oldest-kubernetes`).
+/// `api_server` adds the API group's `--runtime-config`.
+fn workload_flags(bin: &Path, api_server: bool) -> anyhow::Result<Vec<String>> {
+    let out = std::process::Command::new(bin).arg("--version").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let minor = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v1."))
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok())
+        .with_context(|| format!("{} --version printed {text:?}", bin.display()))?;
+    if minor < 37 {
+        return Ok(Vec::new());
+    }
+    let mut flags = vec![format!("--feature-gates={WORKLOAD_FEATURES}")];
+    if api_server {
+        flags.push("--runtime-config=scheduling.k8s.io/v1beta1=true".into());
+    }
+    Ok(flags)
+}
 
 const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1

@@ -34,6 +34,10 @@ pub struct ReplicatedJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
     pub template: JobTemplateSpec,
+    /// Replicated jobs this one starts after (ready or complete): its pods
+    /// come later, so they are not counted in the gang's first wave.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

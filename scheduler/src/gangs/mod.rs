@@ -163,7 +163,10 @@ impl GangObjects {
 }
 
 /// The pods a JobSet runs at once for this scheduler: over its replicated
-/// jobs whose pods name one of `names`, replicas × parallelism.
+/// jobs whose pods name one of `names` and that wait for no other
+/// (`dependsOn`: their pods come once those are ready or done, so counting
+/// them would make a gang that can never assemble), replicas × parallelism.
+/// The later jobs' pods join the gang's bound members and go near them.
 fn jobset_size(object: &str, set: &JobSet, names: &[String]) -> Result<GangSize, GangSizeError> {
     let order = set
         .spec
@@ -188,7 +191,7 @@ fn jobset_size(object: &str, set: &JobSet, names: &[String]) -> Result<GangSize,
             .and_then(|j| j.template.spec.as_ref())
             .and_then(|p| p.scheduler_name.as_deref())
             .unwrap_or("default-scheduler");
-        if !names.iter().any(|n| n == scheduler) {
+        if !names.iter().any(|n| n == scheduler) || !rj.depends_on.is_empty() {
             continue;
         }
         let replicas = rj.replicas.unwrap_or(1);

@@ -104,6 +104,23 @@ fn a_jobset_gang_counts_the_pods_it_sends_to_this_scheduler() {
             timeout: None
         })
     );
+    let mut with_initializer = serde_json::to_value(&*objects.jobsets[0]).expect("json");
+    with_initializer["spec"]["replicatedJobs"][0]["dependsOn"] =
+        json!([{"name": "driver", "status": "Complete"}]);
+    let waits = GangObjects {
+        jobsets: vec![Arc::new(
+            serde_json::from_value(with_initializer).expect("a JobSet"),
+        )],
+        ..GangObjects::default()
+    };
+    assert_eq!(
+        waits.size("ml", &gang, &names()),
+        Ok(GangSize::Gang {
+            size: 1,
+            timeout: None
+        }),
+        "the workers come after the driver: the first wave is the driver"
+    );
     let in_order = GangObjects {
         jobsets: vec![jobset(json!({
             "startupPolicy": {"startupPolicyOrder": "InOrder"},
