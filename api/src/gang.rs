@@ -31,9 +31,16 @@ pub enum GangRef {
     SchedulingGroup { name: String },
     /// Derived: the JobSet the pod's `jobset.sigs.k8s.io/jobset-name` label
     /// names, whose size the scheduler reads from the JobSet itself.
-    JobSet { name: String, replicated_job: String },
+    JobSet {
+        name: String,
+        replicated_job: String,
+    },
     /// Derived: one group (leader and workers) of a LeaderWorkerSet.
-    LeaderWorkerSet { name: String, group: String, size: u32 },
+    LeaderWorkerSet {
+        name: String,
+        group: String,
+        size: u32,
+    },
 }
 
 impl GangRef {

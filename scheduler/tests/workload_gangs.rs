@@ -120,7 +120,11 @@ async fn a_plain_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_sch
             .as_ref()
             .and_then(|s| s.scheduling_group.as_ref())
             .and_then(|g| g.pod_group_name.clone());
-        assert_eq!(named.as_deref(), Some(pg_name.as_str()), "the Job controller linked it");
+        assert_eq!(
+            named.as_deref(),
+            Some(pg_name.as_str()),
+            "the Job controller linked it"
+        );
         assert_eq!(gpus_of(p).len(), 8);
     }
     let leaves: BTreeSet<&String> = bound
@@ -135,9 +139,7 @@ async fn a_plain_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_sch
     let (status, reason, message) = wait_for(
         "the PodGroup's PodGroupInitiallyScheduled condition true",
         Duration::from_secs(60),
-        || async {
-            condition(&groups.get(&pg_name).await.ok()?).filter(|(s, _, _)| s == "True")
-        },
+        || async { condition(&groups.get(&pg_name).await.ok()?).filter(|(s, _, _)| s == "True") },
         || s.log(),
     )
     .await;

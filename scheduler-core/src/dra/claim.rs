@@ -350,7 +350,8 @@ impl ClaimPlan {
                 .spec
                 .iter()
                 .flat_map(|s| s.selectors.iter().flatten())
-                .enumerate() {
+                .enumerate()
+            {
                 let field = format!("spec.selectors[{j}]");
                 let cel = s
                     .cel
