@@ -260,8 +260,22 @@ impl Cycle {
         work.decided(t);
         let outcome = match decision {
             Some(GangDecision::Placed(placements)) if placements.len() == unit.members.len() => {
-                let all = unit.members.into_iter().zip(placements).collect();
+                let recovery = (!unit.bound_members.is_empty())
+                    .then(|| recovery_event(&work.snapshot, &unit, &placements));
+                let all: Vec<(Member, Placement)> =
+                    unit.members.into_iter().zip(placements).collect();
+                let replaced: Vec<Arc<Pod>> = all.iter().map(|((p, _), _)| p.clone()).collect();
                 if self.bind_all(writes, work, all).await {
+                    // Members that joined running ones: a lost member's
+                    // replacement, placed by the first placement's rule.
+                    if let Some(event) = recovery {
+                        for pod in &replaced {
+                            work.report
+                                .gang_recoveries
+                                .push(since_created(pod, work.clock));
+                            writes.emit_event(pod, event.clone());
+                        }
+                    }
                     self.gang_unschedulable.remove(&unit.key);
                     if let Some(w) = self.gang_placed(&unit.key, work.clock.now) {
                         work.report.gang_waits.push(w);
@@ -505,4 +519,44 @@ impl Cycle {
         }
         preempt::every_plan_protected(&spared)
     }
+}
+
+/// The event on a member placed beside its gang's bound members: how many,
+/// and the closest network domain they now share.
+fn recovery_event(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]) -> EventSpec {
+    let nodes: Vec<String> = unit
+        .bound_members
+        .iter()
+        .map(|(_, n)| n.clone())
+        .chain(placements.iter().map(|p| p.node.clone()))
+        .collect();
+    let shared = domain_selectors(snapshot, &nodes)
+        .into_iter()
+        .next()
+        .filter(|s| !s.is_empty())
+        .map_or("no shared network domain".to_string(), |s| {
+            s.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+    EventSpec::normal(
+        "GangMemberReplaced",
+        "Scheduling",
+        format!(
+            "{}: {} member(s) placed beside its {} bound member(s), by the gang's own rule (their domain first); together in {shared}",
+            unit.key,
+            placements.len(),
+            unit.bound_members.len()
+        ),
+    )
+}
+
+/// How long since `pod` was created, by the cycle's wall clock.
+fn since_created(pod: &Pod, clock: Clock) -> Duration {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| clock.wall.duration_since(t.0).try_into().ok())
+        .unwrap_or_default()
 }

@@ -212,6 +212,9 @@ pub struct CycleReport {
     pub decisions: Vec<Duration>,
     /// Gangs placed whole: how long since their first member was seen.
     pub gang_waits: Vec<Duration>,
+    /// Members placed beside their gang's bound members (a lost member's
+    /// replacement): how long since each was created.
+    pub gang_recoveries: Vec<Duration>,
     pub evictions: Vec<EvictionResult>,
     /// GPU use after the cycle's placements; `None` when nothing was due.
     pub usage: Option<Usage>,
