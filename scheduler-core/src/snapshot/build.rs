@@ -371,6 +371,29 @@ impl Snapshot {
             id
         };
 
+        let topology = topology.and_then(|spec| {
+            let (resource, count) = match spec.vendor_or_default() {
+                gputopo_api::GpuVendor::Amd => (
+                    gputopo_api::keys::RESOURCE_GPU_AMD,
+                    allocatable
+                        .extended
+                        .iter()
+                        .find(|(n, _)| n == gputopo_api::keys::RESOURCE_GPU_AMD)
+                        .map_or(0, |(_, a)| *a),
+                ),
+                _ => (gputopo_api::keys::RESOURCE_GPU, allocatable.gpus),
+            };
+            match super::plausible::implausible(&spec, count, resource) {
+                Some(reason) => {
+                    self.warnings.push(SnapshotWarning::ImplausibleTopology {
+                        node: name.clone(),
+                        reason,
+                    });
+                    None
+                }
+                None => Some(spec),
+            }
+        });
         let allocatable = amounts(&allocatable, &mut self.strings);
         let gpus = self.node_gpus(&name, topology, allocatable.gpus, state);
 
