@@ -91,6 +91,11 @@ pub enum NoPreference {
 impl Outcome {
     pub const METRIC_LABELS: [&'static str; 4] = ["matched", "ambiguous", "topology-rule", "none"];
 
+    /// Whether a pod's claim decided (matched or ambiguous).
+    pub fn is_claim(&self) -> bool {
+        matches!(self, Outcome::Matched { .. } | Outcome::Ambiguous { .. })
+    }
+
     pub fn metric_label(&self) -> &'static str {
         match self {
             Outcome::Matched { .. } => "matched",
