@@ -1,6 +1,6 @@
 //! gputopo end to end on a real kubelet (`gputopo_testenv::kubelet_node`):
 //! the real `gputopo-device-plugin` registers `nvidia.com/gpu` with the
-//! upstream kubelet v1.34, `gputopo-agent` reads the kubelet's own
+//! upstream kubelet v1.37, `gputopo-agent` reads the kubelet's own
 //! PodResources socket, and the real `gputopo-scheduler` places a pod. Both
 //! daemons replay one recorded machine (`fixtures/recorded/dgx1-v100-nvml.yaml`,
 //! the DGX-1's hybrid cube-mesh: which GPUs a set takes matters), so their
