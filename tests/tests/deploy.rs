@@ -1125,6 +1125,7 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
             &["get", "list", "watch"],
         ),
         ("", "pods/binding", &["create"]),
+        ("", "nodes/status", &["patch"]),
         ("", "pods/status", &["patch"]),
         ("", "pods/eviction", &["create"]),
         ("events.k8s.io", "events", &["create", "patch"]),

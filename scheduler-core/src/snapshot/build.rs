@@ -372,18 +372,7 @@ impl Snapshot {
         };
 
         let topology = topology.and_then(|spec| {
-            let (resource, count) = match spec.vendor_or_default() {
-                gputopo_api::GpuVendor::Amd => (
-                    gputopo_api::keys::RESOURCE_GPU_AMD,
-                    allocatable
-                        .extended
-                        .iter()
-                        .find(|(n, _)| n == gputopo_api::keys::RESOURCE_GPU_AMD)
-                        .map_or(0, |(_, a)| *a),
-                ),
-                _ => (gputopo_api::keys::RESOURCE_GPU, allocatable.gpus),
-            };
-            match super::plausible::implausible(&spec, count, resource) {
+            match super::plausible::implausible_topology(&spec, &allocatable) {
                 Some(reason) => {
                     self.warnings.push(SnapshotWarning::ImplausibleTopology {
                         node: name.clone(),

@@ -48,6 +48,7 @@ mod build;
 pub(crate) mod intern;
 pub mod kube;
 mod plausible;
+pub use plausible::implausible_topology;
 
 pub use build::{BoundPodInput, GpuHolding, NodeInput, SnapshotBuilder, share_amounts};
 

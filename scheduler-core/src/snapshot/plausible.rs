@@ -5,16 +5,31 @@
 //! fails is not scored on topology (its GPUs count as if it had none) and
 //! the scheduler says why on the node (`GpuTopologyTrusted=False`).
 
+use crate::resources::Resources;
 use gputopo_api::generation::max_nvlinks;
-use gputopo_api::{GpuTopologySpec, LinkType};
+use gputopo_api::keys::{RESOURCE_GPU, RESOURCE_GPU_AMD};
+use gputopo_api::{GpuTopologySpec, GpuVendor, LinkType};
+
+/// Why a node's `spec` is not believed given its `allocatable` resources
+/// (the vendor's GPU count); `None` when it is.
+pub fn implausible_topology(spec: &GpuTopologySpec, allocatable: &Resources) -> Option<String> {
+    let (resource, count) = match spec.vendor_or_default() {
+        GpuVendor::Amd => (
+            RESOURCE_GPU_AMD,
+            allocatable
+                .extended
+                .iter()
+                .find(|(n, _)| n == RESOURCE_GPU_AMD)
+                .map_or(0, |(_, a)| *a),
+        ),
+        _ => (RESOURCE_GPU, allocatable.gpus),
+    };
+    implausible(spec, count, resource)
+}
 
 /// Why `spec` is not believed for a node whose device plugin lists
 /// `allocatable` GPUs of the vendor's resource `resource`; `None` when it is.
-pub(crate) fn implausible(
-    spec: &GpuTopologySpec,
-    allocatable: i64,
-    resource: &str,
-) -> Option<String> {
+fn implausible(spec: &GpuTopologySpec, allocatable: i64, resource: &str) -> Option<String> {
     let listed = spec.gpus.len() as i64;
     // Fewer allocatable than listed: GPUs the device plugin marks unhealthy.
     // A multiple: time-slicing replicas. 0: no device plugin (yet), or MIG.
