@@ -4,6 +4,9 @@
 
 mod common;
 
+/// Makes one number of a `GpuTopology` spec overflow.
+type Corrupt = fn(&mut serde_json::Value);
+
 use common::*;
 use gputopo_api::GpuTopology;
 use k8s_openapi::api::core::v1::Pod;
@@ -34,7 +37,7 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
             .spec,
     )
     .expect("a spec serializes");
-    let candidates: [(&str, fn(&mut serde_json::Value)); 3] = [
+    let candidates: [(&str, Corrupt); 3] = [
         ("spec.gpus[0].numaNode", |s| {
             s["gpus"][0]["numaNode"] = 5_000_000_000u64.into()
         }),
