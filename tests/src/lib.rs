@@ -24,6 +24,7 @@
 //! however it ends (see [`process`]).
 
 pub mod binaries;
+pub mod controllers;
 pub mod kubelet_node;
 mod kwok_stages;
 pub mod loopback;
