@@ -85,8 +85,8 @@ async fn agent_client_on(env: &TestEnv, admin: &kube::Client, node: &str) -> kub
         .expect("agent pod created");
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
     let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
+        spec: Some(TokenRequestSpec {
+            audiences: None,
             bound_object_ref: Some(BoundObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
@@ -94,7 +94,8 @@ async fn agent_client_on(env: &TestEnv, admin: &kube::Client, node: &str) -> kub
                 uid: pod.metadata.uid.clone(),
             }),
             expiration_seconds: Some(3600),
-        },
+            ..TokenRequestSpec::default()
+        }),
         ..TokenRequest::default()
     };
     let token = sas
@@ -103,7 +104,8 @@ async fn agent_client_on(env: &TestEnv, admin: &kube::Client, node: &str) -> kub
         .expect("token issued")
         .status
         .expect("token status")
-        .token;
+        .token
+        .expect("token in status");
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: agent\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: agent}}\ncurrent-context: c\n",
         env.apiserver_url(),

@@ -61,6 +61,9 @@ pub mod node {
     pub const LEAF: &str = "gputopo.dev/leaf";
     /// Optional cost signal for scoring.
     pub const COST_PER_HOUR: &str = "gputopo.dev/cost-per-hour";
+    /// The GPUs' generation (`1..=99`), for products the scheduler's table
+    /// does not know (`gputopo_api::generation`); set by the operator.
+    pub const GPU_GENERATION: &str = "gputopo.dev/gpu-generation";
 }
 
 /// Pod annotations (all under `gputopo.dev/`) and the seed design's aliases.
@@ -84,6 +87,9 @@ pub mod pod {
     /// Gangs for users without the PodGroup CRD.
     pub const GANG: &str = "gputopo.dev/gang";
     pub const GANG_SIZE: &str = "gputopo.dev/gang-size";
+    /// `"false"`: the pod is not made part of a gang derived from its
+    /// controller's labels (JobSet, LeaderWorkerSet).
+    pub const DERIVE_GANG: &str = "gputopo.dev/derive-gang";
 
     /// Written by the scheduler on a pod it binds.
     pub const ASSIGNED_GPUS: &str = "gputopo.dev/assigned-gpus";
@@ -91,6 +97,14 @@ pub mod pod {
 
     /// The scheduler-plugins PodGroup label (Kubeflow, JobSet, LeaderWorkerSet).
     pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
+    /// What JobSet's controller puts on the pods it creates (a derived gang).
+    pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+    pub const JOBSET_REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+    /// What LeaderWorkerSet's controller puts on the pods it creates.
+    pub const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+    pub const LWS_GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
+    pub const LWS_SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
 
     /// The seed design's keys, accepted as aliases: (alias, canonical key).
     pub const ALIASES: [(&str, &str); 5] = [

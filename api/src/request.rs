@@ -49,23 +49,7 @@ pub enum GpuShare {
     MemoryMiB(u64),
 }
 
-/// How a pod names the gang it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum GangRef {
-    /// The scheduler-plugins `PodGroup` named by the `scheduling.x-k8s.io/pod-group` label;
-    /// its size is the PodGroup's `spec.minMember`.
-    PodGroup { name: String },
-    /// `gputopo.dev/gang` with `gputopo.dev/gang-size`, for clusters without the CRD.
-    Annotation { name: String, size: u32 },
-}
-
-impl GangRef {
-    pub fn name(&self) -> &str {
-        match self {
-            GangRef::PodGroup { name } | GangRef::Annotation { name, .. } => name,
-        }
-    }
-}
+pub use crate::gang::GangRef;
 
 /// Everything a pod asks of the GPU scheduler.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -135,7 +119,7 @@ impl RequestError {
     }
 }
 
-const KNOWN_KEYS: [&str; 17] = [
+const KNOWN_KEYS: [&str; 18] = [
     key::MIN_NVLINK_LEVEL,
     key::COLLECTIVE,
     key::WORKLOAD,
@@ -151,6 +135,7 @@ const KNOWN_KEYS: [&str; 17] = [
     key::GANG,
     key::GANG_SIZE,
     key::GANG_MIXED_MODELS,
+    key::DERIVE_GANG,
     key::ASSIGNED_GPUS,
     key::ASSIGNED_GPU_UUIDS,
 ];
@@ -168,7 +153,6 @@ const ACCEPT_BANDWIDTH: &str =
 const ACCEPT_COUNT: &str = "a whole number of GPUs, 0..=1024";
 const ACCEPT_DOMAIN: &str =
     "a label value: 1-63 characters of [A-Za-z0-9._-], alphanumeric at both ends";
-const ACCEPT_GANG: &str = "a gang name: 1-253 characters of [a-z0-9.-]";
 
 impl GpuRequest {
     /// Reads the request of a pod.
@@ -176,6 +160,11 @@ impl GpuRequest {
         let empty = BTreeMap::new();
         let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
         let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        let group = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_group.as_ref())
+            .and_then(|g| g.pod_group_name.as_deref());
         let (nvidia, amd) = match &pod.spec {
             Some(spec) => (
                 effective_gpu_limit(&spec.containers, spec.init_containers.as_deref())?,
@@ -195,11 +184,11 @@ impl GpuRequest {
                 ),
             }),
             (nvidia, Some(a)) if a > 0 || nvidia.is_none() => {
-                let mut req = GpuRequest::parse(Some(a), annotations, labels)?;
+                let mut req = GpuRequest::parse_with_group(Some(a), annotations, labels, group)?;
                 req.vendor = crate::GpuVendor::Amd;
                 Ok(req)
             }
-            (nvidia, _) => GpuRequest::parse(nvidia, annotations, labels),
+            (nvidia, _) => GpuRequest::parse_with_group(nvidia, annotations, labels, group),
         }
     }
 
@@ -209,6 +198,16 @@ impl GpuRequest {
         gpu_limit: Option<u32>,
         annotations: &BTreeMap<String, String>,
         labels: &BTreeMap<String, String>,
+    ) -> Result<GpuRequest, RequestError> {
+        GpuRequest::parse_with_group(gpu_limit, annotations, labels, None)
+    }
+
+    /// [`GpuRequest::parse`], with the pod's `spec.schedulingGroup.podGroupName`.
+    pub fn parse_with_group(
+        gpu_limit: Option<u32>,
+        annotations: &BTreeMap<String, String>,
+        labels: &BTreeMap<String, String>,
+        scheduling_group: Option<&str>,
     ) -> Result<GpuRequest, RequestError> {
         let a = Annotations::new(annotations)?;
         let mut req = GpuRequest {
@@ -311,7 +310,14 @@ impl GpuRequest {
         if let Some((k, v)) = a.get(key::NETWORK_BANDWIDTH) {
             req.network_bandwidth_mbps = Some(parse_bandwidth(k, v)?);
         }
-        req.gang = parse_gang(&a, labels)?;
+        req.gang = crate::gang::parse(&crate::gang::GangFields {
+            scheduling_group,
+            gang: a.get(key::GANG),
+            size: a.get(key::GANG_SIZE),
+            derive: a.get(key::DERIVE_GANG),
+            labels,
+            annotations,
+        })?;
         if let Some((k, v)) = a.get(key::GANG_MIXED_MODELS) {
             req.gang_mixed_models = Some(match v {
                 "true" => true,
@@ -494,51 +500,6 @@ fn parse_bandwidth(key: &str, value: &str) -> Result<u64, RequestError> {
     Ok(mbps.ceil() as u64)
 }
 
-fn parse_gang(
-    a: &Annotations<'_>,
-    labels: &BTreeMap<String, String>,
-) -> Result<Option<GangRef>, RequestError> {
-    let pod_group = labels.get(key::POD_GROUP_LABEL);
-    let gang = a.get(key::GANG);
-    let size = a.get(key::GANG_SIZE);
-    match (pod_group, gang, size) {
-        (Some(pg), None, None) => {
-            if !is_gang_name(pg) {
-                return Err(bad(key::POD_GROUP_LABEL, pg, ACCEPT_GANG));
-            }
-            Ok(Some(GangRef::PodGroup { name: pg.clone() }))
-        }
-        (Some(_), Some((k, _)), _) | (Some(_), None, Some((k, _))) => {
-            Err(RequestError::Inconsistent {
-                key: k.to_string(),
-                detail: format!(
-                    "the pod is already in the PodGroup named by its {} label; use one or the other",
-                    key::POD_GROUP_LABEL
-                ),
-            })
-        }
-        (None, Some((k, name)), Some((sk, sv))) => {
-            if !is_gang_name(name) {
-                return Err(bad(k, name, ACCEPT_GANG));
-            }
-            let size = parse_u32(sk, sv, "a gang size 1..=10000", 1..=10_000)?;
-            Ok(Some(GangRef::Annotation {
-                name: name.to_string(),
-                size,
-            }))
-        }
-        (None, Some((k, _)), None) => Err(RequestError::Inconsistent {
-            key: k.to_string(),
-            detail: format!("a gang needs its size: set {} too", key::GANG_SIZE),
-        }),
-        (None, None, Some((k, _))) => Err(RequestError::Inconsistent {
-            key: k.to_string(),
-            detail: format!("a gang size needs a gang name: set {} too", key::GANG),
-        }),
-        (None, None, None) => Ok(None),
-    }
-}
-
 fn is_label_value(v: &str) -> bool {
     let b = v.as_bytes();
     !b.is_empty()
@@ -547,13 +508,6 @@ fn is_label_value(v: &str) -> bool {
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c))
-}
-
-fn is_gang_name(v: &str) -> bool {
-    !v.is_empty()
-        && v.len() <= 253
-        && v.bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
 }
 
 impl fmt::Display for Collective {

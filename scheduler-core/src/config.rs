@@ -253,6 +253,10 @@ pub struct ScoreWeights {
     /// the GPU-set part's whole range, so what the cluster can still take
     /// comes first and the other parts decide among nodes it rates alike.
     pub fragmentation: u32,
+    /// The GPUs' generation, per [`SchedulerConfig::gpu_generation`]: newest
+    /// or oldest first. Applies only when that is not `Off` and the
+    /// cluster's nodes differ in generation. Default 10.
+    pub generation: u32,
 }
 
 impl Default for ScoreWeights {
@@ -266,6 +270,7 @@ impl Default for ScoreWeights {
             cost: 10,
             node_preference: 5,
             fragmentation: 1000,
+            generation: 10,
         }
     }
 }
@@ -330,6 +335,31 @@ pub struct SchedulerConfig {
     /// (`gputopo.dev/gang-mixed-models`). Off: a data-parallel step runs at
     /// its slowest member's speed, so a gang keeps to one model.
     pub gang_mixed_models: bool,
+    /// Which GPU generation the score prefers (`gputopo_api::generation`).
+    pub gpu_generation: GenerationPreference,
+}
+
+/// Whether pods lean to the newest GPUs (training finishes sooner) or the
+/// oldest (the newest stay free for the pods that require them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GenerationPreference {
+    /// The generation does not count (the default).
+    #[default]
+    Off,
+    Newest,
+    Oldest,
+}
+
+impl std::str::FromStr for GenerationPreference {
+    type Err = String;
+    fn from_str(s: &str) -> Result<GenerationPreference, String> {
+        match s {
+            "off" => Ok(GenerationPreference::Off),
+            "newest" => Ok(GenerationPreference::Newest),
+            "oldest" => Ok(GenerationPreference::Oldest),
+            other => Err(format!("{other:?}: accepted: off | newest | oldest")),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,11 @@
 //!   gang pods: an interruption costs them more than the discount saves.
 //! * **Node preference** (default 5), clusters with `PreferNoSchedule` taints:
 //!   `1/(1 + untolerated PreferNoSchedule taints)`.
+//! * **Generation** (default 10), when the configuration prefers the newest
+//!   or the oldest GPUs ([`crate::config::GenerationPreference`]) and the
+//!   cluster's nodes differ in GPU generation, for GPU pods:
+//!   `(g − oldest) / (newest − oldest)` for `newest`, one minus that for
+//!   `oldest`; a node of unknown generation 0.5.
 //! * **Fragmentation** (default 1000), when the configuration names a target
 //!   workload ([`crate::config::SchedulerConfig::target_workload`]):
 //!   `⌊100 / (1 + e^{Δ/1000})⌋ / 100` where `Δ` is the change placement makes
@@ -56,7 +61,7 @@
 //!
 //! Nodes are compared on the unrounded total, then by name.
 
-use crate::config::ScoreWeights;
+use crate::config::{GenerationPreference, ScoreWeights};
 use crate::filter::{Fit, PodContext};
 use crate::fragmentation;
 use crate::snapshot::Hot;
@@ -75,6 +80,7 @@ pub struct ScoreParts {
     pub cost: Option<f64>,
     pub node_preference: Option<f64>,
     pub fragmentation: Option<f64>,
+    pub generation: Option<f64>,
     /// The weighted mean, 0–1, before rounding.
     pub total: f64,
 }
@@ -98,6 +104,7 @@ impl fmt::Display for ScoreParts {
             ("cost", self.cost),
             ("node preference", self.node_preference),
             ("fragmentation", self.fragmentation),
+            ("generation", self.generation),
         ];
         let mut first = true;
         for (name, value) in parts {
@@ -124,6 +131,11 @@ pub(crate) struct Scorer {
     cost: f64,
     node_preference: f64,
     fragmentation: f64,
+    generation: f64,
+    /// Whether the newest generation scores highest (else the oldest).
+    newest: bool,
+    /// `1 / (newest − oldest)` generation of the cluster.
+    per_generation_range: f64,
     slope: f64,
     training: bool,
     latency_sensitive: bool,
@@ -169,6 +181,18 @@ impl Scorer {
             cost: on(signals.priced || signals.spot, w.cost),
             node_preference: on(signals.prefer_no_schedule, w.node_preference),
             fragmentation: on(target, w.fragmentation),
+            generation: on(
+                ctx.config.gpu_generation != GenerationPreference::Off
+                    && signals.generation_max > signals.generation_min
+                    && (ctx.wants_whole_gpus() || ctx.wants_shared_gpu()),
+                w.generation,
+            ),
+            newest: ctx.config.gpu_generation == GenerationPreference::Newest,
+            per_generation_range: if signals.generation_max > signals.generation_min {
+                1.0 / f64::from(signals.generation_max - signals.generation_min)
+            } else {
+                0.0
+            },
             slope: match request.placement_strategy {
                 PlacementStrategy::Consolidated => 1.0,
                 PlacementStrategy::Balanced => 0.5,
@@ -209,7 +233,8 @@ impl Scorer {
             + scorer.preferred_domain
             + scorer.cost
             + scorer.node_preference
-            + scorer.fragmentation;
+            + scorer.fragmentation
+            + scorer.generation;
         if sum > 0.0 {
             for w in [
                 &mut scorer.gpu_set,
@@ -220,6 +245,7 @@ impl Scorer {
                 &mut scorer.cost,
                 &mut scorer.node_preference,
                 &mut scorer.fragmentation,
+                &mut scorer.generation,
             ] {
                 *w /= sum;
             }
@@ -301,6 +327,15 @@ impl Scorer {
             }
             _ => None,
         };
+        let generation = (self.generation > 0.0).then(|| {
+            if hot.generation == 0 {
+                return 0.5;
+            }
+            let oldest = ctx.snapshot.signals.generation_min;
+            let up = f64::from(hot.generation.saturating_sub(oldest)) * self.per_generation_range;
+            let up = up.clamp(0.0, 1.0);
+            if self.newest { up } else { 1.0 - up }
+        });
         let total = self.gpu_set * gpu_set.unwrap_or(0.0)
             + self.allocation * allocation
             + self.memory_fit * memory_fit.unwrap_or(0.0)
@@ -308,7 +343,8 @@ impl Scorer {
             + self.preferred_domain * preferred_domain.unwrap_or(0.0)
             + self.cost * cost.unwrap_or(0.0)
             + self.node_preference * node_preference.unwrap_or(0.0)
-            + self.fragmentation * fragmentation.unwrap_or(0.0);
+            + self.fragmentation * fragmentation.unwrap_or(0.0)
+            + self.generation * generation.unwrap_or(0.0);
         ScoreParts {
             gpu_set,
             allocation,
@@ -318,6 +354,7 @@ impl Scorer {
             cost,
             node_preference,
             fragmentation,
+            generation,
             total,
         }
     }

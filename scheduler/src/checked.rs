@@ -212,7 +212,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::podgroup::PodGroup;
+    use crate::gangs::PodGroup;
     use gputopo_api::GpuTopology;
     use serde_json::json;
 

@@ -12,7 +12,7 @@
 //! which GPUs it holds), once it is gone, or when its uid changes.
 
 use crate::cycle::queue::QueuedPod;
-use crate::podgroup::PodGroup;
+use crate::gangs::GangObjects;
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::accounting::ReadingState;
 pub use gputopo_scheduler_core::accounting::ReadingTrust;
@@ -148,7 +148,7 @@ pub struct Objects<'a> {
     pub nodes: &'a [Arc<Node>],
     pub topologies: &'a [Arc<GpuTopology>],
     pub pods: &'a [Arc<Pod>],
-    pub groups: &'a [Arc<PodGroup>],
+    pub gangs: &'a GangObjects,
 }
 
 /// Builds the snapshot: every node (with the `GpuTopology` of its name),
@@ -199,7 +199,7 @@ pub fn build_snapshot(
     for input in assumed.inputs() {
         builder.pod(input.clone());
     }
-    for group in objects.groups {
+    for group in &objects.gangs.pod_groups {
         if let Some(g) = group.to_core() {
             builder.pod_group(g);
         }

@@ -4,8 +4,10 @@
 use crate::annotations::assignment_annotations;
 use crate::checked::InvalidObject;
 use crate::cluster::pod_key;
+use crate::cycle::gang_status::GangStatusWrite;
 use crate::cycle::writes::truncate;
 use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
+use crate::gangs::{PodGroup, UpstreamPodGroup};
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -253,6 +255,49 @@ impl ClusterWrites for KubeWrites {
             .await
             .map(|_| ())
             .map_err(|e| write_error(WriteOp::Condition, key, e))
+    }
+
+    async fn set_gang_status(&self, write: &GangStatusWrite) -> Result<(), WriteError> {
+        let target = write.target();
+        let span = info_span!("gang_status", group = %target);
+        let written = match write {
+            GangStatusWrite::SchedulerPlugins {
+                namespace,
+                name,
+                status,
+            } => {
+                // Its CRD's status is plain fields: a merge patch sets them.
+                let patch = json!({"status": status});
+                Api::<PodGroup>::namespaced(self.client.clone(), namespace)
+                    .patch_status(name, &params(), &Patch::Merge(&patch))
+                    .instrument(span)
+                    .await
+                    .map(|_| ())
+            }
+            GangStatusWrite::Upstream {
+                namespace,
+                name,
+                condition,
+            } => {
+                // Server-side apply owns just this condition (a map list
+                // keyed by type), leaving kube-scheduler's others alone.
+                let patch = json!({
+                    "apiVersion": "scheduling.k8s.io/v1beta1",
+                    "kind": "PodGroup",
+                    "status": {"conditions": [condition]}
+                });
+                Api::<UpstreamPodGroup>::namespaced(self.client.clone(), namespace)
+                    .patch_status(
+                        name,
+                        &PatchParams::apply(FIELD_MANAGER).force(),
+                        &Patch::Apply(&patch),
+                    )
+                    .instrument(span)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        written.map_err(|e| write_error(WriteOp::GangStatus, target, e))
     }
 
     fn emit_event(&self, pod: &Pod, event: EventSpec) {

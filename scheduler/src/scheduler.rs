@@ -149,15 +149,15 @@ impl Scheduler {
         let pods = watches.pods.state();
         let nodes = watches.nodes.state();
         let (topologies, bad_topologies) = watches.topologies();
-        let (groups, bad_groups) = watches.groups();
-        for bad in bad_topologies.iter().chain(&bad_groups) {
+        let (gangs, bad_gangs) = watches.gangs();
+        for bad in bad_topologies.iter().chain(&bad_gangs) {
             self.writes.report_invalid(bad);
         }
         let objects = Objects {
             nodes: &nodes,
             topologies: &topologies,
             pods: &pods,
-            groups: &groups,
+            gangs: &gangs,
         };
         let report = self
             .cycle

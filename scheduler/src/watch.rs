@@ -1,10 +1,11 @@
 //! The reflectors both modes keep (Pods, Nodes, `GpuTopology`, and for the
-//! secondary scheduler PodGroups): a store per kind, a callback per event
-//! saying whether it may change what a decision sees, and the bootstrap
-//! both modes share (is the CRD served, wait for every first list).
+//! secondary scheduler the gang objects: both PodGroups, JobSets,
+//! LeaderWorkerSets): a store per kind, a callback per event saying whether
+//! it may change what a decision sees, and the bootstrap both modes share
+//! (is the resource served, wait for every first list).
 
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
-use crate::podgroup::PodGroup;
+use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
 use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -33,8 +34,12 @@ pub struct Watches {
     pub pods: Store<Pod>,
     pub nodes: Store<Node>,
     topologies: Store<Checked<GpuTopology>>,
-    /// Empty when not watched (the extender) or not served.
+    /// The gang objects; each empty when not watched (the extender) or
+    /// not served.
     groups: Store<Checked<PodGroup>>,
+    upstream_groups: Store<Checked<UpstreamPodGroup>>,
+    jobsets: Store<Checked<JobSet>>,
+    leader_worker_sets: Store<Checked<LeaderWorkerSet>>,
     invalid: InvalidReport,
 }
 
@@ -47,7 +52,7 @@ impl Watches {
     /// would only crash-loop until it is back.
     pub async fn start(
         client: &kube::Client,
-        pod_groups: bool,
+        gangs: bool,
         on_event: impl Fn(bool) + Clone + Send + 'static,
         invalid: InvalidObjectsGauge,
         readiness: &Readiness,
@@ -61,17 +66,42 @@ impl Watches {
             );
             empty_store()
         };
-        let groups = Api::<Checked<PodGroup>>::all(client.clone());
-        let groups = if !pod_groups {
-            empty_store()
-        } else if served(&groups, "PodGroup", readiness).await {
-            reflect(groups, "PodGroup", on_event.clone(), always)
-        } else {
-            info!(
-                "the API server does not serve podgroups.scheduling.x-k8s.io; gangs are read from gputopo.dev/gang annotations only (restart after installing the CRD)"
-            );
-            empty_store()
-        };
+        let groups = optional(
+            client,
+            gangs,
+            "PodGroup",
+            "podgroups.scheduling.x-k8s.io is not served; gangs of scheduler-plugins PodGroups wait until a restart after installing the CRD",
+            &on_event,
+            readiness,
+        )
+        .await;
+        let upstream_groups = optional(
+            client,
+            gangs,
+            "PodGroup (scheduling.k8s.io)",
+            "podgroups.scheduling.k8s.io/v1beta1 is not served (the GenericWorkload feature, Kubernetes 1.35+); pods naming one in spec.schedulingGroup wait until a restart after it is enabled",
+            &on_event,
+            readiness,
+        )
+        .await;
+        let jobsets = optional(
+            client,
+            gangs,
+            "JobSet",
+            "jobsets.jobset.x-k8s.io is not served; JobSet pods wait for their JobSet until a restart after installing JobSet",
+            &on_event,
+            readiness,
+        )
+        .await;
+        let leader_worker_sets = optional(
+            client,
+            gangs,
+            "LeaderWorkerSet",
+            "leaderworkersets.leaderworkerset.x-k8s.io is not served; LeaderWorkerSet groups are sized from their pods' annotation",
+            &on_event,
+            readiness,
+        )
+        .await;
         Watches {
             pods: reflect(
                 Api::all(client.clone()),
@@ -82,6 +112,9 @@ impl Watches {
             nodes: reflect(Api::all(client.clone()), "Node", on_event, always),
             topologies,
             groups,
+            upstream_groups,
+            jobsets,
+            leader_worker_sets,
             invalid: InvalidReport::new(invalid),
         }
     }
@@ -93,20 +126,56 @@ impl Watches {
         (ok, self.invalid.observe("GpuTopology", &bad))
     }
 
-    /// The PodGroups gputopo can use, and those newly found unusable.
-    pub fn groups(&self) -> (Vec<Arc<PodGroup>>, Vec<InvalidObject>) {
-        let (ok, bad) = Checked::split(&self.groups.state());
-        (ok, self.invalid.observe("PodGroup", &bad))
+    /// The gang objects gputopo can use, and those newly found unusable.
+    pub fn gangs(&self) -> (GangObjects, Vec<InvalidObject>) {
+        let mut invalid = Vec::new();
+        let gangs = GangObjects {
+            pod_groups: self.usable("PodGroup", &self.groups, &mut invalid),
+            upstream_groups: self.usable(
+                "PodGroup.scheduling.k8s.io",
+                &self.upstream_groups,
+                &mut invalid,
+            ),
+            jobsets: self.usable("JobSet", &self.jobsets, &mut invalid),
+            leader_worker_sets: self.usable(
+                "LeaderWorkerSet",
+                &self.leader_worker_sets,
+                &mut invalid,
+            ),
+        };
+        (gangs, invalid)
+    }
+
+    /// The objects of `store` gputopo can use; those newly found unusable
+    /// go to `invalid`.
+    fn usable<K: Resource<DynamicType = ()> + Clone>(
+        &self,
+        kind: &str,
+        store: &Store<Checked<K>>,
+        invalid: &mut Vec<InvalidObject>,
+    ) -> Vec<Arc<K>> {
+        let (ok, bad) = Checked::split(&store.state());
+        invalid.extend(self.invalid.observe(kind, &bad));
+        ok
     }
 
     /// Waits until every watch has listed, saying which one it waits for
     /// in `readiness`, then turns ready.
     pub async fn synced(&self, readiness: &Readiness) -> Result<(), WatchError> {
-        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 4] = [
+        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 7] = [
             ("Pod", Box::pin(self.pods.wait_until_ready())),
             ("Node", Box::pin(self.nodes.wait_until_ready())),
             ("GpuTopology", Box::pin(self.topologies.wait_until_ready())),
             ("PodGroup", Box::pin(self.groups.wait_until_ready())),
+            (
+                "PodGroup (scheduling.k8s.io)",
+                Box::pin(self.upstream_groups.wait_until_ready()),
+            ),
+            ("JobSet", Box::pin(self.jobsets.wait_until_ready())),
+            (
+                "LeaderWorkerSet",
+                Box::pin(self.leader_worker_sets.wait_until_ready()),
+            ),
         ];
         for (what, ready) in waits {
             readiness.set_not_ready(format!("waiting for the {what} watch to sync"));
@@ -144,6 +213,38 @@ where
         })
         .await
         .unwrap_or(false)
+}
+
+/// A watch of a kind gputopo can do without: an empty store when `watch`
+/// is false, or (saying `missing` once) when the API server does not serve
+/// the kind.
+async fn optional<K>(
+    client: &kube::Client,
+    watch: bool,
+    what: &'static str,
+    missing: &'static str,
+    on_event: &(impl Fn(bool) + Clone + Send + 'static),
+    readiness: &Readiness,
+) -> Store<Checked<K>>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::Scope: Send + Sync,
+{
+    let api = Api::<Checked<K>>::all(client.clone());
+    if !watch {
+        empty_store()
+    } else if served(&api, what, readiness).await {
+        reflect(api, what, on_event.clone(), always)
+    } else {
+        info!("{missing}");
+        empty_store()
+    }
 }
 
 /// An empty, synced store, for a resource not watched.

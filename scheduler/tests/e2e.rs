@@ -11,7 +11,7 @@
 mod common;
 
 use common::*;
-use gputopo_scheduler::podgroup::{PodGroup, PodGroupSpec};
+use gputopo_scheduler::gangs::{PodGroup, PodGroupSpec};
 use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;

@@ -18,13 +18,15 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
     let node_name = env.unique_name("a100-hostile");
     fixture_node(env, &node_name, DGX_A100, &[("e2e-group", &group)]).await;
 
-    // A copy of a real GpuTopology with one GPU's NUMA node beyond i32: the
-    // CRD's `format: int32` is not enforced by the API server (its bounds,
-    // `maximum` and `maxItems`, are; they keep out what they can).
-    let bad_name = env.unique_name("numa-overflow");
+    // A copy of a real GpuTopology with one number beyond what gputopo's
+    // type holds. Which of these the API server lets in depends on the
+    // release: up to 1.36 it enforces a CRD's bounds (`maximum`,
+    // `maxItems`) but not `format`; 1.37 refuses an int32 overflow too. The
+    // first it accepts is the hostile object.
+    let bad_name = env.unique_name("overflow");
     let resource = ApiResource::erase::<GpuTopology>(&());
     let dynamic: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let mut spec = serde_json::to_value(
+    let good = serde_json::to_value(
         Api::<GpuTopology>::all(client.clone())
             .get(&node_name)
             .await
@@ -32,14 +34,39 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
             .spec,
     )
     .expect("a spec serializes");
-    spec["nodeName"] = bad_name.clone().into();
-    spec["gpus"][0]["numaNode"] = 5_000_000_000u64.into();
-    let mut bad = DynamicObject::new(&bad_name, &resource);
-    bad.data = serde_json::json!({ "spec": spec });
-    dynamic
-        .create(&PostParams::default(), &bad)
-        .await
-        .expect("the API server accepts it");
+    let candidates: [(&str, fn(&mut serde_json::Value)); 3] = [
+        ("spec.gpus[0].numaNode", |s| {
+            s["gpus"][0]["numaNode"] = 5_000_000_000u64.into()
+        }),
+        ("spec.gpus[0].fabric.cliqueId", |s| {
+            s["gpus"][0]["fabric"] = serde_json::json!({"cliqueId": 5_000_000_000u64})
+        }),
+        ("spec.gpus[0].memoryMiB", |s| {
+            s["gpus"][0]["memoryMiB"] = (-1i64).into()
+        }),
+    ];
+    let mut refused = Vec::new();
+    let mut field = None;
+    for (path, corrupt) in candidates {
+        let mut spec = good.clone();
+        spec["nodeName"] = bad_name.clone().into();
+        corrupt(&mut spec);
+        let mut bad = DynamicObject::new(&bad_name, &resource);
+        bad.data = serde_json::json!({ "spec": spec });
+        match dynamic.create(&PostParams::default(), &bad).await {
+            Ok(_) => {
+                field = Some(path);
+                break;
+            }
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                refused.push(format!("{path}: {}", e.message))
+            }
+            Err(e) => panic!("creating the hostile object: {e}"),
+        }
+    }
+    let field = field.unwrap_or_else(|| {
+        panic!("the API server refuses every overflow tried; pick another: {refused:#?}")
+    });
 
     // A scheduler started now lists it: it must still become ready
     // (`start` waits for /readyz) and place pods on the good node.
@@ -56,9 +83,9 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
         std::time::Duration::from_secs(30),
         || async {
             let text = s.get("/metrics").await?.1;
-            text.contains(
-                "gputopo_invalid_objects{kind=\"GpuTopology\",reason=\"spec.gpus[0].numaNode\"}",
-            )
+            text.contains(&format!(
+                "gputopo_invalid_objects{{kind=\"GpuTopology\",reason=\"{field}\"}}"
+            ))
             .then_some(text)
         },
         || s.log(),
@@ -84,11 +111,7 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
         || s.log(),
     )
     .await;
-    assert!(
-        note(&event).contains("spec.gpus[0].numaNode"),
-        "{}",
-        note(&event)
-    );
+    assert!(note(&event).contains(field), "{field}: {}", note(&event));
 
     dynamic
         .delete(&bad_name, &DeleteParams::default())

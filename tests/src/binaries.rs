@@ -66,7 +66,7 @@ pub const TRAINER: Tool = Tool {
 };
 
 impl Tool {
-    /// The version `go.mod` requires, e.g. `v1.34.10`.
+    /// The version `go.mod` requires, e.g. `v1.37.2`.
     pub fn version(&self) -> &'static str {
         required_version(self.go_mod, self.module).unwrap_or_else(|| {
             panic!(
@@ -77,7 +77,7 @@ impl Tool {
     }
 }
 
-/// The Kubernetes release the control plane is built from (`v1.34.x`): what
+/// The Kubernetes release the control plane is built from (`v1.37.x`): what
 /// the apiserver's `/version` must report.
 pub fn kubernetes_version() -> &'static str {
     KUBERNETES.version()
@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn versions_come_from_go_mod() {
         assert!(
-            kubernetes_version().starts_with("v1.34."),
+            kubernetes_version().starts_with("v1.37."),
             "{}",
             kubernetes_version()
         );

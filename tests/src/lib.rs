@@ -221,6 +221,8 @@ impl TestEnv {
             "--profiling=false".to_owned(),
             "--v=1".to_owned(),
         ];
+        let mut apiserver_args = apiserver_args;
+        apiserver_args.extend(workload_flags(apiserver_bin, true)?);
         self.spawn("kube-apiserver", apiserver_bin, &apiserver_args)?;
         if let Ok(mut cmd) = self.apiserver_command.lock() {
             *cmd = Some((apiserver_bin.to_path_buf(), apiserver_args.clone()));
@@ -523,6 +525,7 @@ impl TestEnv {
             "--profiling=false".to_owned(),
             "--v=1".to_owned(),
         ]);
+        args.extend(workload_flags(&bin, false)?);
         self.spawn("kube-controller-manager", &bin, &args)?;
         self.wait_healthz("kube-controller-manager", port).await
     }
@@ -565,6 +568,7 @@ impl TestEnv {
             "--profiling=false".to_owned(),
             "--v=1".to_owned(),
         ]);
+        args.extend(workload_flags(&bin, false)?);
         self.spawn("kube-scheduler", &bin, &args)?;
         self.wait_healthz("kube-scheduler", port).await
     }
@@ -938,6 +942,35 @@ impl AuditEvent {
 }
 
 /// Every request at Metadata level, except the probes' health checks.
+/// The upstream gang API (KEP-4671: `scheduling.k8s.io/v1beta1` Workload
+/// and PodGroup, the pod's `spec.schedulingGroup`; beta and off by default
+/// in 1.37) and the Job controller's use of it (KEP-5547, alpha), so that
+/// the tests run gangs the way a 1.37 cluster that enables them does.
+pub const WORKLOAD_FEATURES: &str = "GenericWorkload=true,WorkloadWithJob=true";
+
+/// The flags that turn [`WORKLOAD_FEATURES`] on for the component `bin`,
+/// on releases where the API is `scheduling.k8s.io/v1beta1` (1.37 and
+/// later; older releases run without it: `scripts/test-oldest-kubernetes`).
+/// `api_server` adds the API group's `--runtime-config`.
+fn workload_flags(bin: &Path, api_server: bool) -> anyhow::Result<Vec<String>> {
+    let out = std::process::Command::new(bin).arg("--version").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let minor = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v1."))
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok())
+        .with_context(|| format!("{} --version printed {text:?}", bin.display()))?;
+    if minor < 37 {
+        return Ok(Vec::new());
+    }
+    let mut flags = vec![format!("--feature-gates={WORKLOAD_FEATURES}")];
+    if api_server {
+        flags.push("--runtime-config=scheduling.k8s.io/v1beta1=true".into());
+    }
+    Ok(flags)
+}
+
 const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy

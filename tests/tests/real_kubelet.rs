@@ -1,5 +1,5 @@
 //! A real kubelet node (`gputopo_testenv::kubelet_node`): the upstream
-//! kubelet v1.34 on containerd and runc, registered with the test env's real
+//! kubelet v1.37 on containerd and runc, registered with the test env's real
 //! kube-apiserver. Nothing here is a stand-in: the node goes Ready, pods
 //! bound to it run as runc containers (from images built locally from a
 //! static busybox; no registry is reachable), the kubelet's own PodResources

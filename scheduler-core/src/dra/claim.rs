@@ -244,7 +244,11 @@ impl ClaimPlan {
             });
             return Ok(plan);
         }
-        let devices = claim.spec.devices.clone().unwrap_or_default();
+        let devices = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.devices.clone())
+            .unwrap_or_default();
         let requests = devices.requests.unwrap_or_default();
         if requests.is_empty() {
             return Err(ClaimError::new(
@@ -342,7 +346,12 @@ impl ClaimPlan {
                 })?;
             let class_object = format!("DeviceClass {}", exactly.device_class_name);
             let mut selectors = Vec::new();
-            for (j, s) in class.spec.selectors.iter().flatten().enumerate() {
+            for (j, s) in class
+                .spec
+                .iter()
+                .flat_map(|s| s.selectors.iter().flatten())
+                .enumerate()
+            {
                 let field = format!("spec.selectors[{j}]");
                 let cel = s
                     .cel
@@ -456,7 +465,7 @@ fn allocation_config(
         }
         let start = out.len();
         if let Some(class) = classes.get(r.class.as_str()) {
-            for c in class.spec.config.iter().flatten() {
+            for c in class.spec.iter().flat_map(|s| s.config.iter().flatten()) {
                 out.push(DeviceAllocationConfiguration {
                     opaque: c.opaque.clone(),
                     requests: Some(vec![r.name.clone()]),

@@ -357,6 +357,7 @@ impl Snapshot {
             .map(|(k, v)| (self.strings.intern(k), self.strings.intern(v)))
             .collect();
         let model = gpu_model(topology.as_ref(), &labels).map(|m| self.strings.intern(&m));
+        let generation = self.generation(&name, topology.as_ref(), &labels);
         interned.sort_unstable_by_key(|(k, _)| *k);
 
         let taints = if taints.is_empty() {
@@ -455,9 +456,37 @@ impl Snapshot {
             cost_per_hour,
             spot,
             model,
+            generation,
             training_pods: 0,
             inference_pods: 0,
         }
+    }
+
+    /// A node's GPU generation: its `gputopo.dev/gpu-generation` label
+    /// (a bad value is a warning, and the product decides), else its
+    /// product's.
+    fn generation(
+        &mut self,
+        name: &str,
+        topology: Option<&GpuTopologySpec>,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<u8> {
+        if let Some(v) = labels.get(node_keys::GPU_GENERATION) {
+            match gputopo_api::generation::parse_generation_label(v) {
+                Some(g) => return Some(g),
+                None => self.warnings.push(SnapshotWarning::BadLabel {
+                    node: name.to_string(),
+                    key: node_keys::GPU_GENERATION.into(),
+                    value: v.clone(),
+                    detail: "accepted: a whole number 1..=99; the GPU product decides instead"
+                        .into(),
+                }),
+            }
+        }
+        topology
+            .and_then(|t| t.summary.product.as_deref())
+            .or_else(|| labels.get(node_keys::GPU_PRODUCT).map(String::as_str))
+            .and_then(gputopo_api::generation::generation_of)
     }
 
     fn node_gpus(
@@ -543,6 +572,14 @@ impl Snapshot {
                 s.cost_max = s.cost_max.max(c);
             }
             s.spot |= n.spot;
+            if let Some(g) = n.generation {
+                s.generation_min = if s.generation_min == 0 {
+                    g
+                } else {
+                    s.generation_min.min(g)
+                };
+                s.generation_max = s.generation_max.max(g);
+            }
         }
         s.prefer_no_schedule = self
             .taint_sets

@@ -474,6 +474,9 @@ pub(crate) struct Node {
     /// What stands for the GPU model (see `build::gpu_model`); `None`
     /// without a `GpuTopology` or product label.
     pub(crate) model: Option<Sym>,
+    /// The GPUs' generation: the `gputopo.dev/gpu-generation` label, else
+    /// from the product (`gputopo_api::generation`).
+    pub(crate) generation: Option<u8>,
     pub(crate) training_pods: u16,
     pub(crate) inference_pods: u16,
 }
@@ -514,6 +517,8 @@ pub(crate) struct Hot {
     pub(crate) policy: u8,
     pub(crate) unschedulable: bool,
     pub(crate) spot: bool,
+    /// 0 when unknown.
+    pub(crate) generation: u8,
 }
 
 impl Hot {
@@ -549,6 +554,7 @@ impl Hot {
             policy: node.policy.map_or(0, |p| 1 + p as u8),
             unschedulable: node.unschedulable,
             spot: node.spot,
+            generation: node.generation.unwrap_or(0),
         }
     }
 
@@ -593,6 +599,9 @@ pub(crate) struct Signals {
     pub(crate) spot: bool,
     /// Some node has a `PreferNoSchedule` taint.
     pub(crate) prefer_no_schedule: bool,
+    /// The oldest and newest known GPU generation (0 when none is known).
+    pub(crate) generation_min: u8,
+    pub(crate) generation_max: u8,
 }
 
 /// The cluster for one decision; see the module docs.

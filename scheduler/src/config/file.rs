@@ -9,6 +9,7 @@ struct FileConfig {
     scheduler_names: Option<Vec<String>>,
     network_tiers: Option<TiersFile>,
     weights: Option<WeightsFile>,
+    gpu_generation: Option<GenerationFile>,
     default_topology_manager_policy: Option<PolicyFile>,
     memory_target: Option<MemoryTargetFile>,
     spot_instance_types: Option<Vec<String>>,
@@ -89,6 +90,7 @@ struct ReservationsFile {
 struct ProfileFile {
     scheduler_name: String,
     weights: Option<WeightsFile>,
+    gpu_generation: Option<GenerationFile>,
     memory_target: Option<MemoryTargetFile>,
     spot_instance_types: Option<Vec<String>>,
     preemption: Option<PreemptionFile>,
@@ -108,6 +110,7 @@ impl WeightsFile {
             cost: self.cost.unwrap_or(base.cost),
             node_preference: self.node_preference.unwrap_or(base.node_preference),
             fragmentation: self.fragmentation.unwrap_or(base.fragmentation),
+            generation: self.generation.unwrap_or(base.generation),
             ..base
         }
     }
@@ -164,6 +167,17 @@ impl TryFrom<String> for PolicyFile {
 
 #[derive(Deserialize, Clone, Copy)]
 #[serde(try_from = "String")]
+struct GenerationFile(GenerationPreference);
+
+impl TryFrom<String> for GenerationFile {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse().map(GenerationFile)
+    }
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(try_from = "String")]
 struct DurationFile(Duration);
 
 impl TryFrom<String> for DurationFile {
@@ -206,6 +220,7 @@ struct WeightsFile {
     cost: Option<u32>,
     node_preference: Option<u32>,
     fragmentation: Option<u32>,
+    generation: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -302,6 +317,9 @@ impl Settings {
         }
         if let Some(w) = parsed.weights {
             settings.core.weights = w.over(settings.core.weights);
+        }
+        if let Some(g) = parsed.gpu_generation {
+            settings.core.gpu_generation = g.0;
         }
         if let Some(p) = parsed.default_topology_manager_policy {
             settings.core.default_topology_manager_policy = p.0;
@@ -432,6 +450,9 @@ impl Settings {
             let mut core = settings.core.clone();
             if let Some(w) = &p.weights {
                 core.weights = w.over(core.weights);
+            }
+            if let Some(g) = p.gpu_generation {
+                core.gpu_generation = g.0;
             }
             if let Some(t) = &p.memory_target {
                 core.memory_target = t.0;

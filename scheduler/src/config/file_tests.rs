@@ -198,3 +198,26 @@ fn profiles_override_scoring_and_share_the_cluster_view() {
     assert!(s.set_scheduler_names(vec!["x".into()]).is_err());
     assert!(s.set_scheduler_names(vec!["y".into()]).is_ok());
 }
+
+#[test]
+fn the_generation_preference_is_set_at_the_top_or_per_profile_and_bad_values_are_named() {
+    let s = parse(
+        "gpuGeneration: oldest\nweights: {generation: 30}\n\
+         profiles:\n  - schedulerName: gputopo-training\n    gpuGeneration: newest\n",
+    )
+    .unwrap();
+    assert_eq!(s.core.gpu_generation, GenerationPreference::Oldest);
+    assert_eq!(s.core.weights.generation, 30);
+    let (core, _) = s.profile_for("gputopo-training");
+    assert_eq!(core.gpu_generation, GenerationPreference::Newest);
+    assert_eq!(core.weights.generation, 30, "inherited");
+    assert_eq!(
+        parse("# nothing\n").unwrap().core.gpu_generation,
+        GenerationPreference::Off
+    );
+    let e = parse("gpuGeneration: latest\n").unwrap_err().to_string();
+    assert!(
+        e.starts_with("sched.yaml:1:") && e.contains("off | newest | oldest"),
+        "{e}"
+    );
+}

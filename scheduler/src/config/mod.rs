@@ -7,7 +7,8 @@
 //! schedulerNames: [gputopo-scheduler]     # pods' spec.schedulerName values served
 //! networkTiers: {preset: gputopo}         # or {keys: [example.com/spine, example.com/rack]}
 //! weights: {gpuSet: 40, allocation: 20, memoryFit: 15, interference: 15,
-//!           preferredDomain: 10, cost: 10, nodePreference: 5}
+//!           preferredDomain: 10, cost: 10, nodePreference: 5, generation: 10}
+//! gpuGeneration: off                      # off | newest | oldest: which GPU generation pods lean to
 //! defaultTopologyManagerPolicy: none      # none | best-effort | restricted | single-numa-node
 //! memoryTarget: {low: 0.70, high: 0.80}   # shared/inference GPU memory fill target
 //! spotInstanceTypes: []                   # node.kubernetes.io/instance-type values that are spot
@@ -34,15 +35,18 @@
 //!   - schedulerName: gputopo-cost
 //!     weights: {cost: 60}
 //!     preemption: {enabled: false}
+//!   - schedulerName: gputopo-training
+//!     gpuGeneration: newest               # training here goes to the newest GPUs first
 //! ```
 //!
 //! A profile starts from the file's top-level settings and overrides
-//! `weights`, `memoryTarget`, `spotInstanceTypes` and `preemption`: what
+//! `weights`, `gpuGeneration`, `memoryTarget`, `spotInstanceTypes` and `preemption`: what
 //! decides between nodes. Network tiers and the Topology Manager policy
 //! describe the cluster, not a preference, so all profiles share them.
 
 use gputopo_scheduler_core::config::{
-    MemoryTarget, NetworkTiers, SchedulerConfig, ScoreWeights, TopologyManagerPolicy,
+    GenerationPreference, MemoryTarget, NetworkTiers, SchedulerConfig, ScoreWeights,
+    TopologyManagerPolicy,
 };
 use gputopo_scheduler_core::fragmentation::{DEFAULT_MODEL_LABEL, PodType, TargetWorkload};
 use gputopo_scheduler_core::preempt::PreemptionPolicy;

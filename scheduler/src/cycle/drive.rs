@@ -3,6 +3,7 @@
 //! place that awaits the API; it decides nothing itself.
 
 use super::gang::{GangReadiness, GangUnit};
+use super::gang_status::{gang_status_writes, kind_of, resource_version};
 use super::outcome::workload_label;
 use super::preempt::{self, MAX_ROUNDS, PreemptResult};
 use super::stages::{Prepared, domain_selectors, domain_use};
@@ -29,7 +30,7 @@ type Member = (Arc<Pod>, PendingPod);
 struct Work<'a> {
     snapshot: Snapshot,
     by_key: HashMap<String, Arc<Pod>>,
-    groups: &'a [Arc<crate::podgroup::PodGroup>],
+    gangs: &'a crate::gangs::GangObjects,
     clock: Clock,
     report: CycleReport,
     /// The snapshot's build time, charged to the cycle's first decision.
@@ -69,7 +70,46 @@ impl Cycle {
         }
         let mut report = self.schedule_due(objects, writes, clock).await;
         report.assignment_mismatches = mismatches.into_iter().map(|(_, m)| m).collect();
+        self.write_gang_statuses(objects, writes, clock).await;
         report
+    }
+
+    /// Brings the status of every gang object this scheduler serves up to
+    /// what its pods show; a write that fails is tried again next cycle.
+    async fn write_gang_statuses<W: ClusterWrites>(
+        &mut self,
+        objects: &Objects<'_>,
+        writes: &W,
+        clock: Clock,
+    ) {
+        let names = self.settings.all_scheduler_names();
+        let wanted = gang_status_writes(
+            objects.gangs,
+            objects.pods,
+            &names,
+            &mut self.gang_unschedulable,
+            clock.wall,
+        );
+        let mut sent = std::mem::take(&mut self.gang_status_sent);
+        for w in wanted {
+            let key = format!("{}:{}", kind_of(&w), w.target());
+            let version = resource_version(objects.gangs, &w);
+            if sent.get(&key) == Some(&(version.clone(), w.clone())) {
+                continue;
+            }
+            match writes.set_gang_status(&w).await {
+                Ok(()) => {
+                    debug!(group = %w.target(), "gang status written");
+                    sent.insert(key, (version, w));
+                }
+                Err(e) => warn!(error = %e, "writing a gang status; retrying next cycle"),
+            }
+        }
+        // Forget what is settled: the object now shows it, or is gone.
+        sent.retain(|_, (version, w)| {
+            version.is_some() && resource_version(objects.gangs, w) == *version
+        });
+        self.gang_status_sent = sent;
     }
 
     async fn schedule_due<W: ClusterWrites>(
@@ -97,7 +137,7 @@ impl Cycle {
         let mut work = Work {
             snapshot,
             by_key,
-            groups: objects.groups,
+            gangs: objects.gangs,
             clock,
             report: CycleReport::default(),
             build_time: started.elapsed(),
@@ -129,7 +169,13 @@ impl Cycle {
                         .await;
                 }
                 Some(gang) => {
-                    let unit = self.assemble_gang(&pending, &gang, &work.by_key, work.groups);
+                    let unit = self.assemble_gang(&pending, &gang, &work.by_key, work.gangs);
+                    if let GangReadiness::Independent(why) = &unit.readiness {
+                        debug!(pod = %q.key, %why, "not a gang: placed alone");
+                        self.one_pod(writes, &mut work, (pod, pending), core, preemption)
+                            .await;
+                        continue;
+                    }
                     handled.extend(unit.members.iter().map(|(p, _)| pod_key(p)));
                     self.gang(writes, &mut work, unit, core, preemption).await;
                 }
@@ -214,8 +260,23 @@ impl Cycle {
         work.decided(t);
         let outcome = match decision {
             Some(GangDecision::Placed(placements)) if placements.len() == unit.members.len() => {
-                let all = unit.members.into_iter().zip(placements).collect();
+                let recovery = (!unit.bound_members.is_empty())
+                    .then(|| recovery_event(&work.snapshot, &unit, &placements));
+                let all: Vec<(Member, Placement)> =
+                    unit.members.into_iter().zip(placements).collect();
+                let replaced: Vec<Arc<Pod>> = all.iter().map(|((p, _), _)| p.clone()).collect();
                 if self.bind_all(writes, work, all).await {
+                    // Members that joined running ones: a lost member's
+                    // replacement, placed by the first placement's rule.
+                    if let Some(event) = recovery {
+                        for pod in &replaced {
+                            work.report
+                                .gang_recoveries
+                                .push(since_created(pod, work.clock));
+                            writes.emit_event(pod, event.clone());
+                        }
+                    }
+                    self.gang_unschedulable.remove(&unit.key);
                     if let Some(w) = self.gang_placed(&unit.key, work.clock.now) {
                         work.report.gang_waits.push(w);
                     }
@@ -262,6 +323,10 @@ impl Cycle {
         } else {
             outcome
         };
+        if let Outcome::Unschedulable { message } | Outcome::GangTimedOut { message } = &outcome {
+            self.gang_unschedulable
+                .insert(unit.key.clone(), message.clone());
+        }
         self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
         for (pod, pending) in &unit.members {
             self.finish(writes, work, pod, Some(pending), outcome.clone())
@@ -454,4 +519,44 @@ impl Cycle {
         }
         preempt::every_plan_protected(&spared)
     }
+}
+
+/// The event on a member placed beside its gang's bound members: how many,
+/// and the closest network domain they now share.
+fn recovery_event(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]) -> EventSpec {
+    let nodes: Vec<String> = unit
+        .bound_members
+        .iter()
+        .map(|(_, n)| n.clone())
+        .chain(placements.iter().map(|p| p.node.clone()))
+        .collect();
+    let shared = domain_selectors(snapshot, &nodes)
+        .into_iter()
+        .next()
+        .filter(|s| !s.is_empty())
+        .map_or("no shared network domain".to_string(), |s| {
+            s.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+    EventSpec::normal(
+        "GangMemberReplaced",
+        "Scheduling",
+        format!(
+            "{}: {} member(s) placed beside its {} bound member(s), by the gang's own rule (their domain first); together in {shared}",
+            unit.key,
+            placements.len(),
+            unit.bound_members.len()
+        ),
+    )
+}
+
+/// How long since `pod` was created, by the cycle's wall clock.
+fn since_created(pod: &Pod, clock: Clock) -> Duration {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| clock.wall.duration_since(t.0).try_into().ok())
+        .unwrap_or_default()
 }

@@ -3,7 +3,7 @@
 //! Pure functions over the watched objects.
 
 use crate::cluster::{AssumeCache, is_gated, is_pending_for, is_unbound_for};
-use crate::podgroup::PodGroup;
+use crate::gangs::{GangObjects, GangSize, GangSizeError};
 use gputopo_api::GangRef;
 use gputopo_scheduler_core::pod::PendingPod;
 use k8s_openapi::api::core::v1::Pod;
@@ -22,6 +22,11 @@ pub struct GangKey {
 pub enum GangKind {
     PodGroup(String),
     Annotation(String),
+    /// An upstream `scheduling.k8s.io` PodGroup.
+    SchedulingGroup(String),
+    JobSet(String),
+    /// A LeaderWorkerSet and the group's index.
+    LeaderWorkerSet(String, String),
 }
 
 impl GangKey {
@@ -31,6 +36,11 @@ impl GangKey {
             gang: match gang {
                 GangRef::PodGroup { name } => GangKind::PodGroup(name.clone()),
                 GangRef::Annotation { name, .. } => GangKind::Annotation(name.clone()),
+                GangRef::SchedulingGroup { name } => GangKind::SchedulingGroup(name.clone()),
+                GangRef::JobSet { name, .. } => GangKind::JobSet(name.clone()),
+                GangRef::LeaderWorkerSet { name, group, .. } => {
+                    GangKind::LeaderWorkerSet(name.clone(), group.clone())
+                }
             },
         }
     }
@@ -47,20 +57,15 @@ impl GangKey {
 
 impl std::fmt::Display for GangKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ns = &self.namespace;
         match &self.gang {
-            GangKind::PodGroup(n) => write!(f, "PodGroup {}/{n}", self.namespace),
-            GangKind::Annotation(n) => write!(f, "gang {}/{n}", self.namespace),
+            GangKind::PodGroup(n) => write!(f, "PodGroup {ns}/{n}"),
+            GangKind::Annotation(n) => write!(f, "gang {ns}/{n}"),
+            GangKind::SchedulingGroup(n) => write!(f, "PodGroup {ns}/{n} (scheduling.k8s.io)"),
+            GangKind::JobSet(n) => write!(f, "JobSet {ns}/{n}"),
+            GangKind::LeaderWorkerSet(n, g) => write!(f, "LeaderWorkerSet {ns}/{n} group {g}"),
         }
     }
-}
-
-/// Why a gang's size is not known.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum GangSizeError {
-    #[error("{0}: no gang size")]
-    NoSize(GangKey),
-    #[error("{0} does not exist (yet); waiting for it")]
-    NoPodGroup(GangKey),
 }
 
 /// Whether a gang can be decided on now.
@@ -78,6 +83,9 @@ pub enum GangReadiness {
     },
     /// The gang's size is not known.
     SizeUnknown(GangSizeError),
+    /// The object the pods name says they are placed one by one (basic
+    /// policy, ordered start): each goes alone.
+    Independent(String),
 }
 
 /// A gang with at least one member pending for this scheduler.
@@ -116,6 +124,7 @@ impl GangUnit {
                 }
             )),
             GangReadiness::SizeUnknown(e) => Some(e.to_string()),
+            GangReadiness::Independent(_) => None,
         }
     }
 }
@@ -123,7 +132,7 @@ impl GangUnit {
 /// What gang assembly reads besides the pods.
 pub struct GangContext<'a> {
     pub by_key: &'a HashMap<String, Arc<Pod>>,
-    pub groups: &'a [Arc<PodGroup>],
+    pub gangs: &'a GangObjects,
     pub names: &'a [String],
     pub assumed: &'a AssumeCache,
     /// `gangs.scheduleTimeout`, for gangs whose PodGroup names none.
@@ -157,32 +166,21 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
             is_gated(p) && is_unbound_for(p, ctx.names) && GangKey::of_pod(p).as_ref() == Some(&key)
         })
         .count() as u32;
-    let group = match gang {
-        GangRef::PodGroup { name } => ctx.groups.iter().find(|g| {
-            g.metadata.namespace.as_deref() == Some(first.namespace.as_str())
-                && g.metadata.name.as_deref() == Some(name.as_str())
-        }),
-        GangRef::Annotation { .. } => None,
+    let (readiness, timeout) = match ctx.gangs.size(&first.namespace, gang, ctx.names) {
+        Err(e) => (GangReadiness::SizeUnknown(e), None),
+        Ok(GangSize::Independent(why)) => (GangReadiness::Independent(why), None),
+        Ok(GangSize::Gang { size, timeout }) if members.len() as u32 + bound < size => (
+            GangReadiness::Incomplete {
+                size,
+                pending: members.len(),
+                bound,
+                gated,
+            },
+            timeout,
+        ),
+        Ok(GangSize::Gang { timeout, .. }) => (GangReadiness::Complete, timeout),
     };
-    let size = match gang {
-        GangRef::Annotation { size, .. } => Ok(*size),
-        GangRef::PodGroup { .. } => group
-            .map(|g| g.spec.min_member)
-            .ok_or_else(|| GangSizeError::NoPodGroup(key.clone())),
-    };
-    let readiness = match size {
-        Err(e) => GangReadiness::SizeUnknown(e),
-        Ok(size) if members.len() as u32 + bound < size => GangReadiness::Incomplete {
-            size,
-            pending: members.len(),
-            bound,
-            gated,
-        },
-        Ok(_) => GangReadiness::Complete,
-    };
-    let timeout = group
-        .and_then(|g| g.spec.schedule_timeout_seconds)
-        .map_or(ctx.default_timeout, |s| Duration::from_secs(u64::from(s)));
+    let timeout = timeout.unwrap_or(ctx.default_timeout);
     GangUnit {
         key,
         members,
@@ -225,7 +223,7 @@ fn bound_members(key: &GangKey, ctx: &GangContext<'_>) -> Vec<(String, String)> 
 mod tests {
     use super::*;
     use crate::cluster::pod_key;
-    use crate::podgroup::PodGroupSpec;
+    use crate::gangs::{PodGroup, PodGroupSpec};
     use serde_json::json;
 
     fn pod(
@@ -245,13 +243,17 @@ mod tests {
     }
 
     fn unit(pods: &[Arc<Pod>], groups: &[Arc<PodGroup>]) -> GangUnit {
+        let gangs = GangObjects {
+            pod_groups: groups.to_vec(),
+            ..GangObjects::default()
+        };
         let by_key: HashMap<String, Arc<Pod>> =
             pods.iter().map(|p| (pod_key(p), p.clone())).collect();
         let names = vec!["gputopo-scheduler".to_string()];
         let assumed = AssumeCache::default();
         let ctx = GangContext {
             by_key: &by_key,
-            groups,
+            gangs: &gangs,
             names: &names,
             assumed: &assumed,
             default_timeout: Duration::from_secs(600),
@@ -303,11 +305,11 @@ mod tests {
         let u = unit(&pods, &[]);
         assert!(matches!(
             u.readiness,
-            GangReadiness::SizeUnknown(GangSizeError::NoPodGroup(_))
+            GangReadiness::SizeUnknown(GangSizeError::Missing(_))
         ));
         assert_eq!(
             u.waiting_message().as_deref(),
-            Some("PodGroup ml/job does not exist (yet); waiting for it")
+            Some("PodGroup ml/job (scheduling.x-k8s.io) does not exist (yet); waiting for it")
         );
         let mut group = PodGroup::new(
             "job",

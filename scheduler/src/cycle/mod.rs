@@ -20,6 +20,7 @@
 pub mod accounting;
 mod drive;
 pub mod gang;
+pub mod gang_status;
 pub mod nominations;
 pub mod outcome;
 mod preempt;
@@ -92,6 +93,12 @@ pub struct Cycle {
     warned: HashSet<String>,
     /// The assignment mismatches already reported.
     assignment_checks: accounting::AssignmentChecks,
+    /// Why each gang's last decision could not place it (for its
+    /// PodGroup's status); cleared when it is placed.
+    gang_unschedulable: HashMap<GangKey, String>,
+    /// The gang status writes made, with the object's resourceVersion
+    /// then: not repeated until the object changes.
+    gang_status_sent: HashMap<String, (Option<String>, gang_status::GangStatusWrite)>,
 }
 
 impl Cycle {
@@ -105,6 +112,8 @@ impl Cycle {
             partial_since: HashMap::new(),
             warned: HashSet::new(),
             assignment_checks: accounting::AssignmentChecks::default(),
+            gang_unschedulable: HashMap::new(),
+            gang_status_sent: HashMap::new(),
             settings: Arc::new(settings),
         }
     }
@@ -203,6 +212,9 @@ pub struct CycleReport {
     pub decisions: Vec<Duration>,
     /// Gangs placed whole: how long since their first member was seen.
     pub gang_waits: Vec<Duration>,
+    /// Members placed beside their gang's bound members (a lost member's
+    /// replacement): how long since each was created.
+    pub gang_recoveries: Vec<Duration>,
     pub evictions: Vec<EvictionResult>,
     /// GPU use after the cycle's placements; `None` when nothing was due.
     pub usage: Option<Usage>,

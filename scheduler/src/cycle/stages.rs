@@ -161,7 +161,7 @@ impl Cycle {
         first: &PendingPod,
         gang: &gputopo_api::GangRef,
         by_key: &HashMap<String, Arc<Pod>>,
-        groups: &[Arc<crate::podgroup::PodGroup>],
+        gangs: &crate::gangs::GangObjects,
     ) -> GangUnit {
         let names = self.settings.all_scheduler_names();
         super::gang::assemble(
@@ -169,7 +169,7 @@ impl Cycle {
             gang,
             &GangContext {
                 by_key,
-                groups,
+                gangs,
                 names: &names,
                 assumed: &self.assumed,
                 default_timeout: self.settings.gangs.schedule_timeout,

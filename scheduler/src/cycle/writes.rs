@@ -42,6 +42,13 @@ pub trait ClusterWrites {
         message: &str,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// Writes a gang object's status (`gang_status.rs`): a scheduler-plugins
+    /// PodGroup's `status`, or an upstream PodGroup's condition.
+    fn set_gang_status(
+        &self,
+        write: &super::gang_status::GangStatusWrite,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
     /// Records an event on `pod`. Sent in the background: an event is a
     /// report, not part of the decision, so it neither waits nor fails.
     fn emit_event(&self, pod: &Pod, event: EventSpec);
@@ -100,6 +107,7 @@ pub enum WriteOp {
     Evict { dry_run: bool },
     Nominate,
     Condition,
+    GangStatus,
 }
 
 /// How it failed, as the cycle must react: the kind, never the message.
@@ -138,6 +146,7 @@ fn op_text(op: &WriteOp) -> &'static str {
         WriteOp::Evict { dry_run: false } => "evicting",
         WriteOp::Nominate => "nominating a node for",
         WriteOp::Condition => "setting the PodScheduled condition of",
+        WriteOp::GangStatus => "writing the status of PodGroup",
     }
 }
 

@@ -17,6 +17,7 @@ use super::protocol::{BindingRequest, PlanError, binding, plan_binding};
 use super::tls::{TlsListener, TlsServing};
 use crate::cluster::{AssumeCache, Assumed, Objects, ReadingTrust, build_snapshot, pod_key, usage};
 use crate::config::Accounting;
+use crate::gangs::GangObjects;
 use crate::scheduler::FIELD_MANAGER;
 use crate::watch::{WatchError, Watches};
 use futures::future::BoxFuture;
@@ -194,7 +195,7 @@ impl Extender {
             nodes: &nodes,
             topologies: &topologies,
             pods: &pods,
-            groups: &[],
+            gangs: &GangObjects::default(),
         };
         let (snapshot, warnings) = {
             let mut assumed = lock(&self.assumed);

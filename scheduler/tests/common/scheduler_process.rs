@@ -2,7 +2,7 @@
 //! scheduler name and lease), and waiting for what it writes.
 
 use super::{events, node_of, note, wait_for};
-use gputopo_scheduler::podgroup::PodGroup;
+use gputopo_scheduler::gangs::PodGroup;
 use gputopo_testenv::TestEnv;
 use gputopo_testenv::process::{Process, tail};
 use k8s_openapi::api::core::v1::Pod;

@@ -20,8 +20,8 @@ pub async fn service_account_kubeconfig(
     user: &str,
 ) -> PathBuf {
     let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
+        spec: Some(TokenRequestSpec {
+            audiences: None,
             bound_object_ref: pod.map(|p| BoundObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
@@ -29,7 +29,8 @@ pub async fn service_account_kubeconfig(
                 uid: p.metadata.uid.clone(),
             }),
             expiration_seconds: Some(3600),
-        },
+            ..TokenRequestSpec::default()
+        }),
         ..TokenRequest::default()
     };
     let token = Api::<ServiceAccount>::namespaced(admin.clone(), namespace)
@@ -38,7 +39,8 @@ pub async fn service_account_kubeconfig(
         .expect("token issued")
         .status
         .expect("token status")
-        .token;
+        .token
+        .expect("token in status");
     let kubeconfig = dir.join(format!("{user}.kubeconfig"));
     std::fs::write(
         &kubeconfig,

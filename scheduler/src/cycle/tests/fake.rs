@@ -5,6 +5,7 @@
 
 use crate::annotations::assignment_annotations;
 use crate::cluster::pod_key;
+use crate::cycle::gang_status::GangStatusWrite;
 use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::Pod;
@@ -37,6 +38,7 @@ pub enum Write {
         pod: String,
         event: EventSpec,
     },
+    GangStatus(GangStatusWrite),
 }
 
 /// A failure to inject: writes of `op` to `target` (`*`: any) fail with
@@ -167,6 +169,12 @@ impl ClusterWrites for FakeWrites {
             pod: key,
             message: message.into(),
         });
+        Ok(())
+    }
+
+    async fn set_gang_status(&self, write: &GangStatusWrite) -> Result<(), WriteError> {
+        self.check(WriteOp::GangStatus, &write.target())?;
+        self.push(Write::GangStatus(write.clone()));
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 
 use crate::cluster::{AssumeCache, Objects, ReadingTrust, build_snapshot};
 use crate::config::Accounting;
-use crate::podgroup::{PodGroup, PodGroupSpec};
+use crate::gangs::{GangObjects, PodGroup, PodGroupSpec};
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::snapshot::Snapshot;
@@ -111,7 +111,7 @@ pub struct World {
     pub nodes: Vec<Arc<Node>>,
     pub topologies: Vec<Arc<GpuTopology>>,
     pub pods: Vec<Arc<Pod>>,
-    pub groups: Vec<Arc<PodGroup>>,
+    pub gangs: GangObjects,
 }
 
 impl World {
@@ -144,7 +144,7 @@ impl World {
             nodes: &self.nodes,
             topologies: &self.topologies,
             pods: &self.pods,
-            groups: &self.groups,
+            gangs: &self.gangs,
         }
     }
 

@@ -146,7 +146,9 @@ fn a_reserved_gang_is_not_starved_by_a_stream_of_small_pods() {
 #[test]
 fn a_gang_past_its_timeout_is_told_and_loses_its_reservation() {
     let mut w = World::dgx(2, 2);
-    w.groups.push(Arc::new(pod_group("job", 2, Some(30))));
+    w.gangs
+        .pod_groups
+        .push(Arc::new(pod_group("job", 2, Some(30))));
     w.add(pod("low", 8, Some("n1"), 0));
     for i in 0..2 {
         w.add(group_member("job", i, 8, 100));
@@ -317,18 +319,36 @@ fn bound_member(gang: &str, size: u32, i: u32, node: &str) -> k8s_openapi::api::
 }
 
 #[test]
-fn the_rest_of_a_partly_bound_gang_goes_to_its_bound_members_leaf() {
+fn the_rest_of_a_partly_bound_gang_goes_to_its_bound_members_leaf_and_is_timed_as_a_recovery() {
     // n1, n2 on leaf-1; n3, n4 on leaf-2. One member runs on n3.
     let mut w = World::dgx(4, 2);
     w.add(bound_member("job", 2, 0, "n3"));
     w.add(member("job", 2, 1, 8, 0));
     let mut h = Harness::new(w, Settings::default());
+    h.advance(Duration::from_secs(7));
     let (report, writes) = h.cycle();
     assert_eq!(
         binds(&writes),
         [("ml/job-1".to_string(), "n4".to_string())],
         "{:?}",
         report.outcomes
+    );
+    // A lost member's replacement: timed from its creation, and told where.
+    assert_eq!(report.gang_recoveries, [Duration::from_secs(7)]);
+    let note = writes
+        .iter()
+        .find_map(|w| match w {
+            super::fake::Write::Event { pod, event }
+                if pod == "ml/job-1" && event.reason == "GangMemberReplaced" =>
+            {
+                Some(event.note.clone())
+            }
+            _ => None,
+        })
+        .expect("a GangMemberReplaced event");
+    assert!(
+        note.contains("beside its 1 bound member(s)") && note.contains("gputopo.dev/leaf=leaf-2"),
+        "{note}"
     );
 }
 
@@ -376,7 +396,9 @@ fn a_gang_stuck_partly_bound_is_undone_after_its_timeout() {
 #[test]
 fn a_new_leader_keeps_a_gangs_schedule_timeout() {
     let mut w = World::busy_pair();
-    w.groups.push(Arc::new(pod_group("job", 2, Some(30))));
+    w.gangs
+        .pod_groups
+        .push(Arc::new(pod_group("job", 2, Some(30))));
     for i in 0..2 {
         w.add(group_member("job", i, 8, 100));
     }

@@ -8,6 +8,7 @@ pub mod fixtures;
 mod gangs;
 mod pods;
 mod preemption;
+mod workload_gangs;
 
 use super::{Clock, Cycle, CycleReport, Outcome};
 use crate::config::Settings;

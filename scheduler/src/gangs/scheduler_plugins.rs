@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "PodGroupStatus",
     derive = "PartialEq",
-    doc = "A gang of pods scheduled together (scheduler-plugins coscheduling); gputopo-scheduler reads spec.minMember and spec.scheduleTimeoutSeconds."
+    doc = "A gang of pods scheduled together (scheduler-plugins coscheduling); gputopo-scheduler reads spec.minMember and spec.scheduleTimeoutSeconds and writes status."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PodGroupSpec {
@@ -34,16 +34,23 @@ pub struct PodGroupSpec {
     pub schedule_timeout_seconds: Option<u32>,
 }
 
-/// What scheduler-plugins reports; optional and not written by gputopo-scheduler.
+/// What the group's pods show, as scheduler-plugins' PodGroup controller
+/// reports it; gputopo-scheduler writes it for the groups whose pods it
+/// serves (`cycle/gang_status.rs`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodGroupStatus {
+    /// `Pending`, `PreScheduling`, `Scheduled`, `Running`, `Finished` or `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeded: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u32>,
 }
 
 impl PodGroup {
