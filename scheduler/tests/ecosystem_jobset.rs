@@ -83,7 +83,7 @@ async fn a_jobset_of_half_node_pods_gets_nvlink_quads_in_one_leaf() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_jobset_too_big_for_the_cluster_gets_an_event_naming_it_and_binds_nothing() {
+async fn a_jobset_too_big_for_the_cluster_gets_an_event_naming_its_gang_and_binds_nothing() {
     let env = ecosystem_env().await;
     jobset_controller(env).await;
     let s = scheduler(env).await;
@@ -96,13 +96,17 @@ async fn a_jobset_too_big_for_the_cluster_gets_an_event_naming_it_and_binds_noth
     let selector = format!("{JOBSET_NAME_LABEL}=too-big");
     // All four pods exist (the gang is complete), so what holds them is room.
     pods_where(&client, &ns, &selector, 4, "created", |_| true, s).await;
+    // gputopo's word on the whole gang: named after the JobSet, nothing bound.
     let event = wait_for(
-        "an event naming the JobSet and its replicatedJobs",
+        "a FailedScheduling event for the JobSet's gang",
         CHAIN_TIMEOUT,
         || async {
+            // Earlier ones may say the gang waits for members still being created.
             events_in(&client, &ns).await.into_iter().find(|e| {
                 let text = note(e);
-                text.contains("too-big") && text.contains("replicatedJobs")
+                e.reason.as_deref() == Some("FailedScheduling")
+                    && text.contains("too-big")
+                    && text.contains("nothing bound")
             })
         },
         || s.log(),
@@ -110,8 +114,8 @@ async fn a_jobset_too_big_for_the_cluster_gets_an_event_naming_it_and_binds_noth
     .await;
     let text = note(&event);
     assert!(
-        text.contains("4"),
-        "the event says how many pods the JobSet needs: {text}"
+        text.contains("(4 members)"),
+        "the event counts the JobSet's pods (replicas x parallelism): {text}"
     );
     // The event came after gputopo judged the whole gang: none of it is bound.
     let pods = pods_where(&client, &ns, &selector, 4, "listed", |_| true, s).await;

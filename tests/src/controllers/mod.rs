@@ -103,6 +103,15 @@ impl Controller {
         &self.module
     }
 
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// The Mutating- and ValidatingWebhookConfigurations it registered.
+    pub fn webhook_configurations(&self) -> (&[String], &[String]) {
+        (&self.mutating, &self.validating)
+    }
+
     pub fn webhook_port(&self) -> u16 {
         self.ports.webhook
     }
