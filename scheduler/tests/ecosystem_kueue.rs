@@ -13,9 +13,14 @@ mod common;
 
 use common::ecosystem::*;
 use common::*;
-use gputopo_testenv::controllers::kueue::{QUEUE_NAME_LABEL, REQUIRED_TOPOLOGY_ANNOTATION};
+use gputopo_testenv::controllers::kueue::{
+    ADMISSION_GATE, POD_GROUP_NAME_LABEL, POD_GROUP_TOTAL_COUNT_ANNOTATION, QUEUE_NAME_LABEL,
+    REQUIRED_TOPOLOGY_ANNOTATION, TOPOLOGY_GATE,
+};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
+use kube::api::PostParams;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
@@ -217,7 +222,7 @@ async fn kueue_admits_ungates_and_gputopo_places_inside_the_leaf_kueue_assigned(
         Some(true),
         "the Job stays suspended"
     );
-    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
         .list(&ListParams::default().labels("batch.kubernetes.io/job-name=over-quota"))
         .await
         .expect("listing pods");
@@ -225,4 +230,91 @@ async fn kueue_admits_ungates_and_gputopo_places_inside_the_leaf_kueue_assigned(
         pods.items.is_empty(),
         "a suspended Job has no pods for gputopo to place or hold GPUs for"
     );
+}
+
+/// Every pod ungated, bound in one leaf, the leaf Kueue wrote into its
+/// nodeSelector (with the flavor's node label), on scheduler-core's best GPUs.
+fn assert_placed_in_kueues_leaf(cluster: &LeafCluster, what: &str, pods: &[Pod]) {
+    let leaf = cluster.assert_one_leaf(what, pods);
+    for p in pods {
+        let spec = p.spec.as_ref().expect("a pod spec");
+        assert!(
+            spec.scheduling_gates.as_ref().is_none_or(|g| g.is_empty()),
+            "{what}: Kueue ungated {}: {:?}",
+            pod_name(p),
+            spec.scheduling_gates
+        );
+        let selector = spec.node_selector.clone().unwrap_or_default();
+        assert_eq!(
+            selector.get("e2e-group"),
+            Some(&cluster.group),
+            "{selector:?}"
+        );
+        assert_eq!(
+            selector.get(LEAF_LABEL),
+            Some(&leaf),
+            "{what}: {} is in the leaf Kueue assigned: {selector:?}",
+            pod_name(p)
+        );
+    }
+    cluster.assert_optimal_sets(what, pods);
+}
+
+/// A member of a plain pod group for LocalQueue `queue` (Kueue's pod integration).
+fn group_member(name: &str, queue: &str, group: &str, size: u32, gpus: u32) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {QUEUE_NAME_LABEL: queue, POD_GROUP_NAME_LABEL: group},
+            "annotations": {
+                POD_GROUP_TOTAL_COUNT_ANNOTATION: size.to_string(),
+                REQUIRED_TOPOLOGY_ANNOTATION: LEAF_LABEL,
+            }
+        },
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "serve",
+                "image": "registry.invalid/serve:1",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}
+            }]
+        }
+    }))
+    .expect("a pod")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_gates_plain_pods_until_admitted_and_gputopo_places_them_in_its_leaf() {
+    let env = ecosystem_env().await;
+    kueue_controller(env).await;
+    let s = scheduler(env).await;
+    let client = env.client().await;
+    let cluster = LeafCluster::create(env, "kp", DGX1, &[2, 2]).await;
+    let ns = env.create_namespace("kueue-pods").await;
+    queues(&client, &cluster, &ns, 16).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    for i in 0..2 {
+        let member = group_member(&format!("serve-{i}"), &cluster.group, "serve", 2, 8);
+        let created = pods
+            .create(&PostParams::default(), &member)
+            .await
+            .unwrap_or_else(|e| panic!("creating serve-{i}: {e}"));
+        // Kueue's webhook gated it at creation: nothing may place it before admission.
+        let gates: Vec<String> = created
+            .spec
+            .and_then(|s| s.scheduling_gates)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|g| g.name)
+            .collect();
+        assert!(
+            gates.iter().any(|g| g == ADMISSION_GATE) && gates.iter().any(|g| g == TOPOLOGY_GATE),
+            "serve-{i} was created with gates {gates:?}"
+        );
+    }
+    let selector = format!("{POD_GROUP_NAME_LABEL}=serve");
+    let bound = pods_bound(&client, &ns, &selector, 2, s).await;
+    assert_placed_in_kueues_leaf(&cluster, "the admitted pod group", &bound);
 }

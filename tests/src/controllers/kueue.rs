@@ -22,10 +22,18 @@ pub const REQUIRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-required-t
 /// Kueue's namespace (its configuration's `namespace`).
 pub const NAMESPACE: &str = "kueue-system";
 
-/// The integrations Kueue manages here: what the tests create, and the
-/// other controllers of this harness.
-const FRAMEWORKS: [&str; 4] = [
+/// The scheduling gate Kueue holds a plain pod (pod integration) with until it admits it.
+pub const ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
+/// The label grouping plain pods into one Kueue workload.
+pub const POD_GROUP_NAME_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+/// The annotation giving a plain pod group's size.
+pub const POD_GROUP_TOTAL_COUNT_ANNOTATION: &str = "kueue.x-k8s.io/pod-group-total-count";
+
+/// The integrations Kueue manages here: what the tests create (Jobs, plain
+/// pods), and the other controllers of this harness.
+const FRAMEWORKS: [&str; 5] = [
     "batch/job",
+    "pod",
     "jobset.x-k8s.io/jobset",
     "leaderworkerset.x-k8s.io/leaderworkerset",
     "trainer.kubeflow.org/trainjob",
