@@ -81,6 +81,30 @@ fn geforce_or_quadro(words: &[&str]) -> Option<u8> {
     }
 }
 
+/// The most NVLinks one GPU of `product` has, where the vendor's datasheet
+/// says and the table knows the product (`None` otherwise): a `GpuTopology`
+/// claiming more between two of its GPUs is not believed. Boards without
+/// NVLink say 0.
+pub fn max_nvlinks(product: &str) -> Option<u32> {
+    let upper = product.to_ascii_uppercase();
+    let words: Vec<&str> = upper
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().find_map(|w| {
+        Some(match *w {
+            "P100" => 4,
+            "V100" | "V100S" => 6,
+            "A100" | "A800" => 12,
+            "A40" | "A30" | "A6000" | "A5000" | "A4500" => 4,
+            "H100" | "H800" | "H200" | "H20" | "GH200" | "H100NVL" => 18,
+            "B100" | "B200" | "GB200" | "B300" | "GB300" => 18,
+            "T4" | "L4" | "L40" | "L40S" | "L20" | "A10" | "A10G" | "A16" | "A2" => 0,
+            _ => return None,
+        })
+    })
+}
+
 /// The node label's value as a generation: `1..=99`.
 pub fn parse_generation_label(value: &str) -> Option<u8> {
     let v = value.trim();
@@ -134,6 +158,16 @@ mod tests {
         for (product, want) in cases {
             assert_eq!(generation_of(product), *want, "{product}");
         }
+    }
+
+    #[test]
+    fn nvlink_maxima_come_from_known_products_only() {
+        assert_eq!(max_nvlinks("NVIDIA A100-SXM4-80GB"), Some(12));
+        assert_eq!(max_nvlinks("Tesla V100-SXM2-32GB"), Some(6));
+        assert_eq!(max_nvlinks("NVIDIA H100 80GB HBM3"), Some(18));
+        assert_eq!(max_nvlinks("NVIDIA L40S"), Some(0));
+        assert_eq!(max_nvlinks("AMD Instinct MI300X"), None);
+        assert_eq!(max_nvlinks("Some Future Accelerator"), None);
     }
 
     #[test]

@@ -84,6 +84,13 @@ impl Metrics {
             .get()
     }
 
+    /// Registrations with the kubelet counted with `result` (ok, error).
+    pub fn registration_count(&self, result: &'static str) -> u64 {
+        self.registrations
+            .get_or_create(&ResultLabel { result })
+            .get()
+    }
+
     /// Pods counted with a bad annotation for `reason`.
     pub fn bad_annotation_count(&self, reason: &'static str) -> u64 {
         self.bad_annotations

@@ -1,12 +1,16 @@
 //! The pods bound to this node that are awaiting admission and carry
 //! gputopo's choice: a kube-runtime reflector over pods with
-//! `spec.nodeName=<node>`, read at every `GetPreferredAllocation`.
+//! `spec.nodeName=<node>`, read at every `GetPreferredAllocation`, and a
+//! fresh list of them when that view has no claim for the request (the
+//! kubelet watches pods too, and may admit one before this view has it).
 
 use crate::choose::{Claim, PodRef};
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use gputopo_api::keys::pod::ASSIGNED_GPUS;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use kube::api::ListParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::Arc;
@@ -15,9 +19,13 @@ use tracing::warn;
 
 /// The claims of the pods awaiting admission on this node.
 pub trait Claims: Send + Sync + 'static {
+    /// The claims in the watched view (no request to the API server).
     fn claims(&self) -> Vec<Claim>;
     /// Whether the view has read the pods once (readiness waits for it).
     fn synced(&self) -> bool;
+    /// The claims as the API server has them now (a consistent list): what
+    /// the kubelet has seen is in it, even when the view lags behind.
+    fn fresh(&self) -> BoxFuture<'_, Result<Vec<Claim>, kube::Error>>;
 }
 
 /// A pod's claim, when it is one: bound to `node`, not being deleted, not
@@ -53,6 +61,7 @@ pub fn claim_of(pod: &Pod, node: &str) -> Option<Claim> {
 /// A reflector of this node's pods.
 pub struct PodWatch {
     node: String,
+    api: Api<Pod>,
     store: Store<Pod>,
     synced: Arc<AtomicBool>,
 }
@@ -62,10 +71,10 @@ impl PodWatch {
     /// watch errors are logged and retried with kube-runtime's backoff.
     pub fn start(client: kube::Client, node: &str) -> PodWatch {
         let api: Api<Pod> = Api::all(client);
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        let config = watcher::Config::default().fields(&on_node(node));
         let (store, writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        let stream = reflector::reflector(writer, watcher(api.clone(), config).default_backoff());
         let flag = synced.clone();
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
@@ -79,10 +88,15 @@ impl PodWatch {
         });
         PodWatch {
             node: node.to_string(),
+            api,
             store,
             synced,
         }
     }
+}
+
+fn on_node(node: &str) -> String {
+    format!("spec.nodeName={node}")
 }
 
 impl Claims for PodWatch {
@@ -96,6 +110,21 @@ impl Claims for PodWatch {
 
     fn synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
+    }
+
+    fn fresh(&self) -> BoxFuture<'_, Result<Vec<Claim>, kube::Error>> {
+        Box::pin(async move {
+            // No resourceVersion: a consistent read, never an older cache.
+            let pods = self
+                .api
+                .list(&ListParams::default().fields(&on_node(&self.node)))
+                .await?;
+            Ok(pods
+                .items
+                .iter()
+                .filter_map(|p| claim_of(p, &self.node))
+                .collect())
+        })
     }
 }
 

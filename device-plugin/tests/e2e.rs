@@ -8,9 +8,10 @@
 //! The node is the recorded HGX H100 (`fixtures/recorded/`); the pods are
 //! bound to it by `spec.nodeName` and never run.
 
+use futures::future::BoxFuture;
 use gputopo_api::keys::pod::ASSIGNED_GPUS;
 use gputopo_device_plugin::allocate::{DeviceListStrategy, VISIBLE_DEVICES_ENV};
-use gputopo_device_plugin::choose::Inventory;
+use gputopo_device_plugin::choose::{Claim, Inventory};
 use gputopo_device_plugin::health::ManualHealth;
 use gputopo_device_plugin::metrics::Metrics;
 use gputopo_device_plugin::plugin::{PluginConfig, run};
@@ -57,8 +58,29 @@ struct Harness {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
+/// A pod view that never catches up (as the plugin's watch may trail the
+/// kubelet's): only a fresh list from the API server shows the pods.
+struct LaggingView(Arc<PodWatch>);
+
+impl Claims for LaggingView {
+    fn claims(&self) -> Vec<Claim> {
+        Vec::new()
+    }
+    fn synced(&self) -> bool {
+        self.0.synced()
+    }
+    fn fresh(&self) -> BoxFuture<'_, Result<Vec<Claim>, kube::Error>> {
+        self.0.fresh()
+    }
+}
+
 impl Harness {
     async fn start(recording: &str) -> Harness {
+        Harness::start_with(recording, false).await
+    }
+
+    /// `lagging`: the plugin's view of the pods never shows one.
+    async fn start_with(recording: &str, lagging: bool) -> Harness {
         let env = TestEnv::shared().await;
         let client = env.client().await;
         let ns = env.create_namespace("devplugin").await;
@@ -83,10 +105,15 @@ impl Harness {
             kubelet_timeout: Duration::from_secs(10),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let view: Arc<dyn Claims> = if lagging {
+            Arc::new(LaggingView(claims.clone()))
+        } else {
+            claims.clone()
+        };
         tokio::spawn(run(
             config,
             inventory.clone(),
-            claims.clone(),
+            view,
             Arc::new(health.clone()),
             metrics.clone(),
             readiness.clone(),
@@ -216,6 +243,16 @@ async fn a_pod_gets_exactly_the_gpus_gputopo_chose_in_allocate_and_pod_resources
 }
 
 #[tokio::test]
+async fn a_pod_the_plugins_view_has_not_seen_yet_still_gets_its_gpus_from_a_fresh_list() {
+    let h = Harness::start_with("hgx-h100-8gpu-nvswitch-nvml.yaml", true).await;
+    let (key, _) = h.pod("early", 2, Some("2,6")).await;
+    let a = h.kubelet.admit(&key, "main", GPU, 2).await.unwrap();
+    assert_eq!(sorted(a.devices), h.uuids(&[2, 6]));
+    assert_eq!(h.metrics.preferred_count("matched"), 1);
+    assert_eq!(h.metrics.preferred_count("topology-rule"), 0);
+}
+
+#[tokio::test]
 async fn a_pod_without_gputopos_choice_gets_the_topology_rules_gpu() {
     // GPU 3 has two NVLinks down: a 1-GPU pod takes it, keeping the NV18 seven whole.
     let h = Harness::start("hgx-h100-8gpu-nvswitch-DEGRADED-gpu3-2-links-down-nvml.yaml").await;
@@ -264,6 +301,31 @@ async fn a_kubelet_restart_is_followed_by_a_new_registration() {
         assert!(start.elapsed() < WAIT, "{}", h.readiness.reason());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn a_kubelet_that_removes_the_plugins_new_socket_as_it_starts_is_registered_with_again() {
+    let mut h = Harness::start("hgx-h100-8gpu-nvswitch-nvml.yaml").await;
+    assert_eq!(h.metrics.registration_count("error"), 0);
+    // A kubelet stopping removes kubelet.sock: the plugin serves a new socket
+    // and tries to register (in vain: no kubelet.sock yet)...
+    h.kubelet.stop_registration().await;
+    let start = Instant::now();
+    while h.metrics.registration_count("error") == 0 {
+        assert!(start.elapsed() < WAIT, "the plugin never tried again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // ...which the kubelet, starting, removes with the rest of the directory
+    // (the real kubelet v1.34 did this in tests/tests/real_kubelet_gpus.rs).
+    h.kubelet.start_registration().unwrap();
+    h.kubelet
+        .wait_for_devices(GPU, WAIT, |d| d.len() == 8)
+        .await
+        .unwrap();
+    let (key, _) = h.pod("after", 2, Some("0,7")).await;
+    let a = h.kubelet.admit(&key, "main", GPU, 2).await.unwrap();
+    assert_eq!(sorted(a.devices), h.uuids(&[0, 7]));
+    assert!(h.readiness.is_ready(), "{}", h.readiness.reason());
 }
 
 #[tokio::test]

@@ -5,11 +5,12 @@ use crate::annotations::assignment_annotations;
 use crate::checked::InvalidObject;
 use crate::cluster::pod_key;
 use crate::cycle::gang_status::GangStatusWrite;
+use crate::cycle::node_trust::NodeConditionWrite;
 use crate::cycle::writes::truncate;
 use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 use crate::gangs::{PodGroup, UpstreamPodGroup};
 use gputopo_scheduler_core::schedule::Placement;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
@@ -298,6 +299,26 @@ impl ClusterWrites for KubeWrites {
             }
         };
         written.map_err(|e| write_error(WriteOp::GangStatus, target, e))
+    }
+
+    async fn set_node_condition(&self, write: &NodeConditionWrite) -> Result<(), WriteError> {
+        // Server-side apply owns just this condition type (the kubelet's
+        // conditions are a map list keyed by type too, and stay its own).
+        let patch = json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "status": {"conditions": [write.condition]}
+        });
+        Api::<Node>::all(self.client.clone())
+            .patch_status(
+                &write.node,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .instrument(info_span!("node_condition", node = %write.node))
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(WriteOp::NodeCondition, write.node.clone(), e))
     }
 
     fn emit_event(&self, pod: &Pod, event: EventSpec) {

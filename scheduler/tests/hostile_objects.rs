@@ -118,3 +118,64 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
         .await
         .expect("cleaning up");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_topology_its_allocatable_contradicts_gets_a_condition_saying_why() {
+    use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+    use gputopo_topology::normalize::normalize;
+    use k8s_openapi::api::core::v1::Node;
+
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("implausible");
+    // The device plugin lists 12 GPUs; the GpuTopology (a DGX A100's) 8.
+    let name = env.unique_name("a100-twelve");
+    let labels = [("e2e-group".to_string(), group.clone())].into();
+    let node = env.create_fake_gpu_node(&name, 12, &labels).await;
+    let facts = facts_from_topo(&fixture(DGX_A100)).expect("the fixture parses");
+    let mut topology = GpuTopology::new(&name, normalize(&name, &facts).expect("normalizes"));
+    topology.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: name.clone(),
+            uid: node.metadata.uid.clone().expect("uid"),
+            ..Default::default()
+        },
+    ]);
+    Api::<GpuTopology>::all(client.clone())
+        .create(&PostParams::default(), &topology)
+        .await
+        .expect("the GpuTopology is created");
+    let sched = env.unique_name("sched-implausible");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let nodes = Api::<Node>::all(client.clone());
+    let message = wait_for(
+        "GpuTopologyTrusted=False on the node",
+        std::time::Duration::from_secs(60),
+        || async {
+            let n = nodes.get(&name).await.ok()?;
+            n.status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "GpuTopologyTrusted" && c.status == "False")
+                .and_then(|c| c.message)
+        },
+        || s.log(),
+    )
+    .await;
+    assert!(
+        message.contains("lists 8 GPUs but the node's allocatable nvidia.com/gpu is 12"),
+        "{message}"
+    );
+    // The kubelet's (kwok's) own conditions are still there.
+    let n = nodes.get(&name).await.expect("the node");
+    let types: Vec<String> = n
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.type_)
+        .collect();
+    assert!(types.iter().any(|t| t == "Ready"), "{types:?}");
+}

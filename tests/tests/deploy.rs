@@ -128,6 +128,8 @@ mod agent_e2e;
 mod agent_security;
 #[path = "deploy/device_plugin.rs"]
 mod device_plugin;
+#[path = "deploy/device_plugin_metrics.rs"]
+mod device_plugin_metrics;
 #[path = "deploy/extender_security.rs"]
 mod extender_security;
 #[path = "deploy/identity.rs"]
@@ -742,6 +744,19 @@ async fn dry_run_apply(client: &kube::Client, doc: &Value) -> Result<Value, kube
     Ok(serde_json::to_value(applied).expect("an object serializes"))
 }
 
+/// Installs [`service_monitor_crd`] once per test binary (the tests share
+/// one API server; a second create would be refused).
+async fn ensure_service_monitor_crd(client: &kube::Client) {
+    static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async {
+            gputopo_testenv::install_crd(client, service_monitor_crd())
+                .await
+                .expect("the ServiceMonitor CRD");
+        })
+        .await;
+}
+
 async fn ensure_namespace(client: &kube::Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
     match Api::<Namespace>::all(client.clone())
@@ -759,9 +774,7 @@ async fn every_rendered_object_passes_a_server_side_dry_run() {
     let env = TestEnv::shared().await;
     let client = env.client().await;
     ensure_namespace(&client, NAMESPACE).await;
-    gputopo_testenv::install_crd(&client, service_monitor_crd())
-        .await
-        .expect("the ServiceMonitor CRD");
+    ensure_service_monitor_crd(&client).await;
 
     for (what, docs) in [
         ("default values", render_ok(RELEASE, NAMESPACE, None)),
@@ -1112,6 +1125,7 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
             &["get", "list", "watch"],
         ),
         ("", "pods/binding", &["create"]),
+        ("", "nodes/status", &["patch"]),
         ("", "pods/status", &["patch"]),
         ("", "pods/eviction", &["create"]),
         ("events.k8s.io", "events", &["create", "patch"]),

@@ -17,125 +17,20 @@
 //! the kubelet hard-codes `/var/lib/kubelet/device-plugins`, so it runs in a
 //! mount namespace where that path is the node's own directory.
 
+mod kubelet_common;
+
 use gputopo_kubelet_api::deviceplugin::device_plugin_server::{DevicePlugin, DevicePluginServer};
 use gputopo_kubelet_api::deviceplugin::registration_client::RegistrationClient;
 use gputopo_kubelet_api::deviceplugin::{self as dp, HEALTHY, VERSION};
-use gputopo_kubelet_api::podresources::pod_resources_lister_client::PodResourcesListerClient;
-use gputopo_kubelet_api::podresources::{ListPodResourcesRequest, PodResources};
 use gputopo_kubelet_api::{connect_unix, serve_unix, socket};
 use gputopo_testenv::TestEnv;
-use gputopo_testenv::kubelet_node::config::BUSYBOX_IMAGE;
 use gputopo_testenv::kubelet_node::{KubeletNode, KubeletNodeError};
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, ObjectMeta, PostParams};
-use std::collections::BTreeMap;
-use std::path::Path;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, PostParams};
+use kubelet_common::{list_pod_resources, listed_devices, names, pod, pod_state, poll, wait_phase};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
-
-const WAIT: Duration = Duration::from_secs(120);
-
-fn pod(name: &str, node: &str, script: &str, limits: Option<(&str, &str)>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(node.into()),
-            host_network: Some(true),
-            automount_service_account_token: Some(false),
-            restart_policy: Some("Never".into()),
-            termination_grace_period_seconds: Some(0),
-            containers: vec![Container {
-                name: "main".into(),
-                image: Some(BUSYBOX_IMAGE.into()),
-                image_pull_policy: Some("Never".into()),
-                command: Some(vec!["/bin/sh".into(), "-c".into(), script.into()]),
-                resources: limits.map(|(k, v)| ResourceRequirements {
-                    limits: Some(BTreeMap::from([(k.to_owned(), Quantity(v.into()))])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
-/// Polls until `check` returns `Some`, failing with `what` and the node's logs after [`WAIT`].
-async fn poll<T, F, Fut>(node: &mut KubeletNode, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let start = Instant::now();
-    loop {
-        let last = match check().await {
-            Ok(v) => return v,
-            Err(last) => last,
-        };
-        if let Err(e) = node.check_running() {
-            panic!("while waiting until {what}: {e}");
-        }
-        if start.elapsed() > WAIT {
-            panic!(
-                "not {what} after {WAIT:?}; last: {last}\n{}",
-                node.log_tails(40)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-async fn pod_state(pods: &Api<Pod>, name: &str) -> Result<(String, Option<i32>), String> {
-    let p = pods.get(name).await.map_err(|e| e.to_string())?;
-    let status = p.status.unwrap_or_default();
-    let phase = status.phase.unwrap_or_default();
-    let exit = status
-        .container_statuses
-        .unwrap_or_default()
-        .first()
-        .and_then(|c| c.state.as_ref()?.terminated.as_ref().map(|t| t.exit_code));
-    Ok((phase, exit))
-}
-
-async fn wait_phase(
-    node: &mut KubeletNode,
-    pods: &Api<Pod>,
-    name: &str,
-    want: &str,
-) -> Option<i32> {
-    poll(node, &format!("pod {name} is {want}"), || async {
-        let (phase, exit) = pod_state(pods, name).await?;
-        if phase == want {
-            Ok(exit)
-        } else {
-            Err(format!("phase {phase:?}"))
-        }
-    })
-    .await
-}
-
-async fn list_pod_resources(socket: &Path) -> Result<Vec<PodResources>, String> {
-    let channel = connect_unix(socket, Duration::from_secs(5))
-        .await
-        .map_err(|e| e.to_string())?;
-    let response = PodResourcesListerClient::new(channel)
-        .list(ListPodResourcesRequest {})
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(response.into_inner().pod_resources)
-}
-
-fn names(pods: &[PodResources]) -> Vec<String> {
-    pods.iter()
-        .map(|p| format!("{}/{}", p.namespace, p.name))
-        .collect()
-}
 
 #[tokio::test]
 async fn pods_run_on_a_real_kubelet_node_and_its_pod_resources_socket_lists_them() {
@@ -160,13 +55,13 @@ async fn pods_run_on_a_real_kubelet_node_and_its_pod_resources_socket_lists_them
     let pods = Api::<Pod>::namespaced(client, &ns);
     let post = PostParams::default();
     let name = node.name().to_owned();
-    pods.create(&post, &pod("sleeper", &name, "sleep 3600", None))
+    pods.create(&post, &pod("sleeper", Some(&name), "sleep 3600", None))
         .await
         .unwrap();
-    pods.create(&post, &pod("ok", &name, "test -x /bin/busybox", None))
+    pods.create(&post, &pod("ok", Some(&name), "test -x /bin/busybox", None))
         .await
         .unwrap();
-    pods.create(&post, &pod("fails", &name, "exit 3", None))
+    pods.create(&post, &pod("fails", Some(&name), "exit 3", None))
         .await
         .unwrap();
     wait_phase(&mut node, &pods, "sleeper", "Running").await;
@@ -409,7 +304,7 @@ async fn a_device_plugin_registers_with_the_real_kubelet_and_its_device_reaches_
         &PostParams::default(),
         &pod(
             "user",
-            &name,
+            Some(&name),
             "test -n \"$EXAMPLE_DEV\" && sleep 3600",
             Some((RESOURCE, "1")),
         ),
@@ -421,21 +316,7 @@ async fn a_device_plugin_registers_with_the_real_kubelet_and_its_device_reaches_
     assert_eq!(allocated.len(), 1, "Allocate calls: {allocated:?}");
     assert!(["dev-a", "dev-b"].contains(&allocated[0].as_str()));
 
-    let socket = node.pod_resources_socket();
-    let devices = poll(&mut node, "PodResources names the pod's device", || async {
-        let pods = list_pod_resources(&socket).await?;
-        let found = pods
-            .iter()
-            .find(|p| p.namespace == ns && p.name == "user")
-            .ok_or_else(|| format!("listed {:?}", names(&pods)))?;
-        Ok(found
-            .containers
-            .iter()
-            .flat_map(|c| c.devices.iter())
-            .map(|d| (d.resource_name.clone(), d.device_ids.clone()))
-            .collect::<Vec<_>>())
-    })
-    .await;
+    let devices = listed_devices(&mut node, &ns, "user").await;
     assert_eq!(devices, [(RESOURCE.to_owned(), allocated)]);
 
     // Not a graceful stop: the kubelet keeps ListAndWatch open for as long

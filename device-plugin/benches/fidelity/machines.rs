@@ -55,6 +55,22 @@ pub fn all() -> Vec<Machine> {
             "4x A100 PCIe, 2 sockets",
             "nvidia/a100-pcie-4gpu-adroit-no-nvlink-interleaved-cpu-affinity-leading-spaces-topo-m.txt",
         ),
+        (
+            "8x PCIe all SYS, 2 NUMA",
+            "nvidia/pcie-8gpu-all-SYS-2numa-nccl-topo-tutorial-topo-m.txt",
+        ),
+        (
+            "HGX A100 4-GPU, NV12 all-to-all",
+            "nvidia/hgx-a100-4gpu-sxm4-80gb-epyc7532-driver580-roce-nic-rocep49s0-topo-m.txt",
+        ),
+        (
+            "4x V100 POWER9, NV3 pairs",
+            "nvidia/v100-power9-traverse-4gpu-nv3-pairs-numa-node-8-leading-spaces-topo-m.txt",
+        ),
+        (
+            "2x RTX 3090, NV4 bridge",
+            "nvidia/rtx3090-2gpu-nvlink-bridge-nv4-5900x-topo-m.txt",
+        ),
     ];
     let mut machines: Vec<Machine> = nvml
         .iter()

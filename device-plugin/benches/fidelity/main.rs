@@ -9,17 +9,37 @@
 //! `cargo bench -p gputopo-device-plugin --bench fidelity` prints the tables
 //! BENCHMARKS.md ("Device-plugin fidelity") holds. Two admission orders: the
 //! kubelet admitting each burst's pods in creation order (what it does for
-//! pods it sees together), and a quarter of the bursts out of order.
+//! pods it sees together), and a quarter of the bursts out of order; then a
+//! stream where a fifth of the pods come from another scheduler, with no
+//! record: what they get (the topology rule's path) and what they take from
+//! the pods gputopo placed.
 
 mod machines;
 mod nvidia;
 mod replay;
 mod workload;
 
+use machines::Machine;
 use replay::{Rule, Tally, replay};
+use workload::Mix;
 
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 const PODS: u32 = 2_000;
+/// The share of pods another scheduler placed, in the last table.
+const UNPLACED: f64 = 0.2;
+
+/// Both rules over every seed of one machine and mix; the mean busy share.
+fn run(machine: &Machine, mix: Mix) -> (Tally, Tally, f64) {
+    let (mut nvidia, mut gputopo) = (Tally::default(), Tally::default());
+    let mut busy = 0.0;
+    for &seed in &SEEDS {
+        let stream = workload::stream(machine.gpus, PODS, seed, mix);
+        busy += stream.mean_busy / SEEDS.len() as f64;
+        nvidia.add(&replay(machine, &stream, Rule::Nvidia, seed));
+        gputopo.add(&replay(machine, &stream, Rule::Gputopo, seed));
+    }
+    (nvidia, gputopo, busy)
+}
 
 fn pct(part: u64, whole: u64) -> String {
     format!("{:.1}%", 100.0 * part as f64 / whole.max(1) as f64)
@@ -60,6 +80,10 @@ fn main() {
         ("admitted in creation order", 0.0),
         ("25% of bursts admitted out of creation order", 0.25),
     ] {
+        let mix = Mix {
+            out_of_order,
+            unplaced: 0.0,
+        };
         println!("\n## {title}\n");
         println!(
             "| machine | GPUs | busy | NVIDIA: equal | NVIDIA: worse link | gputopo: equal | gputopo: worse link | gputopo outcomes (matched/ambiguous/topology-rule/none) |"
@@ -67,14 +91,7 @@ fn main() {
         println!("|---|---:|---:|---:|---:|---:|---:|---|");
         let (mut all_nvidia, mut all_gputopo) = (Tally::default(), Tally::default());
         for machine in &machines {
-            let (mut nvidia, mut gputopo) = (Tally::default(), Tally::default());
-            let mut busy = 0.0;
-            for &seed in &SEEDS {
-                let stream = workload::stream(machine.gpus, PODS, seed, out_of_order);
-                busy += stream.mean_busy / SEEDS.len() as f64;
-                nvidia.add(&replay(machine, &stream, Rule::Nvidia, seed));
-                gputopo.add(&replay(machine, &stream, Rule::Gputopo, seed));
-            }
+            let (nvidia, gputopo, busy) = run(machine, mix);
             let outcomes = ["matched", "ambiguous", "topology-rule", "none"]
                 .map(|k| gputopo.outcomes.get(k).copied().unwrap_or(0).to_string())
                 .join("/");
@@ -101,4 +118,48 @@ fn main() {
             pct(all_gputopo.worse, all_gputopo.pods),
         );
     }
+    unplaced_table(&machines);
+}
+
+/// Pods gputopo placed and pods another scheduler placed, side by side.
+fn unplaced_table(machines: &[Machine]) {
+    let mix = Mix {
+        out_of_order: 0.0,
+        unplaced: UNPLACED,
+    };
+    println!(
+        "\n## {:.0}% of pods placed by another scheduler (no record), admitted in creation order\n",
+        100.0 * UNPLACED
+    );
+    println!(
+        "| machine | placed by gputopo: NVIDIA equal | gputopo equal | others: NVIDIA worse than best | gputopo worse than best | others took a chosen GPU: NVIDIA | gputopo |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let (mut all_nvidia, mut all_gputopo) = (Tally::default(), Tally::default());
+    for machine in machines {
+        let (nvidia, gputopo, _) = run(machine, mix);
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            machine.name,
+            pct(nvidia.equal, nvidia.pods),
+            pct(gputopo.equal, gputopo.pods),
+            pct(nvidia.unplaced_worse, nvidia.unplaced),
+            pct(gputopo.unplaced_worse, gputopo.unplaced),
+            pct(nvidia.took_chosen, nvidia.unplaced),
+            pct(gputopo.took_chosen, gputopo.unplaced),
+        );
+        all_nvidia.add(&nvidia);
+        all_gputopo.add(&gputopo);
+    }
+    println!(
+        "| **all** ({} placed, {} others) | {} | {} | {} | {} | {} | {} |",
+        all_gputopo.pods,
+        all_gputopo.unplaced,
+        pct(all_nvidia.equal, all_nvidia.pods),
+        pct(all_gputopo.equal, all_gputopo.pods),
+        pct(all_nvidia.unplaced_worse, all_nvidia.unplaced),
+        pct(all_gputopo.unplaced_worse, all_gputopo.unplaced),
+        pct(all_nvidia.took_chosen, all_nvidia.unplaced),
+        pct(all_gputopo.took_chosen, all_gputopo.unplaced),
+    );
 }

@@ -3,6 +3,9 @@
 //! admits the pods of a burst one by one and a rule picks the devices among
 //! those still available. The scheduler's next choices see the devices
 //! pods really got (gputopo follows the kubelet's PodResources reading).
+//! Pods another scheduler placed have no choice; they are admitted among
+//! the others, and whatever they get is measured against the best set
+//! available then and against the sets waiting placed pods were given.
 
 use super::machines::Machine;
 use super::workload::{Event, Stream};
@@ -25,11 +28,18 @@ pub enum Rule {
 
 #[derive(Clone, Debug, Default)]
 pub struct Tally {
+    /// Pods gputopo placed.
     pub pods: u64,
     /// The devices are exactly the scheduler's choice.
     pub equal: u64,
     /// The set's weakest link is a worse class than the choice's.
     pub worse: u64,
+    /// Pods another scheduler placed.
+    pub unplaced: u64,
+    /// ...whose set's weakest link is worse than the best set available.
+    pub unplaced_worse: u64,
+    /// ...that got a GPU chosen for a placed pod not yet admitted.
+    pub took_chosen: u64,
     /// gputopo's `prefer` outcomes, by metric label.
     pub outcomes: BTreeMap<&'static str, u64>,
 }
@@ -39,6 +49,9 @@ impl Tally {
         self.pods += other.pods;
         self.equal += other.equal;
         self.worse += other.worse;
+        self.unplaced += other.unplaced;
+        self.unplaced_worse += other.unplaced_worse;
+        self.took_chosen += other.took_chosen;
         for (k, v) in &other.outcomes {
             *self.outcomes.entry(k).or_default() += v;
         }
@@ -82,16 +95,20 @@ pub fn replay(machine: &Machine, stream: &Stream, rule: Rule, seed: u64) -> Tall
         };
         // The scheduler places the burst in creation order, each choice
         // taken out of the free GPUs the next one sees.
-        let mut chosen = Vec::with_capacity(pods.len());
+        let mut chosen: Vec<Option<u32>> = Vec::with_capacity(pods.len());
         let mut taken = allocated;
         for pod in pods {
+            if !pod.placed {
+                chosen.push(None);
+                continue;
+            }
             let request = SetRequest::new(pod.size, Collective::default());
             let pick = machine
                 .shape
                 .pick(all & !taken, &request)
                 .expect("the stream only sends pods that fit");
             taken |= pick.gpus;
-            chosen.push(pick.gpus);
+            chosen.push(Some(pick.gpus));
         }
         let claim = |i: usize| Claim {
             pod: PodRef {
@@ -100,12 +117,12 @@ pub fn replay(machine: &Machine, stream: &Stream, rule: Rule, seed: u64) -> Tall
                 uid: pods[i].id.to_string(),
             },
             created: Some(Timestamp::from_second(i64::from(pods[i].id)).expect("a time")),
-            assigned: bits(chosen[i])
+            assigned: bits(chosen[i].expect("a placed pod"))
                 .map(|g| g.to_string())
                 .collect::<Vec<_>>()
                 .join(","),
         };
-        for &i in admitted {
+        for (n, &i) in admitted.iter().enumerate() {
             let size = pods[i].size;
             let available: Vec<u32> = bits(all & !allocated).collect();
             let got = match rule {
@@ -124,7 +141,10 @@ pub fn replay(machine: &Machine, stream: &Stream, rule: Rule, seed: u64) -> Tall
                 Rule::Gputopo => {
                     // Every pod of the burst is still Pending (admitted ones
                     // start their containers later): all are claims.
-                    let claims: Vec<Claim> = (0..pods.len()).map(claim).collect();
+                    let claims: Vec<Claim> = (0..pods.len())
+                        .filter(|&j| pods[j].placed)
+                        .map(claim)
+                        .collect();
                     let uuid = |g: u32| machine.inventory.uuid_of(g).expect("a GPU").to_string();
                     let request = Request {
                         available: available.iter().map(|&g| uuid(g)).collect(),
@@ -153,17 +173,42 @@ pub fn replay(machine: &Machine, stream: &Stream, rule: Rule, seed: u64) -> Tall
             };
             assert_eq!(got.count_ones(), size, "{rule:?} gave a wrong count");
             assert_eq!(got & allocated, 0, "{rule:?} gave an allocated GPU");
+            match chosen[i] {
+                Some(choice) => {
+                    tally.pods += 1;
+                    if got == choice {
+                        tally.equal += 1;
+                    }
+                    if let (Some(c), Some(g)) = (weakest(machine, choice), weakest(machine, got))
+                        && g < c
+                    {
+                        tally.worse += 1;
+                    }
+                }
+                None => {
+                    tally.unplaced += 1;
+                    let request = SetRequest::new(size, Collective::default());
+                    let best = machine
+                        .shape
+                        .pick(all & !allocated, &request)
+                        .expect("the pod fits")
+                        .gpus;
+                    if let (Some(b), Some(g)) = (weakest(machine, best), weakest(machine, got))
+                        && g < b
+                    {
+                        tally.unplaced_worse += 1;
+                    }
+                    let waiting = admitted[n + 1..]
+                        .iter()
+                        .filter_map(|&j| chosen[j])
+                        .fold(0, |m, c| m | c);
+                    if got & waiting != 0 {
+                        tally.took_chosen += 1;
+                    }
+                }
+            }
             allocated |= got;
             held.insert(pods[i].id, got);
-            tally.pods += 1;
-            if got == chosen[i] {
-                tally.equal += 1;
-            }
-            if let (Some(c), Some(g)) = (weakest(machine, chosen[i]), weakest(machine, got))
-                && g < c
-            {
-                tally.worse += 1;
-            }
         }
     }
     tally

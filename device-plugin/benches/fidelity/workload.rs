@@ -15,6 +15,9 @@ pub struct Pod {
     /// Creation order.
     pub id: u32,
     pub size: u32,
+    /// Placed by gputopo (it carries `gputopo.dev/assigned-gpus`); else
+    /// bound by another scheduler, with no record.
+    pub placed: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -39,10 +42,22 @@ fn below(rng: &mut ChaCha8Rng, n: u32) -> u32 {
     (rng.next_u64() % u64::from(n)) as u32
 }
 
-/// `pods` arrivals on a node of `gpus`; with `out_of_order` the kubelet
-/// admits a burst of several pods in a random order with that probability
-/// (e.g. pods bound after a retry), else in creation order.
-pub fn stream(gpus: u32, pods: u32, seed: u64, out_of_order: f64) -> Stream {
+/// How a stream is drawn, beside its node's size, length and seed.
+#[derive(Clone, Copy, Debug)]
+pub struct Mix {
+    /// The probability that the kubelet admits a burst of several pods in a
+    /// random order (e.g. pods bound after a retry), else in creation order.
+    pub out_of_order: f64,
+    /// The share of pods another scheduler placed (no gputopo record).
+    pub unplaced: f64,
+}
+
+fn chance(rng: &mut ChaCha8Rng) -> f64 {
+    rng.next_u64() as f64 / u64::MAX as f64
+}
+
+/// `pods` arrivals on a node of `gpus`, drawn as `mix` says.
+pub fn stream(gpus: u32, pods: u32, seed: u64, mix: Mix) -> Stream {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sizes: Vec<(u32, u32)> = SIZES.iter().copied().filter(|(s, _)| *s <= gpus).collect();
     let total_weight: u32 = sizes.iter().map(|(_, w)| w).sum();
@@ -81,7 +96,13 @@ pub fn stream(gpus: u32, pods: u32, seed: u64, out_of_order: f64) -> Stream {
                 break;
             }
             used += size;
-            burst.push(Pod { id: next_id, size });
+            // No draw without unplaced pods: such streams stay as they were.
+            let placed = mix.unplaced == 0.0 || chance(&mut rng) >= mix.unplaced;
+            burst.push(Pod {
+                id: next_id,
+                size,
+                placed,
+            });
             next_id += 1;
         }
         if burst.is_empty() {
@@ -95,7 +116,7 @@ pub fn stream(gpus: u32, pods: u32, seed: u64, out_of_order: f64) -> Stream {
         busy_sum += f64::from(used) / f64::from(gpus);
         bursts += 1;
         let mut admitted: Vec<usize> = (0..burst.len()).collect();
-        let shuffle = burst.len() > 1 && (rng.next_u64() as f64 / u64::MAX as f64) < out_of_order;
+        let shuffle = burst.len() > 1 && chance(&mut rng) < mix.out_of_order;
         if shuffle {
             // Fisher-Yates; redrawn until the order differs from creation order.
             while admitted.windows(2).all(|w| w[0] < w[1]) {

@@ -20,7 +20,9 @@
 //! - none fits: scheduler-core's own rule for pods gputopo did not place
 //!   ([`Outcome::TopologyRule`]): the best set among `available` on the node's
 //!   wiring (a 1-GPU request thus takes the worst-connected GPU, keeping good
-//!   groups whole; larger ones the best ring);
+//!   groups whole; larger ones the best ring), leaving out the GPUs of every
+//!   readable claim when the rest can hold the request, so that a pod with
+//!   no record does not take what was chosen for a pod still waiting;
 //! - no rule applies (the node's wiring cannot be read into a shape): no
 //!   preference, and the kubelet picks ([`Outcome::None`]).
 //!
@@ -91,6 +93,11 @@ pub enum NoPreference {
 impl Outcome {
     pub const METRIC_LABELS: [&'static str; 4] = ["matched", "ambiguous", "topology-rule", "none"];
 
+    /// Whether a pod's claim decided (matched or ambiguous).
+    pub fn is_claim(&self) -> bool {
+        matches!(self, Outcome::Matched { .. } | Outcome::Ambiguous { .. })
+    }
+
     pub fn metric_label(&self) -> &'static str {
         match self {
             Outcome::Matched { .. } => "matched",
@@ -122,9 +129,11 @@ pub fn prefer(
     let size = request.size as u32;
     let mut problems = Vec::new();
     let mut fitting: Vec<(&Claim, u32)> = Vec::new();
+    let mut claimed = 0u32;
     for claim in claims {
         match inventory.mask_of(&claim.assigned) {
             Ok(mask) => {
+                claimed |= mask;
                 if mask.count_ones() == size && mask & !available == 0 && mask & must == must {
                     fitting.push((claim, mask));
                 }
@@ -161,10 +170,21 @@ pub fn prefer(
                 others: rest.iter().map(|(c, _)| c.pod.clone()).collect(),
             },
         ),
-        None => match topology_rule(inventory, available, must, size) {
-            Ok(mask) => (mask, Outcome::TopologyRule),
-            Err(why) => (0, Outcome::None { why }),
-        },
+        None => {
+            // GPUs chosen for pods still waiting stay theirs while the
+            // others can hold the request.
+            let spare = (available & !claimed) | must;
+            let rule = if spare.count_ones() >= size {
+                topology_rule(inventory, spare, must, size)
+                    .or_else(|_| topology_rule(inventory, available, must, size))
+            } else {
+                topology_rule(inventory, available, must, size)
+            };
+            match rule {
+                Ok(mask) => (mask, Outcome::TopologyRule),
+                Err(why) => (0, Outcome::None { why }),
+            }
+        }
     };
     Ok(Preference {
         devices: inventory.uuids(devices_mask),

@@ -235,6 +235,29 @@ fn two_gpus_without_a_claim_take_a_pcie_pair_in_one_numa_node() {
     assert_eq!(shape.numa_nodes(mask(&got)), 1);
 }
 
+#[test]
+fn a_pod_without_a_claim_leaves_the_gpus_chosen_for_waiting_pods() {
+    // The degraded H100: alone, one GPU goes to GPU 3 (see above). GPU 3 is
+    // chosen for a waiting 2-GPU pod, so the rule picks among the others.
+    let inv = h100_degraded();
+    let shape = inv.shape().unwrap();
+    let waiting = [claim("waiting", 10, "3,5")];
+    let p = prefer(&inv, &waiting, &request(all_but(&inv, &[]), 1)).unwrap();
+    assert_eq!(p.outcome, Outcome::TopologyRule);
+    let got = mask(&indices(&inv, &p.devices));
+    let one = SetRequest {
+        allow_mig: true,
+        ..SetRequest::new(1, Collective::default())
+    };
+    let rest = shape.pick(0xff & !mask(&[3, 5]), &one).unwrap().gpus;
+    assert_eq!(got, rest);
+    // When the others cannot hold the request, the rule takes from all.
+    let most = [claim("big", 10, "0,1,2,3,4,5,6")];
+    let p = prefer(&inv, &most, &request(all_but(&inv, &[]), 2)).unwrap();
+    let alone = prefer(&inv, &[], &request(all_but(&inv, &[]), 2)).unwrap();
+    assert_eq!(p.devices, alone.devices);
+}
+
 fn mask(indices: &[u32]) -> u32 {
     indices.iter().fold(0, |m, i| m | (1 << i))
 }

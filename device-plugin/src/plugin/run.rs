@@ -4,7 +4,11 @@
 //! directory and creates a new `kubelet.sock`; plugins registered with the
 //! old kubelet are forgotten. So the plugin polls: when its own socket is gone
 //! or `kubelet.sock` is a different file (another inode), it stops its server,
-//! binds the socket again and registers again.
+//! binds the socket again and registers again. A kubelet that stops removes
+//! `kubelet.sock` before the next one cleans the directory, so the socket
+//! bound again may be removed too before the registration: it is bound anew
+//! whenever it is gone before one (seen with the real kubelet, see
+//! `tests/tests/real_kubelet_gpus.rs`).
 
 use super::devices::DeviceList;
 use super::service::{Service, Shared, options};
@@ -110,6 +114,7 @@ async fn serve_and_register(
             stopping: stop_rx.clone(),
         };
         let listener = socket::bind(&socket_path)?;
+        let ours = file_id(&socket_path);
         let router = socket::server().add_service(DevicePluginServer::new(service));
         let mut server_stop = stop_rx;
         let server = tokio::spawn(async move {
@@ -121,13 +126,20 @@ async fn serve_and_register(
         });
         readiness.set_not_ready("not registered with the kubelet yet".into());
         let kubelet_id = loop {
+            // A kubelet starting removes every socket in the directory, ours
+            // too, and may do so after we served again (a kubelet stopping
+            // removes kubelet.sock first): the kubelet could never dial us,
+            // so serve again before registering.
+            if file_id(&socket_path) != ours {
+                break None;
+            }
             match register(config, &kubelet_socket).await {
                 Ok(id) => {
                     metrics
                         .registrations
                         .get_or_create(&ResultLabel { result: "ok" })
                         .inc();
-                    break id;
+                    break Some(id);
                 }
                 Err(e) => {
                     metrics
@@ -143,19 +155,23 @@ async fn serve_and_register(
                 () = tokio::time::sleep(config.kubelet_poll) => {}
             }
         };
-        readiness.set_ready();
-        info!(socket = %socket_path.display(), resource = config.resource, "registered with the kubelet");
-        loop {
-            tokio::select! {
-                () = &mut *shutdown => return stop(stop_tx, server, &socket_path).await,
-                () = tokio::time::sleep(config.kubelet_poll) => {}
+        if let Some(kubelet_id) = kubelet_id {
+            readiness.set_ready();
+            info!(socket = %socket_path.display(), resource = config.resource, "registered with the kubelet");
+            loop {
+                tokio::select! {
+                    () = &mut *shutdown => return stop(stop_tx, server, &socket_path).await,
+                    () = tokio::time::sleep(config.kubelet_poll) => {}
+                }
+                if file_id(&socket_path) != ours || file_id(&kubelet_socket) != Some(kubelet_id) {
+                    info!(
+                        "the kubelet restarted (its socket changed or ours was removed); registering again"
+                    );
+                    break;
+                }
             }
-            if !socket_path.exists() || file_id(&kubelet_socket) != Some(kubelet_id) {
-                info!(
-                    "the kubelet restarted (its socket changed or ours was removed); registering again"
-                );
-                break;
-            }
+        } else {
+            info!("our socket was removed before the kubelet registered us; serving it again");
         }
         let _ = stop_tx.send(true);
         if let Ok(Err(e)) = server.await {

@@ -15,6 +15,7 @@ use gputopo_kubelet_api::deviceplugin::{
 use std::collections::{BTreeSet, HashSet};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
@@ -37,6 +38,10 @@ pub struct Service {
     pub shared: Arc<Shared>,
     pub stopping: watch::Receiver<bool>,
 }
+
+/// Bound on the fresh pod list `GetPreferredAllocation` may make: the
+/// kubelet waits for the answer while admitting the pod.
+const FRESH_LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
 type DeviceStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
 
@@ -72,7 +77,8 @@ impl DevicePlugin for Service {
         &self,
         request: Request<PreferredAllocationRequest>,
     ) -> Result<Response<PreferredAllocationResponse>, Status> {
-        let claims = self.shared.claims.claims();
+        let mut claims = self.shared.claims.claims();
+        let mut listed = false;
         let mut container_responses = Vec::new();
         for c in request.into_inner().container_requests {
             let ask = Ask {
@@ -80,8 +86,35 @@ impl DevicePlugin for Service {
                 must_include: c.must_include_device_i_ds,
                 size: c.allocation_size,
             };
-            let preference = prefer(&self.shared.inventory, &claims, &ask)
-                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let choose = |claims: &[crate::choose::Claim]| {
+                prefer(&self.shared.inventory, claims, &ask)
+                    .map_err(|e| Status::invalid_argument(e.to_string()))
+            };
+            let mut preference = choose(&claims)?;
+            // The kubelet may admit a pod its own watch delivered before
+            // ours did: before falling back to the topology rule, ask the
+            // API server once per request.
+            if !preference.outcome.is_claim() && !listed {
+                listed = true;
+                match tokio::time::timeout(FRESH_LIST_TIMEOUT, self.shared.claims.fresh()).await {
+                    Ok(Ok(fresh)) => {
+                        claims = fresh;
+                        preference = choose(&claims)?;
+                        if preference.outcome.is_claim() {
+                            info!(
+                                "the pod view lagged behind the kubelet; a fresh list found the pod's claim"
+                            );
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        warn!(error = %e, "listing this node's pods failed; answering from the watched view")
+                    }
+                    Err(_) => warn!(
+                        timeout = ?FRESH_LIST_TIMEOUT,
+                        "listing this node's pods timed out; answering from the watched view"
+                    ),
+                }
+            }
             self.tell_problems(&preference.problems);
             let outcome = preference.outcome.metric_label();
             self.shared

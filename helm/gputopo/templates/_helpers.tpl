@@ -139,7 +139,7 @@ than install something that silently does less.
 {{- fail "scheduler.extender.tls.insecurePlainHTTP and scheduler.extender.tls.secretName/clientCASecretName exclude each other" }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
-{{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects the agent's metrics Service" }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: each ServiceMonitor selects its component's metrics Service (agent, scheduler, device plugin)" }}
 {{- end }}
 {{- $pr := .Values.agent.podResources }}
 {{- if and $pr.enabled (lt (int (include "gputopo.milliseconds" $pr.heartbeat)) (int (include "gputopo.milliseconds" .Values.agent.rescanInterval))) }}

@@ -148,16 +148,20 @@ impl Manager {
             .cloned()
     }
 
-    /// Connects to a registered plugin (the kubelet's `connectClient` and `PluginConnected`).
-    async fn connect(self: std::sync::Arc<Self>, resource: String, endpoint: String) {
+    /// Connects to a registered plugin (the kubelet's `connectClient` and
+    /// `PluginConnected`, inside `Register`): a plugin that cannot be dialled
+    /// or answers no options fails its registration.
+    async fn connect(
+        self: std::sync::Arc<Self>,
+        resource: String,
+        endpoint: String,
+    ) -> Result<(), Status> {
         let path = self.dir.join(&endpoint);
-        let Ok(channel) = connect_unix(&path, PLUGIN_TIMEOUT).await else {
-            return;
-        };
+        let channel = connect_unix(&path, PLUGIN_TIMEOUT)
+            .await
+            .map_err(|e| Status::unavailable(format!("failed to dial device plugin: {e}")))?;
         let mut client = DevicePluginClient::new(channel);
-        let Ok(options) = client.get_device_plugin_options(Empty {}).await else {
-            return;
-        };
+        let options = client.get_device_plugin_options(Empty {}).await?;
         let mut listing = client.clone();
         let manager = self.clone();
         let name = resource.clone();
@@ -184,6 +188,7 @@ impl Manager {
         ) {
             old.reader.abort();
         }
+        Ok(())
     }
 
     pub(super) async fn admit(
@@ -314,7 +319,10 @@ impl Registration for Registrar {
             return Err(Status::invalid_argument("invalid resource name: empty"));
         }
         self.manager.state().registrations += 1;
-        tokio::spawn(self.manager.clone().connect(r.resource_name, r.endpoint));
+        self.manager
+            .clone()
+            .connect(r.resource_name, r.endpoint)
+            .await?;
         Ok(Response::new(Empty {}))
     }
 }

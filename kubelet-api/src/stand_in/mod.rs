@@ -8,11 +8,16 @@
 //!   the device-plugin directory (plugins watch for this to register again),
 //!   then serves `Registration` on `kubelet.sock` there.
 //! - **Register**: refuses an API version other than `v1beta1` and an empty
-//!   resource name; otherwise answers at once and connects afterwards, as the
-//!   kubelet does (`connectClient` in a goroutine): dials `<dir>/<endpoint>`,
-//!   calls `GetDevicePluginOptions` (`PluginConnected`), then keeps reading
-//!   `ListAndWatch`, each message replacing the resource's device list. A
-//!   second registration of a resource replaces the first.
+//!   resource name; otherwise connects before answering, as the kubelet
+//!   does (`connectClient`, `plugin/v1beta1/handler.go`): dials
+//!   `<dir>/<endpoint>` and calls `GetDevicePluginOptions`
+//!   (`PluginConnected`), failing the registration when either fails; then,
+//!   in the background, keeps reading `ListAndWatch`, each message replacing
+//!   the resource's device list. A second registration of a resource
+//!   replaces the first.
+//! - **Stop** ([`StandIn::stop_registration`]): what a kubelet stopping
+//!   does: `kubelet.sock` goes (Go unlinks a unix listener's file on close),
+//!   plugin sockets stay.
 //! - **Admission** ([`StandIn::admit`], `devicesToAllocate`): a container that
 //!   already holds devices of the resource gets them again, with no call;
 //!   else `available` = healthy devices not allocated to any container; too
@@ -116,11 +121,23 @@ impl StandIn {
 
     /// What a kubelet restart does to the device manager: see the module docs.
     pub async fn restart(&mut self) -> Result<(), StandInError> {
+        self.stop_registration().await;
+        self.start_registration()
+    }
+
+    /// The first half of a restart: the kubelet gone, `kubelet.sock` removed.
+    pub async fn stop_registration(&mut self) {
         if let Some((stop, task)) = self.registration.take() {
             let _ = stop.send(());
             let _ = task.await;
         }
+        let _ = std::fs::remove_file(self.dir.join("kubelet.sock"));
         self.manager.forget_plugins();
+    }
+
+    /// The second half: a kubelet starting cleans the directory (plugin
+    /// sockets included) and serves a new `kubelet.sock`.
+    pub fn start_registration(&mut self) -> Result<(), StandInError> {
         self.serve_registration()
     }
 

@@ -371,6 +371,18 @@ impl Snapshot {
             id
         };
 
+        let topology = topology.and_then(|spec| {
+            match super::plausible::implausible_topology(&spec, &allocatable) {
+                Some(reason) => {
+                    self.warnings.push(SnapshotWarning::ImplausibleTopology {
+                        node: name.clone(),
+                        reason,
+                    });
+                    None
+                }
+                None => Some(spec),
+            }
+        });
         let allocatable = amounts(&allocatable, &mut self.strings);
         let gpus = self.node_gpus(&name, topology, allocatable.gpus, state);
 

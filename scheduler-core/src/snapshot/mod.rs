@@ -47,6 +47,8 @@
 mod build;
 pub(crate) mod intern;
 pub mod kube;
+mod plausible;
+pub use plausible::implausible_topology;
 
 pub use build::{BoundPodInput, GpuHolding, NodeInput, SnapshotBuilder, share_amounts};
 
@@ -199,6 +201,10 @@ pub struct PodGroup {
 pub enum SnapshotWarning {
     #[error("node {node}: GpuTopology cannot be used ({error}); GPU pods will not be placed there")]
     InvalidTopology { node: String, error: ShapeError },
+    #[error(
+        "node {node}: its GpuTopology is not believed ({reason}); its GPUs are placed as if it had none"
+    )]
+    ImplausibleTopology { node: String, reason: String },
     #[error("node {node}: label {key}={value:?} ignored: {detail}")]
     BadLabel {
         node: String,

@@ -68,6 +68,25 @@ impl Cycle {
                 EventSpec::warning("GPUAssignmentMismatch", "Verifying", message),
             );
         }
+        for w in self
+            .node_trust
+            .due(objects.nodes, objects.topologies, clock)
+        {
+            match writes.set_node_condition(&w).await {
+                Ok(()) => {
+                    if w.condition.status == "False" {
+                        warn!(node = %w.node, message = ?w.condition.message, "GpuTopology not believed");
+                    }
+                    let version = objects
+                        .nodes
+                        .iter()
+                        .find(|n| n.metadata.name.as_deref() == Some(w.node.as_str()))
+                        .and_then(|n| n.metadata.resource_version.clone());
+                    self.node_trust.sent(&w.node, version);
+                }
+                Err(e) => warn!(error = %e, "retrying next check"),
+            }
+        }
         let mut report = self.schedule_due(objects, writes, clock).await;
         report.assignment_mismatches = mismatches.into_iter().map(|(_, m)| m).collect();
         self.write_gang_statuses(objects, writes, clock).await;

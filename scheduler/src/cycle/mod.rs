@@ -21,6 +21,7 @@ pub mod accounting;
 mod drive;
 pub mod gang;
 pub mod gang_status;
+pub mod node_trust;
 pub mod nominations;
 pub mod outcome;
 mod preempt;
@@ -99,6 +100,8 @@ pub struct Cycle {
     /// The gang status writes made, with the object's resourceVersion
     /// then: not repeated until the object changes.
     gang_status_sent: HashMap<String, (Option<String>, gang_status::GangStatusWrite)>,
+    /// Which nodes' `GpuTopologyTrusted` condition was written when.
+    node_trust: node_trust::NodeTrustChecks,
 }
 
 impl Cycle {
@@ -114,6 +117,7 @@ impl Cycle {
             assignment_checks: accounting::AssignmentChecks::default(),
             gang_unschedulable: HashMap::new(),
             gang_status_sent: HashMap::new(),
+            node_trust: node_trust::NodeTrustChecks::default(),
             settings: Arc::new(settings),
         }
     }

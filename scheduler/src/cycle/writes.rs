@@ -49,6 +49,13 @@ pub trait ClusterWrites {
         write: &super::gang_status::GangStatusWrite,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// Sets a node's `GpuTopologyTrusted` condition (`node_trust.rs`),
+    /// leaving the kubelet's conditions alone.
+    fn set_node_condition(
+        &self,
+        write: &super::node_trust::NodeConditionWrite,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
     /// Records an event on `pod`. Sent in the background: an event is a
     /// report, not part of the decision, so it neither waits nor fails.
     fn emit_event(&self, pod: &Pod, event: EventSpec);
@@ -108,6 +115,7 @@ pub enum WriteOp {
     Nominate,
     Condition,
     GangStatus,
+    NodeCondition,
 }
 
 /// How it failed, as the cycle must react: the kind, never the message.
@@ -147,6 +155,7 @@ fn op_text(op: &WriteOp) -> &'static str {
         WriteOp::Nominate => "nominating a node for",
         WriteOp::Condition => "setting the PodScheduled condition of",
         WriteOp::GangStatus => "writing the status of PodGroup",
+        WriteOp::NodeCondition => "setting the GpuTopologyTrusted condition of node",
     }
 }
 

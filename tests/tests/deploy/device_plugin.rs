@@ -13,6 +13,8 @@
 //!   list and watch the pods of its node and do nothing else;
 //! - the plain manifests are the same objects; the Dockerfile builds what
 //!   `scripts/static-build` checks.
+//!
+//! Its metrics Service and ServiceMonitor: `device_plugin_metrics.rs`.
 
 use super::{
     HelmError, NAMESPACE, RELEASE, apply_kinds, container, documents, dry_run_apply,
@@ -27,18 +29,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const ENABLED: &str = "devicePlugin:\n  enabled: true\n";
+pub(super) const ENABLED: &str = "devicePlugin:\n  enabled: true\n";
 const DIR: &str = "/var/lib/kubelet/device-plugins";
 
-fn is_device_plugin(doc: &Value) -> bool {
+pub(super) fn is_device_plugin(doc: &Value) -> bool {
     doc["metadata"]["labels"]["app.kubernetes.io/component"] == "device-plugin"
 }
 
-fn device_plugin_docs(docs: &[Value]) -> Vec<&Value> {
+pub(super) fn device_plugin_docs(docs: &[Value]) -> Vec<&Value> {
     docs.iter().filter(|d| is_device_plugin(d)).collect()
 }
 
-fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+pub(super) fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     docs.iter()
         .find(|d| d["kind"] == kind && is_device_plugin(d))
         .unwrap_or_else(|| panic!("no device-plugin {kind}"))
@@ -63,7 +65,8 @@ fn nothing_of_the_device_plugin_renders_by_default() {
         .map(kind_name)
         .collect();
     assert!(leaked.is_empty(), "rendered by default: {leaked:?}");
-    // Enabling it adds exactly its four objects, and changes no other.
+    // Enabling it adds exactly its objects (its metrics Service too, as
+    // `metrics.service.enabled` is on by default), and changes no other.
     let enabled = render_ok(RELEASE, NAMESPACE, Some(ENABLED));
     let others: Vec<&Value> = enabled.iter().filter(|d| !is_device_plugin(d)).collect();
     assert_eq!(others, default.iter().collect::<Vec<_>>());
@@ -78,6 +81,7 @@ fn nothing_of_the_device_plugin_renders_by_default() {
             "ClusterRole",
             "ClusterRoleBinding",
             "DaemonSet",
+            "Service",
             "ServiceAccount"
         ]
     );

@@ -6,6 +6,7 @@
 use crate::annotations::assignment_annotations;
 use crate::cluster::pod_key;
 use crate::cycle::gang_status::GangStatusWrite;
+use crate::cycle::node_trust::NodeConditionWrite;
 use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::Pod;
@@ -39,6 +40,7 @@ pub enum Write {
         event: EventSpec,
     },
     GangStatus(GangStatusWrite),
+    NodeCondition(NodeConditionWrite),
 }
 
 /// A failure to inject: writes of `op` to `target` (`*`: any) fail with
@@ -175,6 +177,12 @@ impl ClusterWrites for FakeWrites {
     async fn set_gang_status(&self, write: &GangStatusWrite) -> Result<(), WriteError> {
         self.check(WriteOp::GangStatus, &write.target())?;
         self.push(Write::GangStatus(write.clone()));
+        Ok(())
+    }
+
+    async fn set_node_condition(&self, write: &NodeConditionWrite) -> Result<(), WriteError> {
+        self.check(WriteOp::NodeCondition, &write.node)?;
+        self.push(Write::NodeCondition(write.clone()));
         Ok(())
     }
 

@@ -438,3 +438,30 @@ fn a_partly_bound_gang_past_its_timeout_that_fits_now_is_completed_not_undone() 
         "{writes:?}"
     );
 }
+
+#[test]
+fn a_new_leader_reserves_for_a_waiting_gang_before_a_small_pod_can_take_its_gpus() {
+    // n1 busy with a low-priority pod; the gang needs n1 and n2.
+    let mut w = World::dgx(2, 2);
+    w.add(pod("low", 8, Some("n1"), 0));
+    w.add(member("big", 2, 0, 8, 100))
+        .add(member("big", 2, 1, 8, 100));
+    let mut h = Harness::new(w.clone(), Harness::reserving());
+    h.cycle();
+    assert_eq!(h.cycle.reservations(), 1);
+    // Failover: the reservation lived only in the old leader. The new one
+    // derives it again from the API's view in its first cycle, before the
+    // small pod that arrived meanwhile is decided (the queue takes the gang
+    // first: higher priority, and older at equal priority).
+    for small_priority in [0, 100] {
+        let mut w = w.clone();
+        w.add(pod("small", 1, None, small_priority));
+        let mut next = Harness::new(w, Harness::reserving());
+        let (_, writes) = next.cycle();
+        assert_eq!(next.cycle.reservations(), 1, "priority {small_priority}");
+        assert!(
+            binds(&writes).iter().all(|(p, _)| p != "ml/small"),
+            "priority {small_priority}: the small pod took reserved GPUs: {writes:?}"
+        );
+    }
+}

@@ -6,6 +6,7 @@ mod accounting;
 pub mod fake;
 pub mod fixtures;
 mod gangs;
+mod node_trust;
 mod pods;
 mod preemption;
 mod workload_gangs;
