@@ -39,6 +39,31 @@ pub const HELM: Tool = Tool {
     module: "helm.sh/helm/v3",
     go_mod: include_str!("../tools/helm/go.mod"),
 };
+pub const KUSTOMIZE: Tool = Tool {
+    name: "kustomize",
+    module: "sigs.k8s.io/kustomize/kustomize/v5",
+    go_mod: include_str!("../tools/kustomize/go.mod"),
+};
+pub const JOBSET: Tool = Tool {
+    name: "jobset",
+    module: "sigs.k8s.io/jobset",
+    go_mod: include_str!("../tools/jobset/go.mod"),
+};
+pub const KUEUE: Tool = Tool {
+    name: "kueue",
+    module: "sigs.k8s.io/kueue",
+    go_mod: include_str!("../tools/kueue/go.mod"),
+};
+pub const LWS: Tool = Tool {
+    name: "lws",
+    module: "sigs.k8s.io/lws",
+    go_mod: include_str!("../tools/lws/go.mod"),
+};
+pub const TRAINER: Tool = Tool {
+    name: "trainer",
+    module: "github.com/kubeflow/trainer/v2",
+    go_mod: include_str!("../tools/trainer/go.mod"),
+};
 
 impl Tool {
     /// The version `go.mod` requires, e.g. `v1.37.2`.
@@ -90,28 +115,62 @@ pub fn locate(tool: Tool, binary: &str) -> anyhow::Result<PathBuf> {
     )
 }
 
+/// The source directory (in GOMODCACHE) of `tool`'s module, whose manifests
+/// the tests read: the script links it as `<tool>-module` beside the binaries
+/// and as `module` in the tool's cache folder.
+pub fn locate_module(tool: Tool) -> anyhow::Result<PathBuf> {
+    locate_linked(tool, "module")
+}
+
+/// The source directory of another module `tool` is built with, which the
+/// script links as `module-<name>` (e.g. the Trainer's `scheduler-plugins`).
+pub fn locate_dependency_module(tool: Tool, name: &str) -> anyhow::Result<PathBuf> {
+    locate_linked(tool, &format!("module-{name}"))
+}
+
+fn locate_linked(tool: Tool, link: &str) -> anyhow::Result<PathBuf> {
+    resolve(
+        std::env::var_os("GPUTOPO_BIN_DIR").map(PathBuf::from),
+        cache_dir(),
+        tool,
+        &format!("{}-{link}", tool.name),
+    )
+}
+
 fn resolve(
     bin_dir: Option<PathBuf>,
     cache: Option<PathBuf>,
     tool: Tool,
     binary: &str,
 ) -> anyhow::Result<PathBuf> {
+    // A module link (`<tool>-module...` in the set) is plainly `module...`
+    // in the tool's own cache folder.
+    let module_link = binary
+        .strip_prefix(tool.name)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .filter(|rest| rest.starts_with("module"));
     let (path, origin) = match bin_dir {
         Some(dir) => (dir.join(binary), "GPUTOPO_BIN_DIR"),
         None => {
             let cache = cache.context(
                 "neither GPUTOPO_BIN_DIR, GPUTOPO_CACHE, XDG_CACHE_HOME nor HOME is set",
             )?;
+            let name = module_link.unwrap_or(binary);
             (
                 cache
                     .join("bin")
                     .join(format!("{}-{}", tool.name, tool.version()))
-                    .join(binary),
+                    .join(name),
                 "the default cache",
             )
         }
     };
-    if !path.is_file() {
+    let found = if module_link.is_some() {
+        path.is_dir()
+    } else {
+        path.is_file()
+    };
+    if !found {
         bail!(
             "{binary} ({} {}) not found at {} ({origin}). The integration tests run the real \
              control plane, built from source: run `scripts/control-plane-binaries` (a cold \
@@ -139,6 +198,27 @@ mod tests {
         assert!(ETCD.version().starts_with("v3."));
         assert!(KWOK.version().starts_with("v0."));
         assert!(HELM.version().starts_with("v3."));
+        for tool in [KUSTOMIZE, JOBSET, KUEUE, LWS, TRAINER] {
+            assert!(tool.version().starts_with('v'), "{tool:?}");
+        }
+    }
+
+    #[test]
+    fn a_module_link_is_looked_up_as_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = resolve(Some(dir.path().to_owned()), None, JOBSET, "jobset-module").unwrap_err();
+        assert!(err.to_string().contains("jobset-module"), "{err}");
+        std::fs::create_dir(dir.path().join("jobset-module")).unwrap();
+        let found = resolve(Some(dir.path().to_owned()), None, JOBSET, "jobset-module").unwrap();
+        assert_eq!(found, dir.path().join("jobset-module"));
+
+        let cached = dir
+            .path()
+            .join("bin")
+            .join(format!("jobset-{}", JOBSET.version()));
+        std::fs::create_dir_all(cached.join("module")).unwrap();
+        let found = resolve(None, Some(dir.path().to_owned()), JOBSET, "jobset-module").unwrap();
+        assert_eq!(found, cached.join("module"));
     }
 
     #[test]

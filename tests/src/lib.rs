@@ -24,7 +24,9 @@
 //! however it ends (see [`process`]).
 
 pub mod binaries;
+pub mod controllers;
 pub mod kubelet_node;
+mod kwok_stages;
 pub mod loopback;
 pub mod pki;
 pub mod process;
@@ -659,8 +661,9 @@ impl TestEnv {
     /// Starts `kwok` (once): it plays the kubelet for the nodes annotated
     /// [`KWOK_NODE_ANNOTATION`] (see [`TestEnv::create_fake_gpu_node`]),
     /// keeps them Ready with lease heartbeats, and runs the pods bound to
-    /// them (phase Running, a pod IP from 10.0.0.0/16). It authenticates as
-    /// `kwok` in `system:masters`.
+    /// them (phase Running, a pod IP from 10.0.0.0/16) until they are
+    /// deleted, Job pods too (see `kwok_stages`). It authenticates as `kwok`
+    /// in `system:masters`.
     pub async fn with_kwok(&self) -> &Self {
         self.start_component(&self.kwok, "kwok", || self.start_kwok())
             .await
@@ -673,8 +676,11 @@ impl TestEnv {
         // kwok reads ~/.kwok/kwok.yaml when it exists: give it an empty home.
         let home = self.dir.join("kwok-home");
         std::fs::create_dir_all(&home)?;
+        let stages = self.dir.join("kwok-stages.yaml");
+        kwok_stages::write_pod_stages(&stages)?;
         let args = vec![
             format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--config={}", stages.display()),
             "--manage-all-nodes=false".to_owned(),
             format!("--manage-nodes-with-annotation-selector={key}={value}"),
             "--cidr=10.0.0.1/16".to_owned(),

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod ecosystem;
 pub mod scheduler_process;
 #[allow(unused_imports)] // the extender tests start no scheduler process
 pub use scheduler_process::*;

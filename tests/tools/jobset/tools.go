@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins the jobset controller manager that
+// scripts/control-plane-binaries builds; go mod tidy keeps its dependencies.
+package tools
+
+import (
+	_ "sigs.k8s.io/jobset"
+)
