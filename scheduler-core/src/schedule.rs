@@ -268,7 +268,7 @@ pub fn failed_scheduling_message<'a>(
 }
 
 /// The message from phrase counts; see [`failed_scheduling_message`].
-fn message_from_counts(total_nodes: usize, counts: HashMap<String, usize>) -> String {
+pub(crate) fn message_from_counts(total_nodes: usize, counts: HashMap<String, usize>) -> String {
     if total_nodes == 0 {
         return "no nodes available to schedule pods".to_string();
     }

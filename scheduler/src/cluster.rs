@@ -149,6 +149,7 @@ pub struct Objects<'a> {
     pub topologies: &'a [Arc<GpuTopology>],
     pub pods: &'a [Arc<Pod>],
     pub gangs: &'a GangObjects,
+    pub dra: &'a crate::claims::DraObjects,
 }
 
 /// Builds the snapshot: every node (with the `GpuTopology` of its name),

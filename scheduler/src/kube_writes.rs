@@ -120,7 +120,7 @@ fn params() -> PatchParams {
 }
 
 /// Sorts a kube error into what the cycle reacts to.
-fn write_error(op: WriteOp, target: String, e: kube::Error) -> WriteError {
+pub(crate) fn write_error(op: WriteOp, target: String, e: kube::Error) -> WriteError {
     let kind = match &e {
         kube::Error::Api(s) => match s.code {
             404 => WriteErrorKind::NotFound,
@@ -319,6 +319,18 @@ impl ClusterWrites for KubeWrites {
             .await
             .map(|_| ())
             .map_err(|e| write_error(WriteOp::NodeCondition, write.node.clone(), e))
+    }
+
+    async fn reserve_claim(&self, write: &crate::claims::ClaimWrite) -> Result<(), WriteError> {
+        crate::claims::kube::reserve(&self.client, write).await
+    }
+
+    async fn release_claim(
+        &self,
+        write: &crate::claims::ClaimWrite,
+        deallocate: bool,
+    ) -> Result<(), WriteError> {
+        crate::claims::kube::release(&self.client, write, deallocate).await
     }
 
     fn emit_event(&self, pod: &Pod, event: EventSpec) {

@@ -6,6 +6,7 @@
 
 pub mod annotations;
 pub mod checked;
+pub mod claims;
 pub mod cluster;
 pub mod config;
 pub mod cycle;

@@ -150,7 +150,8 @@ impl Scheduler {
         let nodes = watches.nodes.state();
         let (topologies, bad_topologies) = watches.topologies();
         let (gangs, bad_gangs) = watches.gangs();
-        for bad in bad_topologies.iter().chain(&bad_gangs) {
+        let (dra, bad_dra) = watches.dra();
+        for bad in bad_topologies.iter().chain(&bad_gangs).chain(&bad_dra) {
             self.writes.report_invalid(bad);
         }
         let objects = Objects {
@@ -158,6 +159,7 @@ impl Scheduler {
             topologies: &topologies,
             pods: &pods,
             gangs: &gangs,
+            dra: &dra,
         };
         let report = self
             .cycle

@@ -1,10 +1,12 @@
 //! The reflectors both modes keep (Pods, Nodes, `GpuTopology`, and for the
 //! secondary scheduler the gang objects: both PodGroups, JobSets,
-//! LeaderWorkerSets): a store per kind, a callback per event saying whether
+//! LeaderWorkerSets, and DRA's ResourceSlices, ResourceClaims and
+//! DeviceClasses): a store per kind, a callback per event saying whether
 //! it may change what a decision sees, and the bootstrap both modes share
 //! (is the resource served, wait for every first list).
 
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
+use crate::claims::DraObjects;
 use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
 use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
@@ -12,6 +14,7 @@ use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -40,6 +43,10 @@ pub struct Watches {
     upstream_groups: Store<Checked<UpstreamPodGroup>>,
     jobsets: Store<Checked<JobSet>>,
     leader_worker_sets: Store<Checked<LeaderWorkerSet>>,
+    /// `resource.k8s.io/v1`, for the secondary scheduler's claims.
+    slices: Store<Checked<ResourceSlice>>,
+    claims: Store<Checked<ResourceClaim>>,
+    classes: Store<Checked<DeviceClass>>,
     invalid: InvalidReport,
 }
 
@@ -102,6 +109,10 @@ impl Watches {
             readiness,
         )
         .await;
+        const NO_DRA: &str = "resource.k8s.io/v1 is not served (Kubernetes 1.34+); pods with ResourceClaims wait until a restart after it is";
+        let slices = optional(client, gangs, "ResourceSlice", NO_DRA, &on_event, readiness).await;
+        let claims = optional(client, gangs, "ResourceClaim", NO_DRA, &on_event, readiness).await;
+        let classes = optional(client, gangs, "DeviceClass", NO_DRA, &on_event, readiness).await;
         Watches {
             pods: reflect(
                 Api::all(client.clone()),
@@ -115,6 +126,9 @@ impl Watches {
             upstream_groups,
             jobsets,
             leader_worker_sets,
+            slices,
+            claims,
+            classes,
             invalid: InvalidReport::new(invalid),
         }
     }
@@ -146,6 +160,17 @@ impl Watches {
         (gangs, invalid)
     }
 
+    /// The DRA objects gputopo can use, and those newly found unusable.
+    pub fn dra(&self) -> (DraObjects, Vec<InvalidObject>) {
+        let mut invalid = Vec::new();
+        let dra = DraObjects {
+            slices: self.usable("ResourceSlice", &self.slices, &mut invalid),
+            claims: self.usable("ResourceClaim", &self.claims, &mut invalid),
+            classes: self.usable("DeviceClass", &self.classes, &mut invalid),
+        };
+        (dra, invalid)
+    }
+
     /// The objects of `store` gputopo can use; those newly found unusable
     /// go to `invalid`.
     fn usable<K: Resource<DynamicType = ()> + Clone>(
@@ -162,7 +187,7 @@ impl Watches {
     /// Waits until every watch has listed, saying which one it waits for
     /// in `readiness`, then turns ready.
     pub async fn synced(&self, readiness: &Readiness) -> Result<(), WatchError> {
-        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 7] = [
+        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 10] = [
             ("Pod", Box::pin(self.pods.wait_until_ready())),
             ("Node", Box::pin(self.nodes.wait_until_ready())),
             ("GpuTopology", Box::pin(self.topologies.wait_until_ready())),
@@ -176,6 +201,9 @@ impl Watches {
                 "LeaderWorkerSet",
                 Box::pin(self.leader_worker_sets.wait_until_ready()),
             ),
+            ("ResourceSlice", Box::pin(self.slices.wait_until_ready())),
+            ("ResourceClaim", Box::pin(self.claims.wait_until_ready())),
+            ("DeviceClass", Box::pin(self.classes.wait_until_ready())),
         ];
         for (what, ready) in waits {
             readiness.set_not_ready(format!("waiting for the {what} watch to sync"));

@@ -13,6 +13,7 @@
 
 pub mod backend;
 pub mod discover;
+pub mod dra_slice;
 pub mod facts;
 pub mod health;
 pub mod labels;

@@ -377,6 +377,7 @@ fn candidates(
     ri: usize,
 ) -> Result<Candidates, NodeReason> {
     let plan = &claim.requests[ri];
+    let held = inventory.held_on(&devices.node);
     let (mut matching, mut busy, mut tainted, mut unplaced) = (0u32, 0u32, 0u32, 0u32);
     let mut mask = 0u32;
     let mut unusable: Option<(&DraDevice, &'static str)> = None;
@@ -406,9 +407,9 @@ fn candidates(
             continue;
         }
         matching += 1;
-        if inventory.is_busy(d) {
+        if inventory.is_busy(d) || d.gpu.is_some_and(|g| held & (1 << g) != 0) {
             busy += 1;
-            unusable.get_or_insert((d, "allocated to another claim"));
+            unusable.get_or_insert((d, "allocated to another claim or held by the scheduler"));
         } else if d.binding_conditions || !tolerated(d, &plan.tolerations) {
             tainted += 1;
             unusable.get_or_insert((d, "tainted (or has binding conditions)"));

@@ -150,13 +150,13 @@ impl DraPod {
     /// Reads the pod's claims (`claims` in `pod_claim_names` order) with the
     /// cluster's DeviceClasses. A claim gputopo cannot honour exactly is an
     /// error naming the field; an already-allocated claim is taken as it is.
-    pub fn new(
+    pub fn new<'a>(
         pod: &str,
         claims: &[&ResourceClaim],
-        classes: &[DeviceClass],
+        classes: impl IntoIterator<Item = &'a DeviceClass>,
     ) -> Result<DraPod, ClaimError> {
         let classes: BTreeMap<&str, &DeviceClass> = classes
-            .iter()
+            .into_iter()
             .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
             .collect();
         let claims = claims
@@ -170,10 +170,10 @@ impl DraPod {
     }
 
     /// Resolves the pod's claims with `lookup(namespace, name)` and reads them.
-    pub fn from_pod<'a>(
+    pub fn from_pod<'a, 'c>(
         pod: &Pod,
         lookup: impl Fn(&str, &str) -> Option<&'a ResourceClaim>,
-        classes: &[DeviceClass],
+        classes: impl IntoIterator<Item = &'c DeviceClass>,
     ) -> Result<DraPod, ClaimError> {
         let key = crate::pod::pod_key(pod);
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");

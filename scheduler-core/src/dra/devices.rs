@@ -177,6 +177,10 @@ pub struct DraInventory {
     busy: BTreeMap<DeviceId, String>,
     /// `(driver, pool, counter set)` consumed by an allocated device.
     busy_counters: BTreeSet<(String, String, String)>,
+    /// Per node, GPUs the scheduler's snapshot holds by other means (a
+    /// device-plugin pod, a gang's reservation, a preemptor's nomination):
+    /// not candidates for a claim either.
+    held: BTreeMap<String, u32>,
     pub warnings: Vec<DraWarning>,
 }
 
@@ -197,17 +201,17 @@ impl DraInventory {
     /// node-local slices (`spec.nodeName`) are read: `allNodes`, `nodeSelector`
     /// and `perDeviceNodeSelection` slices publish devices reachable from many
     /// nodes, which have no place in one node's GPU topology.
-    pub fn build(
+    pub fn build<'a>(
         config: &DraConfig,
-        slices: &[ResourceSlice],
-        topologies: &[GpuTopology],
-        claims: &[ResourceClaim],
+        slices: impl IntoIterator<Item = &'a ResourceSlice>,
+        topologies: impl IntoIterator<Item = &'a GpuTopology>,
+        claims: impl IntoIterator<Item = &'a ResourceClaim>,
     ) -> DraInventory {
         let mut inv = DraInventory {
             config: config.clone(),
             ..DraInventory::default()
         };
-        let mut pools: BTreeMap<(String, String), PoolSlices<'_>> = BTreeMap::new();
+        let mut pools: BTreeMap<(String, String), PoolSlices<'a>> = BTreeMap::new();
         for slice in slices {
             let spec = &slice.spec;
             if !config.handles(&spec.driver) {
@@ -249,7 +253,7 @@ impl DraInventory {
         }
 
         let topo_by_node: BTreeMap<&str, &GpuTopology> = topologies
-            .iter()
+            .into_iter()
             .map(|t| {
                 let name = t.metadata.name.as_deref().unwrap_or(&t.spec.node_name);
                 (name, t)
@@ -391,6 +395,45 @@ impl DraInventory {
                     set.clone(),
                 ))
             })
+    }
+
+    /// GPUs of `node` that no claim may take now, whatever the claims say
+    /// (see [`DraInventory::hold`]).
+    pub fn held_on(&self, node: &str) -> u32 {
+        self.held.get(node).copied().unwrap_or(0)
+    }
+
+    /// Sets the GPUs of `node` held outside DRA (replacing what was held).
+    pub fn hold(&mut self, node: &str, gpus: u32) {
+        if gpus == 0 {
+            self.held.remove(node);
+        } else {
+            self.held.insert(node.to_string(), gpus);
+        }
+    }
+
+    /// Per node, the GPUs each holder (a claim's `namespace/name`) has
+    /// allocated: on a DRA node the claims are the truth, so the cycle
+    /// holds these GPUs in its snapshot whoever allocated them.
+    pub fn busy_gpus(&self) -> BTreeMap<&str, Vec<(&str, u32)>> {
+        let mut out: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
+        for n in self.nodes.values() {
+            for d in &n.devices {
+                let Some(gpu) = d.gpu else { continue };
+                let holder = match self.busy.get(&d.id) {
+                    Some(claim) => claim.as_str(),
+                    None if self.is_busy(d) => "a shared counter set",
+                    None => continue,
+                };
+                *out.entry(n.node.as_str())
+                    .or_default()
+                    .entry(holder)
+                    .or_default() |= 1 << gpu;
+            }
+        }
+        out.into_iter()
+            .map(|(node, claims)| (node, claims.into_iter().collect()))
+            .collect()
     }
 
     /// Marks a claim's devices busy, as a snapshot adds a bound pod: the

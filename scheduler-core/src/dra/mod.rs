@@ -48,6 +48,7 @@ mod constraint;
 mod devices;
 mod error;
 pub mod matching;
+mod schedule;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
@@ -61,6 +62,7 @@ pub use devices::{
     NodeDevices,
 };
 pub use error::{ClaimError, ClaimErrorKind, NodeReason};
+pub use schedule::{DraDecision, DraPlacement, hold_snapshot, schedule_claims};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.
 pub const CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";

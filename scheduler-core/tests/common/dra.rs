@@ -14,6 +14,7 @@ use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, Re
 use gputopo_api::{GpuTopology, GpuTopologySpec};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::backend::recording::{Recording, replay_nvml};
+use gputopo_topology::dra_slice::{DriverFacts, nvidia_resource_slice};
 use gputopo_topology::normalize::normalize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -118,72 +119,16 @@ pub fn topology(m: &Machine) -> GpuTopology {
     GpuTopology::new(m.node, topology_spec(m))
 }
 
-/// The PCIe root complex a GPU hangs off: from its PCI bus id when known
-/// (`pci<domain>:<bus rounded down to the root port's range>`), else one root per NUMA node.
-fn pcie_root(index: u32, bus: Option<&str>, numa: Option<i32>) -> String {
-    match (bus, numa) {
-        (Some(bus), _) => {
-            let b = u32::from_str_radix(bus.split(':').nth(1).unwrap_or("0"), 16).unwrap_or(0);
-            format!("pci0000:{:02x}", b & 0xc0)
-        }
-        (None, Some(n)) => format!("pci0000:{:02x}", n * 0x10),
-        (None, None) => format!("pci0000:{:02x}", index / 4 * 0x80),
-    }
-}
-
-/// `0000:06:00.0`: the 4-digit domain form of `resource.kubernetes.io/pciBusID`.
-fn standard_bus_id(bus: &str) -> String {
-    let (domain, rest) = bus.split_once(':').unwrap_or(("0000", bus));
-    let domain = &domain[domain.len().saturating_sub(4)..];
-    format!("{domain}:{rest}").to_lowercase()
-}
-
 /// The ResourceSlice the driver publishes for the machine.
 pub fn slice_json(m: &Machine) -> Value {
-    let spec = topology_spec(m);
-    let devices: Vec<Value> = spec
-        .gpus
-        .iter()
-        .map(|g| {
-            let mut attributes = json!({
-                "type": {"string": "gpu"},
-                "productName": {"string": m.product},
-                "brand": {"string": if m.product.contains("GeForce") { "GeForce" } else { "Nvidia" }},
-                "architecture": {"string": m.architecture},
-                "cudaComputeCapability": {"version": m.compute_capability},
-                "driverVersion": {"version": "570.133.20"},
-                "cudaDriverVersion": {"version": "12.8.0"},
-                "resource.kubernetes.io/pcieRoot": {"string": pcie_root(g.index, g.pci_bus_id.as_deref(), g.numa_node)},
-            });
-            if let Some(uuid) = &g.uuid {
-                attributes["uuid"] = json!({"string": uuid});
-            }
-            if let Some(bus) = &g.pci_bus_id {
-                attributes["resource.kubernetes.io/pciBusID"] =
-                    json!({"string": standard_bus_id(bus)});
-            }
-            if m.publish_index {
-                attributes["index"] = json!({"int": g.index});
-                attributes["minor"] = json!({"int": g.index});
-            }
-            json!({
-                "name": format!("gpu-{}", g.index),
-                "attributes": attributes,
-                "capacity": {"memory": {"value": m.memory}},
-            })
-        })
-        .collect();
-    json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": format!("{}-{DRIVER}-0", m.node)},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": m.node,
-            "pool": {"name": m.node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    })
+    let facts = DriverFacts {
+        product: m.product.to_string(),
+        architecture: m.architecture.to_string(),
+        compute_capability: m.compute_capability.to_string(),
+        memory: m.memory.to_string(),
+        publish_index: m.publish_index,
+    };
+    nvidia_resource_slice(m.node, &topology_spec(m), &facts)
 }
 
 pub fn slice(m: &Machine) -> ResourceSlice {

@@ -208,6 +208,9 @@ pub struct Settings {
     pub preemption: Preemption,
     pub gangs: Gangs,
     pub accounting: Accounting,
+    /// The DRA drivers whose devices gputopo allocates (default NVIDIA's
+    /// `gpu.nvidia.com`).
+    pub dra: gputopo_scheduler_core::dra::DraConfig,
     /// Further names, each with its own scoring (see the module docs).
     pub profiles: Vec<Profile>,
 }
@@ -221,6 +224,7 @@ impl Default for Settings {
             preemption: Preemption::default(),
             gangs: Gangs::default(),
             accounting: Accounting::default(),
+            dra: Default::default(),
             profiles: Vec::new(),
         }
     }

@@ -13,6 +13,7 @@ use super::{
 use crate::cluster::{Objects, pod_key, usage};
 use crate::config::Preemption;
 use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::dra::DraInventory;
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
@@ -24,21 +25,24 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 /// A pod with its readable request.
-type Member = (Arc<Pod>, PendingPod);
+pub(super) type Member = (Arc<Pod>, PendingPod);
 
 /// What one decision works with.
-struct Work<'a> {
-    snapshot: Snapshot,
+pub(super) struct Work<'a> {
+    pub(super) snapshot: Snapshot,
     by_key: HashMap<String, Arc<Pod>>,
     gangs: &'a crate::gangs::GangObjects,
-    clock: Clock,
+    pub(super) dra: &'a crate::claims::DraObjects,
+    /// The DRA devices and the busy ones; `None` while no DRA object exists.
+    pub(super) inventory: Option<DraInventory>,
+    pub(super) clock: Clock,
     report: CycleReport,
     /// The snapshot's build time, charged to the cycle's first decision.
     build_time: Duration,
 }
 
 impl Work<'_> {
-    fn decided(&mut self, started: Instant) {
+    pub(super) fn decided(&mut self, started: Instant) {
         let took = std::mem::take(&mut self.build_time) + started.elapsed();
         self.report.decisions.push(took);
     }
@@ -142,6 +146,7 @@ impl Cycle {
             by_key,
             ready,
             snapshot,
+            inventory,
         } = match self.prepare(objects, clock) {
             Ok(Some(p)) => p,
             Ok(None) => return CycleReport::default(),
@@ -157,6 +162,8 @@ impl Cycle {
             snapshot,
             by_key,
             gangs: objects.gangs,
+            dra: objects.dra,
+            inventory,
             clock,
             report: CycleReport::default(),
             build_time: started.elapsed(),
@@ -213,6 +220,11 @@ impl Cycle {
         core: &SchedulerConfig,
         preemption: &Preemption,
     ) {
+        if crate::claims::uses_claims(&member.0) {
+            self.one_claim_pod(writes, work, member, core, preemption)
+                .await;
+            return;
+        }
         let key = pod_key(&member.0);
         let own = [key];
         self.lift_holds(&mut work.snapshot, None, &own);
@@ -440,7 +452,7 @@ impl Cycle {
 
     /// The writes and bookkeeping every outcome ends with: the queue, the
     /// event, and for a pod left pending its PodScheduled condition.
-    async fn finish<W: ClusterWrites>(
+    pub(super) async fn finish<W: ClusterWrites>(
         &mut self,
         writes: &W,
         work: &mut Work<'_>,
@@ -471,7 +483,7 @@ impl Cycle {
     /// For `members` (one pod, or every member of a gang) that fit nowhere:
     /// evicts the pods scheduler-core proposes, dry runs first (see
     /// `preempt.rs`), and nominates the nodes.
-    async fn preempt<W: ClusterWrites>(
+    pub(super) async fn preempt<W: ClusterWrites>(
         &mut self,
         writes: &W,
         work: &mut Work<'_>,

@@ -18,6 +18,7 @@
 //! recording [`ClusterWrites`] that fails on demand.
 
 pub mod accounting;
+mod claims;
 mod drive;
 pub mod gang;
 pub mod gang_status;

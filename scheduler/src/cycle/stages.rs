@@ -10,6 +10,7 @@ use crate::cluster::{
     Assumed, Objects, ReadingTrust, build_snapshot, is_pending_for, nominated_node, pod_key, queued,
 };
 use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::dra::DraInventory;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
 use gputopo_scheduler_core::snapshot::Snapshot;
@@ -25,9 +26,12 @@ pub struct Prepared {
     pub by_key: HashMap<String, Arc<Pod>>,
     /// The pods due now, in the queue's order.
     pub ready: Vec<QueuedPod>,
-    /// The cluster as the decisions see it: bound and assumed pods, other
-    /// gangs' reservations and other preemptors' nominations.
+    /// The cluster as the decisions see it: bound and assumed pods, the
+    /// GPUs allocated to ResourceClaims, other gangs' reservations and
+    /// other preemptors' nominations.
     pub snapshot: Snapshot,
+    /// The DRA devices; `None` when no DRA object exists.
+    pub inventory: Option<DraInventory>,
 }
 
 impl Cycle {
@@ -106,7 +110,15 @@ impl Cycle {
                     return Err(format!("building the cluster snapshot: {e}"));
                 }
             };
-        let warnings: HashSet<String> = warnings.into_iter().collect();
+        let mut warnings: HashSet<String> = warnings.into_iter().collect();
+        let inventory = (!objects.dra.is_empty()).then(|| {
+            let inventory = objects
+                .dra
+                .inventory(&self.settings.dra, objects.topologies);
+            warnings.extend(inventory.warnings.iter().map(ToString::to_string));
+            warnings.extend(hold_claimed(&mut snapshot, &inventory));
+            inventory
+        });
         for w in warnings.difference(&self.warned) {
             warn!(warning = %w, "snapshot");
         }
@@ -124,6 +136,7 @@ impl Cycle {
             by_key,
             ready,
             snapshot,
+            inventory,
         }))
     }
 
@@ -371,6 +384,25 @@ impl Cycle {
                 .nominate(pod, node, gpus, now + NOMINATION_TTL);
         }
     }
+}
+
+/// On a DRA node the claims are the truth: the GPUs allocated to a claim
+/// are held in the snapshot (a placeholder per claim and node, never a
+/// preemption victim) unless a pod already holds them there (one this
+/// scheduler bound, whose annotations name them). Returns warnings.
+fn hold_claimed(snapshot: &mut Snapshot, inventory: &DraInventory) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (node, claims) in inventory.busy_gpus() {
+        for (claim, mask) in claims {
+            let (namespace, name) = claim.split_once('/').unwrap_or(("default", claim));
+            let placeholder = format!("resourceclaim:{name}");
+            if let Err(e) = super::reservations::hold(snapshot, namespace, &placeholder, node, mask)
+            {
+                warnings.push(format!("ResourceClaim {claim}: {e}"));
+            }
+        }
+    }
+    warnings
 }
 
 /// Node selectors for the rest of a gang whose members are bound on

@@ -56,6 +56,22 @@ pub trait ClusterWrites {
         write: &super::node_trust::NodeConditionWrite,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// Allocates or reserves one ResourceClaim for a pod about to be bound
+    /// (`claims::ClaimWrite`): refused, never overwriting, when the claim
+    /// changed since it was decided on.
+    fn reserve_claim(
+        &self,
+        write: &crate::claims::ClaimWrite,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Undoes [`ClusterWrites::reserve_claim`] for a pod not bound after
+    /// all; `deallocate` also clears an allocation made for it.
+    fn release_claim(
+        &self,
+        write: &crate::claims::ClaimWrite,
+        deallocate: bool,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
     /// Records an event on `pod`. Sent in the background: an event is a
     /// report, not part of the decision, so it neither waits nor fails.
     fn emit_event(&self, pod: &Pod, event: EventSpec);
@@ -116,6 +132,8 @@ pub enum WriteOp {
     Condition,
     GangStatus,
     NodeCondition,
+    ClaimReserve,
+    ClaimRelease,
 }
 
 /// How it failed, as the cycle must react: the kind, never the message.
@@ -141,7 +159,8 @@ pub enum WriteErrorKind {
 pub struct WriteError {
     pub op: WriteOp,
     pub kind: WriteErrorKind,
-    /// `namespace/name` of the pod written (or evicted).
+    /// `namespace/name` of the object written: the pod (or the evicted
+    /// pod, the claim, the gang object, the node).
     pub target: String,
     /// The API server's words, for people.
     pub message: String,
@@ -156,6 +175,8 @@ fn op_text(op: &WriteOp) -> &'static str {
         WriteOp::Condition => "setting the PodScheduled condition of",
         WriteOp::GangStatus => "writing the status of PodGroup",
         WriteOp::NodeCondition => "setting the GpuTopologyTrusted condition of node",
+        WriteOp::ClaimReserve => "allocating ResourceClaim",
+        WriteOp::ClaimRelease => "releasing ResourceClaim",
     }
 }
 

@@ -196,6 +196,8 @@ impl Extender {
             topologies: &topologies,
             pods: &pods,
             gangs: &GangObjects::default(),
+            // kube-scheduler allocates claims in extender mode.
+            dra: &crate::claims::DraObjects::default(),
         };
         let (snapshot, warnings) = {
             let mut assumed = lock(&self.assumed);

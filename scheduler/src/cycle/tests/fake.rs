@@ -41,6 +41,18 @@ pub enum Write {
     },
     GangStatus(GangStatusWrite),
     NodeCondition(NodeConditionWrite),
+    ReserveClaim {
+        claim: String,
+        pod: String,
+        /// Whether it allocated (rather than only reserved).
+        allocated: bool,
+        ok: bool,
+    },
+    ReleaseClaim {
+        claim: String,
+        pod: String,
+        deallocate: bool,
+    },
 }
 
 /// A failure to inject: writes of `op` to `target` (`*`: any) fail with
@@ -183,6 +195,31 @@ impl ClusterWrites for FakeWrites {
     async fn set_node_condition(&self, write: &NodeConditionWrite) -> Result<(), WriteError> {
         self.check(WriteOp::NodeCondition, &write.node)?;
         self.push(Write::NodeCondition(write.clone()));
+        Ok(())
+    }
+
+    async fn reserve_claim(&self, write: &crate::claims::ClaimWrite) -> Result<(), WriteError> {
+        let r = self.check(WriteOp::ClaimReserve, &write.target());
+        self.push(Write::ReserveClaim {
+            claim: write.target(),
+            pod: write.pod_name.clone(),
+            allocated: write.allocation.is_some(),
+            ok: r.is_ok(),
+        });
+        r
+    }
+
+    async fn release_claim(
+        &self,
+        write: &crate::claims::ClaimWrite,
+        deallocate: bool,
+    ) -> Result<(), WriteError> {
+        self.check(WriteOp::ClaimRelease, &write.target())?;
+        self.push(Write::ReleaseClaim {
+            claim: write.target(),
+            pod: write.pod_name.clone(),
+            deallocate,
+        });
         Ok(())
     }
 

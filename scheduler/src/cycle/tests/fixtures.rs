@@ -112,6 +112,7 @@ pub struct World {
     pub topologies: Vec<Arc<GpuTopology>>,
     pub pods: Vec<Arc<Pod>>,
     pub gangs: GangObjects,
+    pub dra: crate::claims::DraObjects,
 }
 
 impl World {
@@ -145,6 +146,7 @@ impl World {
             topologies: &self.topologies,
             pods: &self.pods,
             gangs: &self.gangs,
+            dra: &self.dra,
         }
     }
 

@@ -3,6 +3,7 @@
 //! milliseconds, plus the failures a real server produces only by chance.
 
 mod accounting;
+mod claims;
 pub mod fake;
 pub mod fixtures;
 mod gangs;

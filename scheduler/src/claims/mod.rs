@@ -1,0 +1,94 @@
+//! Dynamic Resource Allocation in the cluster: the `resource.k8s.io/v1`
+//! objects the watches hold, and the claim writes the cycle makes. The
+//! decisions are scheduler-core's (`gputopo_scheduler_core::dra`); the
+//! cycle's path is `cycle/claims.rs`; the requests over `kube::Client`
+//! are `kube.rs`.
+
+pub mod kube;
+
+use gputopo_api::GpuTopology;
+use gputopo_scheduler_core::dra::{ClaimAllocation, DraConfig, DraInventory};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What the watches hold of DRA (each empty where `resource.k8s.io/v1` is
+/// not served, or in the extender, which leaves claims to kube-scheduler).
+#[derive(Clone, Debug, Default)]
+pub struct DraObjects {
+    pub slices: Vec<Arc<ResourceSlice>>,
+    pub claims: Vec<Arc<ResourceClaim>>,
+    pub classes: Vec<Arc<DeviceClass>>,
+}
+
+impl DraObjects {
+    /// Whether the watches hold no DRA object at all (a cluster without
+    /// DRA, or the extender): the cycle then builds no inventory.
+    pub fn is_empty(&self) -> bool {
+        self.slices.is_empty() && self.claims.is_empty()
+    }
+
+    /// Every node's devices and the busy ones.
+    pub fn inventory(&self, config: &DraConfig, topologies: &[Arc<GpuTopology>]) -> DraInventory {
+        DraInventory::build(
+            config,
+            self.slices.iter().map(AsRef::as_ref),
+            topologies.iter().map(AsRef::as_ref),
+            self.claims.iter().map(AsRef::as_ref),
+        )
+    }
+
+    /// The claims by `namespace/name`.
+    pub fn claims_by_key(&self) -> HashMap<String, &ResourceClaim> {
+        self.claims
+            .iter()
+            .map(|c| (gputopo_scheduler_core::dra::claim_key(c), c.as_ref()))
+            .collect()
+    }
+}
+
+/// Whether `pod` lists any ResourceClaim (directly or by template).
+pub fn uses_claims(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .is_some_and(|c| !c.is_empty())
+}
+
+/// One claim write for one pod, as kube-scheduler's DRA plugin makes it
+/// before binding: for an unallocated claim the finalizer
+/// `resource.kubernetes.io/delete-protection` first, then one status
+/// update setting `allocation` and adding the pod to `reservedFor`; for an
+/// allocated (shared) claim only the `reservedFor` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimWrite {
+    pub namespace: String,
+    pub name: String,
+    /// The claim decided on: the write is refused if the claim was
+    /// replaced (another uid) since.
+    pub uid: Option<String>,
+    /// `None`: the claim is allocated already; only reserve it.
+    pub allocation: Option<AllocationResult>,
+    pub pod_name: String,
+    pub pod_uid: String,
+}
+
+impl ClaimWrite {
+    /// The write for `claim` of `pod`.
+    pub fn new(claim: &ClaimAllocation, pod: &Pod) -> ClaimWrite {
+        ClaimWrite {
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            uid: claim.uid.clone(),
+            allocation: claim.allocation.clone(),
+            pod_name: pod.metadata.name.clone().unwrap_or_default(),
+            pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
+        }
+    }
+
+    /// `namespace/name` of the claim.
+    pub fn target(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}

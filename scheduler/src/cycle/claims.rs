@@ -1,0 +1,179 @@
+//! The cycle's path for a pod whose GPUs come through ResourceClaims:
+//! read its claims (a claim gputopo cannot honour exactly is refused,
+//! naming the field), decide node and devices (scheduler-core's
+//! `schedule_claims`), then write as kube-scheduler's DRA plugin does:
+//! each claim's allocation and reservation, then the binding. A write that
+//! fails undoes the claims written before it, so nothing is left
+//! allocated for a pod that was not bound; a crash in between leaves the
+//! claims reserved for the pod, and the next leader finds them allocated
+//! and binds the pod to their node (the claims' devices are fixed then).
+
+use super::drive::{Member, Work};
+use super::{ClusterWrites, Cycle, Outcome};
+use crate::claims::ClaimWrite;
+use crate::cluster::pod_key;
+use crate::config::Preemption;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::dra::{
+    ClaimErrorKind, DraDecision, DraPlacement, DraPod, hold_snapshot, schedule_claims,
+};
+use k8s_openapi::api::core::v1::Pod;
+use tracing::{info, warn};
+
+impl Cycle {
+    pub(super) async fn one_claim_pod<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        member: Member,
+        core: &SchedulerConfig,
+        preemption: &Preemption,
+    ) {
+        let (pod, pending) = member;
+        let dra = match read_claims(work, &pod) {
+            Ok(dra) => dra,
+            Err(outcome) => {
+                self.finish(writes, work, &pod, Some(&pending), outcome)
+                    .await;
+                return;
+            }
+        };
+        if pending.request.gpus > 0 {
+            let message = format!(
+                "pod {}: asks for GPUs both as the extended resource nvidia.com/gpu ({}) and through ResourceClaims; accepted: one or the other (gputopo chooses one GPU set per pod)",
+                pod_key(&pod),
+                pending.request.gpus
+            );
+            self.finish(
+                writes,
+                work,
+                &pod,
+                Some(&pending),
+                Outcome::Invalid { message },
+            )
+            .await;
+            return;
+        }
+        let own = [pod_key(&pod)];
+        self.lift_holds(&mut work.snapshot, None, &own);
+        let inventory = work.inventory.get_or_insert_with(Default::default);
+        hold_snapshot(inventory, &work.snapshot);
+        let t = std::time::Instant::now();
+        let decision = schedule_claims(&work.snapshot, inventory, &dra, &pending, core);
+        work.decided(t);
+        match decision {
+            DraDecision::Placed(placed) => {
+                self.bind_with_claims(writes, work, (pod, pending), *placed)
+                    .await;
+            }
+            DraDecision::Unschedulable { message } => {
+                self.restore_holds(&mut work.snapshot, None, &own);
+                // Preemption frees GPUs as for a device-plugin pod of the
+                // claims' size; the claims of the victims are released by
+                // the resourceclaim controller when they stop, and the pod
+                // fits once the watch shows it.
+                let mut judged = pending.clone();
+                judged.request.gpus = dra.counted_gpus();
+                let members = [(pod, judged)];
+                let outcome = self
+                    .preempt(writes, work, &members, core, preemption)
+                    .await
+                    .outcome(message);
+                let [(pod, _)] = members;
+                self.finish(writes, work, &pod, Some(&pending), outcome)
+                    .await;
+            }
+        }
+    }
+
+    /// Writes every claim, then binds; undoes the claims if any write fails.
+    async fn bind_with_claims<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        (pod, pending): Member,
+        placed: DraPlacement,
+    ) {
+        let DraPlacement { placement, fit } = placed;
+        let mut done: Vec<(ClaimWrite, bool)> = Vec::new();
+        let mut failed = None;
+        for claim in &fit.claims {
+            let write = ClaimWrite::new(claim, &pod);
+            match writes.reserve_claim(&write).await {
+                Ok(()) => done.push((write, claim.allocation.is_some())),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let outcome = match failed {
+            None => match writes.bind(&pod, &placement).await {
+                Ok(()) => {
+                    if let Some(inventory) = work.inventory.as_mut() {
+                        for claim in &fit.claims {
+                            let ids: Vec<_> =
+                                claim.devices.iter().map(|d| d.device.clone()).collect();
+                            inventory.assume_allocated(&claim.key, &ids);
+                        }
+                    }
+                    self.assume(
+                        &mut work.snapshot,
+                        &pod,
+                        &pending,
+                        &placement,
+                        work.clock.now,
+                    );
+                    info!(pod = %placement.pod, node = %placement.node, gpus = %placement.assigned_gpus(), claims = fit.claims.len(), "scheduled with claims");
+                    Outcome::Scheduled(Box::new(placement))
+                }
+                Err(e) => {
+                    warn!(error = %e, "binding failed; releasing the pod's claims");
+                    undo(writes, &done).await;
+                    Outcome::BindFailed(e)
+                }
+            },
+            Some(e) => {
+                warn!(error = %e, "claim write failed; releasing the claims written");
+                undo(writes, &done).await;
+                Outcome::BindFailed(e)
+            }
+        };
+        self.finish(writes, work, &pod, Some(&pending), outcome)
+            .await;
+    }
+}
+
+/// The pod's claims, read against the watched claims and classes; or the
+/// outcome that says why not. A claim not created yet (its template's) is
+/// a wait, anything gputopo cannot honour an invalid pod naming the field.
+fn read_claims(work: &Work<'_>, pod: &Pod) -> Result<DraPod, Outcome> {
+    let claims = work.dra.claims_by_key();
+    let read = DraPod::from_pod(
+        pod,
+        |namespace, name| claims.get(&format!("{namespace}/{name}")).copied(),
+        work.dra.classes.iter().map(AsRef::as_ref),
+    );
+    read.map_err(|e| match e.kind {
+        ClaimErrorKind::TemplateClaimPending | ClaimErrorKind::ClaimNotFound(_) => {
+            Outcome::Unschedulable {
+                message: format!("waiting for its ResourceClaim: {e}"),
+            }
+        }
+        _ => Outcome::Invalid {
+            message: format!("invalid {}: {e}", e.field),
+        },
+    })
+}
+
+/// Releases what [`Cycle::bind_with_claims`] wrote, newest first; a release
+/// that fails is logged (the resourceclaim controller releases a claim
+/// reserved for a pod that is gone, and the next decision for this pod
+/// finds its own reservation and keeps it).
+async fn undo<W: ClusterWrites>(writes: &W, done: &[(ClaimWrite, bool)]) {
+    for (write, allocated) in done.iter().rev() {
+        if let Err(e) = writes.release_claim(write, *allocated).await {
+            warn!(error = %e, "releasing a claim after a failed binding");
+        }
+    }
+}
