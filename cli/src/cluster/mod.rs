@@ -32,7 +32,8 @@
 //! ```
 //!
 //! File paths are relative to the cluster file. The loader reads files; the
-//! scheduler core only ever sees specs.
+//! scheduler core only ever sees specs. A file describes at most
+//! [`MAX_NODES`] nodes and [`MAX_PODS`] bound pods, counts included.
 
 mod list;
 mod reports;
