@@ -825,12 +825,13 @@ impl<'a> PodContext<'a> {
             let Some((milli, mib)) = share_amounts(share, memory) else {
                 continue;
             };
-            if used.milli + milli > 1000 {
+            // Saturating: a bound pod's hold may claim more than the GPU has.
+            if used.milli.saturating_add(milli) > 1000 {
                 continue;
             }
             let fill = match memory {
                 Some(total) if total > 0 => {
-                    if used.memory_mib + mib > total {
+                    if used.memory_mib.saturating_add(mib) > total {
                         continue;
                     }
                     (used.memory_mib + mib) as f64 / total as f64

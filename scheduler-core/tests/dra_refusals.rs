@@ -44,6 +44,33 @@ fn a_malformed_cel_expression_is_refused_naming_the_field() {
     assert!(matches!(err.kind, ClaimErrorKind::CelSyntax(_)), "{err}");
 }
 
+/// Found by fuzzing (scripts/fuzz): 256 KiB of nested list brackets took
+/// the CEL parser seconds before it gave up. Longer than the API server's
+/// 10 KiB limit is refused before parsing; at the limit, it still reads.
+#[test]
+fn a_cel_expression_beyond_the_api_servers_limit_is_refused() {
+    let nested = |bytes: usize| {
+        let head = "device.attributes['gpu.nvidia.com'].architecture in ['Ampere',\n";
+        let mut e = head.repeat(bytes / head.len() + 1);
+        e.truncate(bytes);
+        e
+    };
+    let with = |expression: String| {
+        claim(
+            "long",
+            json!({"requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [{"cel": {"expression": expression}}]}}]}),
+        )
+    };
+    let err = parse_error(&with(nested(256 * 1024)));
+    assert_eq!(err.kind, ClaimErrorKind::CelTooLong(256 * 1024));
+    assert!(err.to_string().contains("at most 10240"), "{err}");
+    let padded = format!("{:<10240}", "device.driver == 'gpu.nvidia.com'");
+    DraPod::new("default/trainer", &[&with(padded)], &classes())
+        .expect("10 KiB is within the limit");
+}
+
 #[test]
 fn an_unsupported_cel_function_is_refused_naming_it() {
     let bind = claim(

@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use gputopo_api::GpuShare;
 use gputopo_scheduler_core::config::{NetworkTiers, SchedulerConfig};
+use gputopo_scheduler_core::schedule::schedule;
 use gputopo_scheduler_core::snapshot::{
     BoundPodInput, GpuHolding, NodeInput, NodeTopology, SnapshotBuilder, SnapshotError,
     SnapshotWarning,
@@ -175,6 +176,45 @@ fn gpu_accounting_follows_pods() {
     assert_eq!(snap.node(id).free_gpus(), 0xff);
     assert_eq!(snap.domain(leaf).gpus_used(), 0);
     assert!(snap.remove_pod(s).is_none());
+}
+
+/// Found by fuzzing (scripts/fuzz): a bound pod whose `gpu-share` is more
+/// than any GPU has (`1e18` bytes), beside another share of the same GPU,
+/// overflowed the GPU's shared use (a panic in debug builds, a nearly free
+/// GPU in release ones). The use saturates: the GPU reads as full.
+#[test]
+fn an_oversized_share_fills_its_gpu() {
+    let share = |name: &str, share: GpuShare| {
+        let mut p = BoundPodInput::new("default", name, "n");
+        p.holding = GpuHolding::Shared {
+            gpu: Some(7),
+            share,
+        };
+        p
+    };
+    let snap = snapshot(
+        vec![gpu_node("n", a100())],
+        vec![
+            share("half", GpuShare::MemoryMiB(40 * 1024)),
+            share("huge", GpuShare::MemoryMiB(953_674_316_406)),
+        ],
+    );
+    let used = snap.node(snap.node_id("n").unwrap()).shared_use(7);
+    assert_eq!((used.milli, used.pods), (u32::MAX, 2));
+    let decision = schedule(
+        &snap,
+        &pod(1, &[("gputopo.dev/gpu-share", "0.1")]),
+        &SchedulerConfig::default(),
+    );
+    let placed = decision.placement().expect("another GPU has room");
+    assert_ne!(placed.gpus, [7], "GPU 7 is full");
+    // A pending pod asking as much: no GPU has room, GPU 7 included.
+    let decision = schedule(
+        &snap,
+        &pod(1, &[("gputopo.dev/gpu-share", "1e18")]),
+        &SchedulerConfig::default(),
+    );
+    assert!(decision.placement().is_none(), "{decision:?}");
 }
 
 #[test]

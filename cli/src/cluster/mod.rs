@@ -32,7 +32,8 @@
 //! ```
 //!
 //! File paths are relative to the cluster file. The loader reads files; the
-//! scheduler core only ever sees specs.
+//! scheduler core only ever sees specs. A file describes at most
+//! [`MAX_NODES`] nodes and [`MAX_PODS`] bound pods, counts included.
 
 mod list;
 mod reports;
@@ -204,6 +205,16 @@ struct PodGroupEntry {
     schedule_timeout_seconds: Option<u32>,
 }
 
+/// The most nodes a cluster file may describe: twice the 5,000 one
+/// Kubernetes cluster supports, so that a slip in a `count` is an error
+/// rather than billions of nodes built.
+pub const MAX_NODES: u64 = 10_000;
+/// The most bound pods a cluster file may describe: the 150,000 one
+/// Kubernetes cluster supports.
+pub const MAX_PODS: u64 = 150_000;
+/// The widest `{i:0N}` padding: a DNS label's 63 characters.
+pub const MAX_PADDING: usize = 63;
+
 /// What the command line may override.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
@@ -270,6 +281,8 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
         topologies.insert(name, spec);
     }
 
+    check_copies(path, "nodes", file.nodes.iter().map(|e| e.count), MAX_NODES)?;
+    check_copies(path, "pods", file.pods.iter().map(|e| e.count), MAX_PODS)?;
     let mut builder = SnapshotBuilder::new(&config);
     for (n, entry) in file.nodes.iter().enumerate() {
         let at = format!("nodes[{n}]");
@@ -433,6 +446,30 @@ fn pod_input(
     })
 }
 
+/// Refuses entries whose `count`s add up to more than `max` copies.
+fn check_copies(
+    path: &Path,
+    what: &str,
+    counts: impl Iterator<Item = Option<u32>>,
+    max: u64,
+) -> Result<(), ClusterFileError> {
+    let mut total = 0u64;
+    for (n, count) in counts.enumerate() {
+        total += u64::from(count.unwrap_or(1));
+        if total > max {
+            return Err(invalid(
+                path,
+                &format!("{what}[{n}].count"),
+                format!(
+                    "the {what} number {total} with this entry's copies, more than {max}; \
+                     accepted: counts adding up to at most {max} {what}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `name-{i}` / `name-{i:03}` for the i-th of `count`; a name without `{i}`
 /// is allowed only once.
 fn expand(template: &str, i: u32, count: Option<u32>) -> Result<String, String> {
@@ -455,7 +492,11 @@ fn expand(template: &str, i: u32, count: Option<u32>) -> Result<String, String> 
         Some(width) => {
             let width: usize = width
                 .parse()
-                .map_err(|_| format!("{template:?}: accepted {{i}} or {{i:0N}}"))?;
+                .ok()
+                .filter(|w| *w <= MAX_PADDING)
+                .ok_or_else(|| {
+                    format!("{template:?}: accepted {{i}} or {{i:0N}} with N up to {MAX_PADDING}")
+                })?;
             format!("{i:0width$}")
         }
         None => return Err(format!("{template:?}: accepted {{i}} or {{i:0N}}")),
@@ -511,15 +552,4 @@ pub fn load_pod(path: &Path) -> Result<Pod, ClusterFileError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_expand() {
-        assert_eq!(expand("n-{i:03}", 7, Some(10)).unwrap(), "n-007");
-        assert_eq!(expand("n-{i}", 7, Some(10)).unwrap(), "n-7");
-        assert_eq!(expand("solo", 1, None).unwrap(), "solo");
-        assert!(expand("solo", 1, Some(2)).is_err());
-        assert!(expand("n-{i:x}", 1, Some(2)).is_err());
-    }
-}
+mod tests;

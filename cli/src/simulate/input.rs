@@ -51,6 +51,11 @@ pub enum InputError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// The most pods a workload file may expand to (`count`s and gang
+/// `members` together): over a hundred times the largest openb pod list,
+/// so that a slip in a count is an error rather than memory run out.
+pub const MAX_WORKLOAD_PODS: u64 = 1_000_000;
+
 const NODE_COLUMNS: &str = "sn,cpu_milli,memory_mib,gpu,model (openb node list)";
 const POD_COLUMNS: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli and optionally gpu_spec, creation_time, deletion_time (openb pod list)";
 
@@ -406,6 +411,21 @@ pub fn read_workload_yaml(path: &Path, models: &mut Models) -> Result<Workload, 
             )))
         }
     };
+    let copies = file
+        .pods
+        .iter()
+        .map(|p| u64::from(p.count.unwrap_or(1)))
+        .chain(file.gangs.iter().map(|g| u64::from(g.members)));
+    let mut total = 0u64;
+    for n in copies {
+        total += n;
+        if total > MAX_WORKLOAD_PODS {
+            return Err(invalid(format!(
+                "pods' counts and gangs' members add up to more than {MAX_WORKLOAD_PODS} pods; \
+                 accepted: at most {MAX_WORKLOAD_PODS} pods in all"
+            )));
+        }
+    }
     let mut pods = Vec::new();
     for (i, entry) in file.pods.iter().enumerate() {
         let at = format!("pods[{i}] ({})", entry.name);
@@ -495,5 +515,35 @@ fn expand(name: &str, k: u32, count: u32) -> String {
         format!("{name}-{k}")
     } else {
         name.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzzing (scripts/fuzz): a count of 2^32 - 1 expanded pods
+    /// until memory ran out.
+    #[test]
+    fn counts_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = |text: &str| {
+            let path = dir.path().join("workload.yaml");
+            std::fs::write(&path, text).unwrap();
+            read_workload_yaml(&path, &mut Models::default()).map(|w| w.pods.len())
+        };
+        for text in [
+            "pods: [{name: p, count: 4294967295}]\n",
+            "gangs: [{name: g, members: 4294967295, gpus: 1}]\n",
+            "pods: [{name: p, count: 999999}]\ngangs: [{name: g, members: 2, gpus: 1}]\n",
+        ] {
+            let e = read(text).unwrap_err().to_string();
+            assert!(e.contains("at most 1000000 pods"), "{text}: {e}");
+        }
+        assert_eq!(
+            read("pods: [{name: p, count: 999999}]\ngangs: [{name: g, members: 1, gpus: 1}]\n")
+                .unwrap(),
+            1_000_000
+        );
     }
 }

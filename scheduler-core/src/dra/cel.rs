@@ -99,10 +99,23 @@ pub struct Selector {
     literals: Vec<String>,
 }
 
+/// The longest selector expression, in bytes: the API server's own limit
+/// (`CELSelectorExpressionMaxLength`, 10 KiB). A longer one cannot come from
+/// a validated object, and parsing hundreds of KiB of nested brackets took
+/// seconds (found by fuzzing).
+pub const MAX_EXPRESSION_BYTES: usize = 10 * 1024;
+
 impl Selector {
     /// Parses `expression` and checks every function it calls is one the
     /// evaluator has; errors name `object` and `field`.
     pub fn compile(expression: &str, object: &str, field: String) -> Result<Selector, ClaimError> {
+        if expression.len() > MAX_EXPRESSION_BYTES {
+            return Err(ClaimError::new(
+                object,
+                &field,
+                ClaimErrorKind::CelTooLong(expression.len()),
+            ));
+        }
         let program = Program::compile(expression).map_err(|e| {
             ClaimError::new(
                 object,

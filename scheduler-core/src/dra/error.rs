@@ -62,6 +62,10 @@ pub enum ClaimErrorKind {
     #[error("the CEL expression does not compile: {0}")]
     CelSyntax(String),
     #[error(
+        "the CEL expression is {0} bytes long; accepted: at most 10240 (the API server's limit)"
+    )]
+    CelTooLong(usize),
+    #[error(
         "CEL function {0}() is not supported by gputopo's evaluator; accepted: the CEL standard functions and macros, and Kubernetes' quantity, semver, strings, lists, regex and sets libraries"
     )]
     CelFunction(String),

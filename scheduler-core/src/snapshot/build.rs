@@ -324,7 +324,7 @@ pub fn share_amounts(share: GpuShare, memory_mib: Option<u64>) -> Option<(u32, u
     match share {
         GpuShare::Milli(milli) => Some((
             milli,
-            memory_mib.map_or(0, |m| (m * u64::from(milli)).div_ceil(1000)),
+            memory_mib.map_or(0, |m| m.saturating_mul(u64::from(milli)).div_ceil(1000)),
         )),
         GpuShare::MemoryMiB(mib) => {
             let total = memory_mib?;
@@ -635,9 +635,7 @@ impl Snapshot {
                 if let Some(h) = other.shared
                     && let Some(slot) = shared.get_mut(h.gpu as usize)
                 {
-                    slot.milli += h.milli;
-                    slot.memory_mib += h.memory_mib;
-                    slot.pods += 1;
+                    slot.add(&h);
                 }
             }
         }
@@ -788,7 +786,7 @@ impl Snapshot {
                         .find(|&g| {
                             let used = node.gpus.shared_use(g);
                             share_amounts(share, memory(g))
-                                .is_some_and(|(m, _)| used.milli + m <= 1000)
+                                .is_some_and(|(m, _)| used.milli.saturating_add(m) <= 1000)
                         }),
                 };
                 if let Some(g) = chosen {
@@ -821,9 +819,7 @@ impl Snapshot {
                 node.gpus.shared = grown.into_boxed_slice();
             }
             if let Some(slot) = node.gpus.shared.get_mut(h.gpu as usize) {
-                slot.milli += h.milli;
-                slot.memory_mib += h.memory_mib;
-                slot.pods += 1;
+                slot.add(&h);
                 node.gpus.shared_mask |= 1 << h.gpu;
             }
         }

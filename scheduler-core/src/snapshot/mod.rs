@@ -184,6 +184,17 @@ pub struct SharedUse {
     pub pods: u32,
 }
 
+impl SharedUse {
+    /// Counts one more pod's hold. Saturating: a bound pod's annotation may
+    /// claim more than any GPU has (`gpu-share: 1e18`), and the GPU must
+    /// then read as full, not wrap around to nearly free.
+    pub(crate) fn add(&mut self, hold: &SharedHold) {
+        self.milli = self.milli.saturating_add(hold.milli);
+        self.memory_mib = self.memory_mib.saturating_add(hold.memory_mib);
+        self.pods = self.pods.saturating_add(1);
+    }
+}
+
 /// A scheduler-plugins `PodGroup` (`scheduling.x-k8s.io/v1alpha1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodGroup {
