@@ -98,7 +98,7 @@ pub mod saved_answer {
         .boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let answer = saved::parse(text, "answer.json");
         if let Ok(a) = &answer {
             let mapped = map_answer(a, &GPUS);
@@ -118,7 +118,7 @@ pub mod device_ids {
         )
     }
 
-    pub fn check(id: &String) -> Verdict {
+    pub fn check(id: &str) -> Verdict {
         Verdict::from(&GPUS.resolve(id))
     }
 }

@@ -74,7 +74,7 @@ pub mod rocm_smi {
         texts(all_texts(), WORDS)
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         facts(rocm_smi_text::parse(text))
     }
 }
@@ -86,7 +86,7 @@ pub mod amd_smi {
         prop_oneof![2 => texts(all_texts(), WORDS), 1 => JSON.json()].boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         facts(amd_smi_text::parse(text))
     }
 }

@@ -47,7 +47,7 @@ pub mod sysfs {
         )
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let _ = canonical_pci_bus_id(text);
         let _ = sysfs_pci_name(text);
         let cpus = parse_cpulist(text);
@@ -217,7 +217,7 @@ pub mod scalars {
         )
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let bytes = quantity::parse_bytes(text);
         let _ = quantity::parse_mib(text);
         let link = text.parse::<LinkClass>();
@@ -235,7 +235,7 @@ pub mod scalars {
         ] {
             let _ = parse_amount("fuzz", resource, text);
         }
-        let list = [("cpu", text.as_str()), ("memory", text.as_str())];
+        let list = [("cpu", text), ("memory", text)];
         let _ = Resources::allocatable(list, "status.allocatable");
         let _ = Resources::from_list(list, "requests");
         if bytes.is_ok() || link.is_ok() {
@@ -259,7 +259,7 @@ pub mod gpu_topology {
         .boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let topology = serde_json::from_str::<GpuTopology>(text);
         if let Ok(t) = &topology {
             let spec = &t.spec;

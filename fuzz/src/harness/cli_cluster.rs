@@ -97,7 +97,7 @@ pub mod cluster {
         .boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let path = write("clusters/cluster.yaml", text);
         let Ok(cluster) = load(&path, &Overrides::default()) else {
             return Verdict::Rejected;
@@ -124,7 +124,7 @@ pub mod pod_file {
         .boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         thread_local! {
             static CLUSTER: Cluster = load(
                 &fixtures_dir().join("clusters/mixed-12.yaml"),

@@ -73,7 +73,7 @@ pub fn strategy() -> BoxedStrategy<String> {
     .boxed()
 }
 
-pub fn check(text: &String) -> Verdict {
+pub fn check(text: &str) -> Verdict {
     let settings = Settings::from_yaml(text, Path::new("config.yaml"));
     if let Ok(s) = &settings {
         for name in s.all_scheduler_names() {

@@ -172,7 +172,7 @@ pub fn check(c: &Case) -> Verdict {
         return Verdict::Rejected;
     };
     let slices = [slice];
-    let inventory = DraInventory::build(&DraConfig::default(), &slices, &TOPOLOGIES, &[]);
+    let inventory = DraInventory::build(&DraConfig::default(), &slices, TOPOLOGIES.iter(), &[]);
     let Ok(pod) = DraPod::new("default/p", &[&claim], &[class]) else {
         return Verdict::Rejected;
     };

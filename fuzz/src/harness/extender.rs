@@ -52,7 +52,7 @@ static SEEDS: LazyLock<Arc<[String]>> = LazyLock::new(|| {
         .iter()
         .map(|n| json!({"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}}))
         .collect();
-    vec![
+    [
         json!({"Pod": pending_pod(), "NodeNames": nodes}),
         json!({"pod": pending_pod(), "nodes": {"items": items}}),
         json!({"PodName": "train-4gpu", "PodNamespace": "ml", "PodUID": "uid-1", "Node": "h100-2"}),
@@ -82,7 +82,7 @@ pub fn strategy() -> BoxedStrategy<Vec<u8>> {
     .boxed()
 }
 
-pub fn check(body: &Vec<u8>) -> Verdict {
+pub fn check(body: &[u8]) -> Verdict {
     with_cluster(|cluster| {
         let mut verdict = Verdict::Rejected;
         if let Ok(request) = decode_args(body) {

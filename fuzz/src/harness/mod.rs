@@ -39,7 +39,7 @@ macro_rules! harness {
         Harness {
             name: $name,
             target: $target,
-            run: |cases, seed| run::run($name, &m::strategy(), cases, seed, m::check),
+            run: |cases, seed| run::run($name, &m::strategy(), cases, seed, |v| m::check(v)),
             input: |seed, case| {
                 run::nth_input(&m::strategy(), seed, case).map(|v| format!("{v:?}"))
             },
@@ -66,7 +66,7 @@ pub static ALL: &[Harness] = &[
     harness!(
         "NVML recording (YAML)",
         "Recording::from_yaml_str, replay (NVML, AMD SMI, commands), normalize",
-        recording::recording
+        recording::nvml_recording
     ),
     harness!(
         "rocm-smi --showtopo",

@@ -175,7 +175,7 @@ pub mod topo {
         texts(all_texts(), WORDS)
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         if topo_matrix::parse(text).is_err() {
             return Verdict::Rejected;
         }
@@ -193,7 +193,7 @@ pub mod nvlink {
         prop_oneof![3 => texts(NVLINK_TEXTS.clone(), WORDS), 1 => texts(all_texts(), WORDS)].boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let Ok(status) = nvlink_status::parse(text) else {
             return Verdict::Rejected;
         };
@@ -220,7 +220,7 @@ pub mod query {
         prop_oneof![3 => texts(QUERY_TEXTS.clone(), WORDS), 1 => texts(all_texts(), WORDS)].boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         // Both readers, whatever the text looks like.
         let _ = smi_query::parse_text(text);
         let _ = smi_query::parse_xml(text);

@@ -66,7 +66,7 @@ static SEEDS: LazyLock<Arc<[String]>> = LazyLock::new(|| {
 
 static DOCUMENTS: LazyLock<Documents> = LazyLock::new(|| Documents::new(&SEEDS));
 
-pub mod recording {
+pub mod nvml_recording {
     use super::*;
 
     pub fn strategy() -> BoxedStrategy<String> {
@@ -78,7 +78,7 @@ pub mod recording {
         .boxed()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let Ok(rec) = Recording::from_yaml_str(text, "fuzz.yaml") else {
             return Verdict::Rejected;
         };

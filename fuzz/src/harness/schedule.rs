@@ -142,6 +142,7 @@ pub fn check(c: &Cycle) -> Verdict {
         topologies: &topologies,
         pods: &pods,
         gangs: &gangs,
+        dra: &gputopo_scheduler::claims::DraObjects::default(),
     };
     let trust = ReadingTrust::at("2026-03-01T10:05:00Z".parse().expect("a timestamp"));
     let Ok((snapshot, _warnings)) =
@@ -219,6 +220,7 @@ pub(super) fn decide_on_fixture(config: &SchedulerConfig) {
         topologies: &f.topologies,
         pods: &f.pods,
         gangs: &gangs,
+        dra: &gputopo_scheduler::claims::DraObjects::default(),
     };
     let trust = ReadingTrust::at("2026-03-01T10:05:00Z".parse().expect("a timestamp"));
     if let Ok((snapshot, _)) = build_snapshot(&objects, &AssumeCache::default(), config, trust) {

@@ -93,7 +93,7 @@ pub mod gpu_topology {
         TOPOLOGY.strategy()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let decoded = decode::<GpuTopology>(text);
         if let Some((Some(t), _)) = &decoded {
             let node: Node = serde_json::from_value(json!({
@@ -129,7 +129,7 @@ pub mod pod_group {
         POD_GROUP.strategy()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let decoded = decode::<PodGroup>(text);
         if let Some((Some(g), _)) = &decoded {
             let _ = g.to_core();
@@ -165,7 +165,7 @@ pub mod upstream_pod_group {
         UPSTREAM_POD_GROUP.strategy()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let decoded = decode::<UpstreamPodGroup>(text);
         if let Some((Some(g), _)) = &decoded {
             let objects = GangObjects {
@@ -222,7 +222,7 @@ pub mod jobset {
         JOBSET.strategy()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let decoded = decode::<JobSet>(text);
         if let Some((Some(s), _)) = &decoded {
             let objects = GangObjects {
@@ -258,7 +258,7 @@ pub mod leader_worker_set {
         LEADER_WORKER_SET.strategy()
     }
 
-    pub fn check(text: &String) -> Verdict {
+    pub fn check(text: &str) -> Verdict {
         let decoded = decode::<LeaderWorkerSet>(text);
         if let Some((Some(s), _)) = &decoded {
             let objects = GangObjects {
