@@ -30,6 +30,11 @@ pub const FIELD_MANAGER: &str = "gputopo-scheduler";
 /// members of a gang, which no signal sent from outside can time reliably.
 pub const FAILPOINT_EXIT_AFTER_BINDS: &str = "GPUTOPO_SCHEDULER_FAILPOINT_EXIT_AFTER_BINDS";
 
+/// Environment variable naming a number of claim writes after which the
+/// process aborts, before the binding that would follow: the end-to-end
+/// tests' crash between a claim's allocation and its pod's binding.
+pub const FAILPOINT_EXIT_AFTER_CLAIMS: &str = "GPUTOPO_SCHEDULER_FAILPOINT_EXIT_AFTER_CLAIMS";
+
 /// Per pod (`namespace/name`) and event reason: the last note and its recorder.
 type Recorders = HashMap<(String, &'static str), (String, Recorder)>;
 
@@ -49,6 +54,8 @@ pub struct KubeWrites {
     recorders: Mutex<Recorders>,
     exit_after_binds: Option<u32>,
     binds: AtomicU32,
+    exit_after_claims: Option<u32>,
+    claims: AtomicU32,
 }
 
 impl KubeWrites {
@@ -65,6 +72,10 @@ impl KubeWrites {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             binds: AtomicU32::new(0),
+            exit_after_claims: std::env::var(FAILPOINT_EXIT_AFTER_CLAIMS)
+                .ok()
+                .and_then(|v| v.parse().ok()),
+            claims: AtomicU32::new(0),
             client,
             eviction_client,
         }
@@ -322,7 +333,13 @@ impl ClusterWrites for KubeWrites {
     }
 
     async fn reserve_claim(&self, write: &crate::claims::ClaimWrite) -> Result<(), WriteError> {
-        crate::claims::kube::reserve(&self.client, write).await
+        crate::claims::kube::reserve(&self.client, write).await?;
+        let claims = self.claims.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.exit_after_claims.is_some_and(|n| claims >= n) {
+            warn!(claims, "{FAILPOINT_EXIT_AFTER_CLAIMS} reached: aborting");
+            std::process::abort();
+        }
+        Ok(())
     }
 
     async fn release_claim(

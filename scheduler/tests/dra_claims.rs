@@ -1,0 +1,425 @@
+//! Dynamic Resource Allocation end to end on the real 1.37 control plane:
+//! kwok nodes from recorded machines, each with the ResourceSlice NVIDIA's
+//! DRA driver would publish for it (`gputopo_topology::dra_slice`), the
+//! real resourceclaim controller of kube-controller-manager creating claims
+//! from templates and releasing them, and gputopo-scheduler allocating them.
+//! No kubelet and no driver runs here (no GPU): nothing prepares the
+//! devices; what is checked is what the API server holds.
+
+mod common;
+
+use common::*;
+use gputopo_scheduler::BOTTLENECK_ANNOTATION;
+use gputopo_testenv::TestEnv;
+use gputopo_topology::dra_slice::{DriverFacts, nvidia_resource_slice};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const CLASS: &str = "gpu.nvidia.com";
+
+/// A kwok node from `fixture` in `group`, its `GpuTopology`, and the slice
+/// NVIDIA's driver publishes for it (devices by `index`: the fixtures'
+/// `topo -m` names no UUID); NVIDIA's DeviceClass if missing.
+async fn dra_node(env: &TestEnv, name: &str, fixture: &str, product: &str, group: &str) {
+    let (_, topology) = fixture_node(env, name, fixture, &[("e2e-group", group)]).await;
+    let client = env.client().await;
+    let mut facts = DriverFacts::for_product(product, "32Gi").expect("a known product");
+    facts.publish_index = topology.spec.gpus.iter().all(|g| g.uuid.is_none());
+    let slice: ResourceSlice =
+        serde_json::from_value(nvidia_resource_slice(name, &topology.spec, &facts))
+            .expect("a slice");
+    Api::<ResourceSlice>::all(client.clone())
+        .create(&PostParams::default(), &slice)
+        .await
+        .unwrap_or_else(|e| panic!("creating the ResourceSlice of {name}: {e}"));
+    let class: DeviceClass = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression":
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}
+    }))
+    .expect("a class");
+    match Api::<DeviceClass>::all(client)
+        .create(&PostParams::default(), &class)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating DeviceClass {CLASS}: {e}"),
+    }
+}
+
+fn request(count: u32) -> Value {
+    json!({"name": "gpus", "exactly": {"deviceClassName": CLASS, "count": count}})
+}
+
+async fn template(client: &kube::Client, ns: &str, name: &str, request: Value) {
+    let t: ResourceClaimTemplate = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [request]}}}
+    }))
+    .expect("a template");
+    Api::<ResourceClaimTemplate>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &t)
+        .await
+        .unwrap_or_else(|e| panic!("creating template {name}: {e}"));
+}
+
+async fn claim(client: &kube::Client, ns: &str, name: &str, request: Value) -> ResourceClaim {
+    let c: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [request]}}
+    }))
+    .expect("a claim");
+    Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &c)
+        .await
+        .unwrap_or_else(|e| panic!("creating claim {name}: {e}"))
+}
+
+/// A pod for `scheduler` in `group` whose GPUs come from one claim: a
+/// template's (`template: true`) or a named claim's. No extended resource.
+fn claim_pod(name: &str, scheduler: &str, group: &str, source: &str, template: bool) -> Pod {
+    let source_field = if template {
+        "resourceClaimTemplateName"
+    } else {
+        "resourceClaimName"
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"e2e-group": group},
+            "resourceClaims": [{"name": "gpus", source_field: source}],
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/train:1",
+                "resources": {"claims": [{"name": "gpus"}]}
+            }]
+        }
+    }))
+    .expect("a pod")
+}
+
+/// The claim a pod's `gpus` entry names (its own, or the template's).
+async fn claim_of(client: &kube::Client, ns: &str, pod: &Pod) -> ResourceClaim {
+    let name = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref())
+        .and_then(|s| s.iter().find(|c| c.name == "gpus"))
+        .and_then(|c| c.resource_claim_name.clone())
+        .or_else(|| {
+            pod.spec
+                .as_ref()?
+                .resource_claims
+                .as_ref()?
+                .first()?
+                .resource_claim_name
+                .clone()
+        })
+        .expect("the pod names its claim");
+    Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .get(&name)
+        .await
+        .expect("the claim")
+}
+
+/// `(node, [device names])` of a claim's allocation, devices sorted.
+fn allocated(claim: &ResourceClaim) -> Option<(String, Vec<String>)> {
+    let a = claim.status.as_ref()?.allocation.as_ref()?;
+    let node = a
+        .node_selector
+        .as_ref()?
+        .node_selector_terms
+        .first()?
+        .match_fields
+        .as_ref()?
+        .first()?
+        .values
+        .as_ref()?
+        .first()?
+        .clone();
+    let mut devices: Vec<String> = a
+        .devices
+        .as_ref()?
+        .results
+        .iter()
+        .flatten()
+        .map(|r| r.device.clone())
+        .collect();
+    devices.sort();
+    Some((node, devices))
+}
+
+fn device_names(gpus: &[u32]) -> Vec<String> {
+    let mut v: Vec<String> = gpus.iter().map(|g| format!("gpu-{g}")).collect();
+    v.sort();
+    v
+}
+
+fn reserved_for(claim: &ResourceClaim) -> Vec<String> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .map(|r| r.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_claim_gets_an_nvlink_set_and_is_released_and_reused() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("dra-one");
+    let dgx = env.unique_name("dra-dgx1");
+    let pcie = env.unique_name("dra-pcie");
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
+    dra_node(env, &pcie, PCIE_2SOCKET, "NVIDIA GeForce RTX 4090", &group).await;
+    let sched = env.unique_name("sched-dra-one");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("dra-one").await;
+    template(&client, &ns, "four", request(4)).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    create(&pods, &claim_pod("quad", &sched, &group, "four", true)).await;
+    let pod = bound(&pods, "quad", &s).await;
+    assert_eq!(
+        node_of(&pod).as_deref(),
+        Some(dgx.as_str()),
+        "NVLink beats PCIe"
+    );
+    let bottleneck = annotation(&pod, BOTTLENECK_ANNOTATION).unwrap_or_default();
+    assert!(bottleneck.starts_with("NV"), "an NVLink ring: {bottleneck}");
+    // The claim names exactly the GPUs gputopo chose, pinned to the node,
+    // reserved for the pod.
+    let c = claim_of(&client, &ns, &pod).await;
+    assert_eq!(
+        allocated(&c),
+        Some((dgx.clone(), device_names(&gpus_of(&pod)))),
+        "the claim's devices are the pod's GPUs"
+    );
+    assert_eq!(reserved_for(&c), ["quad"]);
+    let finalizers = c.metadata.finalizers.clone().unwrap_or_default();
+    assert!(
+        finalizers
+            .iter()
+            .any(|f| f == "resource.kubernetes.io/delete-protection"),
+        "{finalizers:?}"
+    );
+
+    // The whole DGX-1 for a second pod: it waits while the first holds four.
+    template(&client, &ns, "eight", request(8)).await;
+    let mut eight = claim_pod("octo", &sched, &group, "eight", true);
+    eight.spec.as_mut().expect("spec").node_selector =
+        Some([("kubernetes.io/hostname".to_string(), dgx.clone())].into());
+    create(&pods, &eight).await;
+    let waiting = event_where(
+        &client,
+        &ns,
+        "octo",
+        "FailedScheduling",
+        |n| n.starts_with("0/"),
+        &s,
+    )
+    .await;
+    assert!(
+        note(&waiting).contains("too few free"),
+        "{}",
+        note(&waiting)
+    );
+    // The first ends: the resourceclaim controller releases its claim and
+    // the eight devices go to the second.
+    pods.delete("quad", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("deleting the first pod");
+    let pod = bound(&pods, "octo", &s).await;
+    assert_eq!(gpus_of(&pod), (0..8).collect::<Vec<u32>>());
+    let c = claim_of(&client, &ns, &pod).await;
+    assert_eq!(allocated(&c), Some((dgx, device_names(&gpus_of(&pod)))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_another_scheduler_allocated_stay_theirs() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("dra-other");
+    let dgx = env.unique_name("dra-other-dgx1");
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
+    let sched = env.unique_name("sched-dra-other");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("dra-other").await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    // Another scheduler's pod, bound, holding gpu-0..5 through its claim.
+    let theirs = claim(&client, &ns, "theirs", request(6)).await;
+    let mut other = claim_pod("other", "default-scheduler", &group, "theirs", false);
+    other.spec.as_mut().expect("spec").node_name = Some(dgx.clone());
+    let other = pods
+        .create(&PostParams::default(), &other)
+        .await
+        .expect("the other pod");
+    let mut status = theirs.clone();
+    status.status = Some(
+        serde_json::from_value(json!({
+            "allocation": {
+                "devices": {"results": (0..6).map(|i| json!({
+                    "request": "gpus", "driver": CLASS, "pool": dgx, "device": format!("gpu-{i}")
+                })).collect::<Vec<_>>()},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [dgx]}]}]}
+            },
+            "reservedFor": [{"resource": "pods", "name": "other",
+                "uid": other.metadata.uid.clone().expect("a uid")}]
+        }))
+        .expect("a status"),
+    );
+    Api::<ResourceClaim>::namespaced(client.clone(), &ns)
+        .replace_status("theirs", &PostParams::default(), &status)
+        .await
+        .expect("the other scheduler's allocation");
+
+    // Four through DRA, four through the device plugin: neither fits.
+    claim(&client, &ns, "mine", request(4)).await;
+    create(&pods, &claim_pod("dra-four", &sched, &group, "mine", false)).await;
+    create(&pods, &gpu_pod("plugin-four", &sched, &group, 4, &[])).await;
+    for name in ["dra-four", "plugin-four"] {
+        event_where(
+            &client,
+            &ns,
+            name,
+            "FailedScheduling",
+            |n| n.starts_with("0/"),
+            &s,
+        )
+        .await;
+    }
+    // Two fit, on the two devices left.
+    claim(&client, &ns, "pair", request(2)).await;
+    create(&pods, &claim_pod("dra-two", &sched, &group, "pair", false)).await;
+    let pod = bound(&pods, "dra-two", &s).await;
+    assert_eq!(gpus_of(&pod), [6, 7]);
+    let c = claim_of(&client, &ns, &pod).await;
+    assert_eq!(allocated(&c), Some((dgx, device_names(&[6, 7]))));
+    let list = pods.list(&ListParams::default()).await.expect("pods").items;
+    for name in ["dra-four", "plugin-four"] {
+        let p = list
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+            .expect("the pod");
+        assert!(node_of(p).is_none(), "{name} must stay pending");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_gputopo_cannot_honour_exactly_is_refused_naming_the_field() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("dra-refuse");
+    let dgx = env.unique_name("dra-refuse-dgx1");
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
+    let sched = env.unique_name("sched-dra-refuse");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("dra-refuse").await;
+    // Prioritized alternatives: gputopo chooses one set and ranks none.
+    claim(
+        &client,
+        &ns,
+        "either",
+        json!({"name": "gpus", "firstAvailable": [
+            {"name": "four", "deviceClassName": CLASS, "count": 4},
+            {"name": "two", "deviceClassName": CLASS, "count": 2}
+        ]}),
+    )
+    .await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    create(&pods, &claim_pod("either", &sched, &group, "either", false)).await;
+    let e = event_where(
+        &client,
+        &ns,
+        "either",
+        "FailedScheduling",
+        |n| n.contains("firstAvailable"),
+        &s,
+    )
+    .await;
+    let text = note(&e);
+    assert!(
+        text.contains("spec.devices.requests[0].firstAvailable") && text.contains("accepted"),
+        "names the field and what is accepted: {text}"
+    );
+    let c = Api::<ResourceClaim>::namespaced(client, &ns)
+        .get("either")
+        .await
+        .expect("the claim");
+    assert!(allocated(&c).is_none(), "nothing allocated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_the_claim_and_the_binding_allocates_no_device_twice() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("dra-crash");
+    let dgx = env.unique_name("dra-crash-dgx1");
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
+    let sched = env.unique_name("sched-dra-crash");
+    let ns = env.create_namespace("dra-crash").await;
+    template(&client, &ns, "four", request(4)).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    // The first process dies after writing the claim, before binding.
+    let mut first = SchedulerProcess::start_with(env, &sched, |port| {
+        (
+            vec![
+                "--leader-elect-lease-name".into(),
+                format!("{sched}-{port}"),
+            ],
+            vec![(
+                gputopo_scheduler::scheduler::FAILPOINT_EXIT_AFTER_CLAIMS,
+                "1".to_string(),
+            )],
+        )
+    })
+    .await;
+    create(&pods, &claim_pod("first", &sched, &group, "four", true)).await;
+    wait_for(
+        "the first scheduler to abort after the claim write",
+        Duration::from_secs(60),
+        || {
+            let exited = first.process.check_running().is_err();
+            async move { exited.then_some(()) }
+        },
+        String::new,
+    )
+    .await;
+    let pod = pods.get("first").await.expect("the pod");
+    assert!(node_of(&pod).is_none(), "not bound before the crash");
+    let c = claim_of(&client, &ns, &pod).await;
+    let (node, devices) = allocated(&c).expect("allocated before the crash");
+    assert_eq!(reserved_for(&c), ["first"]);
+
+    // The next leader binds the pod where its claim is, on its devices,
+    // and a second pod gets the other four.
+    let s = SchedulerProcess::start(env, &sched).await;
+    let pod = bound(&pods, "first", &s).await;
+    assert_eq!(node_of(&pod), Some(node.clone()));
+    assert_eq!(device_names(&gpus_of(&pod)), devices);
+    create(&pods, &claim_pod("second", &sched, &group, "four", true)).await;
+    let second = bound(&pods, "second", &s).await;
+    let c2 = claim_of(&client, &ns, &second).await;
+    let (node2, devices2) = allocated(&c2).expect("allocated");
+    assert_eq!(node2, node);
+    assert!(
+        devices2.iter().all(|d| !devices.contains(d)),
+        "no device twice: {devices:?} and {devices2:?}"
+    );
+}
