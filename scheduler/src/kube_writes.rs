@@ -350,6 +350,32 @@ impl ClusterWrites for KubeWrites {
         crate::claims::kube::release(&self.client, write, deallocate).await
     }
 
+    async fn create_claim(
+        &self,
+        claim: &k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> Result<k8s_openapi::api::resource::v1::ResourceClaim, WriteError> {
+        crate::claims::kube::create(&self.client, claim).await
+    }
+
+    async fn delete_claim(&self, write: &crate::claims::ClaimWrite) -> Result<(), WriteError> {
+        crate::claims::kube::delete(&self.client, write).await
+    }
+
+    async fn set_extended_claim_status(
+        &self,
+        pod: &Pod,
+        status: &k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus,
+    ) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        let patch = json!({"status": {"extendedResourceClaimStatus": status}});
+        self.pods(pod)
+            .patch_status(pod.name_any().as_str(), &params(), &Patch::Merge(&patch))
+            .instrument(info_span!("extended_claim_status", pod = %key))
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(WriteOp::ExtendedClaimStatus, key, e))
+    }
+
     fn emit_event(&self, pod: &Pod, event: EventSpec) {
         let reference = pod.object_ref(&());
         let key = pod_key(pod);

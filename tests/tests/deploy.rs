@@ -1124,8 +1124,16 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
             "leaderworkersets",
             &["get", "list", "watch"],
         ),
-        ("resource.k8s.io", "resourceslices", &["get", "list", "watch"]),
-        ("resource.k8s.io", "deviceclasses", &["get", "list", "watch"]),
+        (
+            "resource.k8s.io",
+            "resourceslices",
+            &["get", "list", "watch"],
+        ),
+        (
+            "resource.k8s.io",
+            "deviceclasses",
+            &["get", "list", "watch"],
+        ),
         (
             "resource.k8s.io",
             "resourceclaims",

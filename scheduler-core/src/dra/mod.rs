@@ -47,6 +47,7 @@ mod claim;
 mod constraint;
 mod devices;
 mod error;
+mod extended;
 pub mod matching;
 mod schedule;
 
@@ -62,7 +63,10 @@ pub use devices::{
     NodeDevices,
 };
 pub use error::{ClaimError, ClaimErrorKind, NodeReason};
-pub use schedule::{DraDecision, DraPlacement, hold_snapshot, schedule_claims};
+pub use extended::{
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedClaim, extended_claim, extended_resource_class,
+};
+pub use schedule::{DraDecision, DraPlacement, hold_snapshot, schedule_claims, schedule_extended};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.
 pub const CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";

@@ -71,9 +71,36 @@ pub fn schedule_claims(
     pod: &PendingPod,
     config: &SchedulerConfig,
 ) -> DraDecision {
+    decide(snapshot, inventory, dra, pod, config, false)
+}
+
+/// [`schedule_claims`] for a pod's special claim (KEP-5004, see
+/// `extended.rs`): only nodes whose GPUs are not the node's allocatable
+/// resource (no device plugin) are considered, as upstream serves an
+/// extended resource through DRA only where no device plugin does.
+pub fn schedule_extended(
+    snapshot: &Snapshot,
+    inventory: &DraInventory,
+    dra: &DraPod,
+    pod: &PendingPod,
+    config: &SchedulerConfig,
+) -> DraDecision {
+    decide(snapshot, inventory, dra, pod, config, true)
+}
+
+fn decide(
+    snapshot: &Snapshot,
+    inventory: &DraInventory,
+    dra: &DraPod,
+    pod: &PendingPod,
+    config: &SchedulerConfig,
+    dra_nodes_only: bool,
+) -> DraDecision {
     let mut judged = pod.clone();
     judged.request.gpus = dra.counted_gpus();
     judged.request.gpu_share = None;
+    // The claims carry the GPUs: not the node's extended resource.
+    judged.requests.gpus = 0;
     let ctx = PodContext::new(snapshot, &judged, config);
     let scorer = Scorer::new(&ctx);
     let base = SetRequest::from_gpu_request(&judged.request);
@@ -82,6 +109,12 @@ pub fn schedule_claims(
     let mut phrases: HashMap<String, usize> = HashMap::new();
     for (i, node) in snapshot.nodes().enumerate() {
         let id = NodeId(i as u32);
+        if dra_nodes_only && node.allocatable().gpus > 0 {
+            *phrases
+                .entry("GPUs served by a device plugin".to_string())
+                .or_default() += 1;
+            continue;
+        }
         let fit = match ctx.filter(i) {
             Ok(fit) => fit,
             Err(rejection) => {

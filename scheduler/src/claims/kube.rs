@@ -185,3 +185,44 @@ fn same_devices(
     };
     list(a) == list(b)
 }
+
+/// Creates a pod's special claim (from its `generateName`).
+pub async fn create(
+    client: &kube::Client,
+    claim: &ResourceClaim,
+) -> Result<ResourceClaim, WriteError> {
+    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+    let target = format!(
+        "{namespace}/{}",
+        claim.metadata.generate_name.as_deref().unwrap_or_default()
+    );
+    let mut body = claim.clone();
+    // The name was a stand-in: the API server generates it.
+    body.metadata.name = None;
+    Api::<ResourceClaim>::namespaced(client.clone(), &namespace)
+        .create(&post(), &body)
+        .instrument(info_span!("create_claim", claim = %target))
+        .await
+        .map_err(|e| write_error(WriteOp::ClaimCreate, target, e))
+}
+
+/// Deletes a claim this decision created; one already gone is success.
+pub async fn delete(client: &kube::Client, w: &ClaimWrite) -> Result<(), WriteError> {
+    let api = Api::<ResourceClaim>::namespaced(client.clone(), &w.namespace);
+    let params = kube::api::DeleteParams {
+        preconditions: w.uid.clone().map(|uid| kube::api::Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..kube::api::DeleteParams::default()
+    };
+    match api
+        .delete(&w.name, &params)
+        .instrument(info_span!("delete_claim", claim = %w.target()))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(write_error(WriteOp::ClaimDelete, w.target(), e)),
+    }
+}

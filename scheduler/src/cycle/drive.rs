@@ -225,6 +225,12 @@ impl Cycle {
                 .await;
             return;
         }
+        let Some(member) = self
+            .one_extended_pod(writes, work, member, core, preemption)
+            .await
+        else {
+            return;
+        };
         let key = pod_key(&member.0);
         let own = [key];
         self.lift_holds(&mut work.snapshot, None, &own);
@@ -424,7 +430,7 @@ impl Cycle {
     /// in an event. A gang member whose binding fails after others
     /// succeeded cannot undo theirs: it is retried alone. Returns whether
     /// every pod was bound.
-    async fn bind_all<W: ClusterWrites>(
+    pub(super) async fn bind_all<W: ClusterWrites>(
         &mut self,
         writes: &W,
         work: &mut Work<'_>,

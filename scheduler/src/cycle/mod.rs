@@ -20,6 +20,7 @@
 pub mod accounting;
 mod claims;
 mod drive;
+mod extended;
 pub mod gang;
 pub mod gang_status;
 pub mod node_trust;

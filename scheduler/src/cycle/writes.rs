@@ -72,6 +72,27 @@ pub trait ClusterWrites {
         deallocate: bool,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// Creates a pod's special claim (KEP-5004) from `claim`'s
+    /// `generateName`; returns it as created (name, uid).
+    fn create_claim(
+        &self,
+        claim: &k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> impl Future<Output = Result<k8s_openapi::api::resource::v1::ResourceClaim, WriteError>> + Send;
+
+    /// Deletes a special claim this decision created (its pod was not bound).
+    fn delete_claim(
+        &self,
+        write: &crate::claims::ClaimWrite,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Sets the pod's `status.extendedResourceClaimStatus`: which request of
+    /// its special claim serves which container's `nvidia.com/gpu`.
+    fn set_extended_claim_status(
+        &self,
+        pod: &Pod,
+        status: &k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
     /// Records an event on `pod`. Sent in the background: an event is a
     /// report, not part of the decision, so it neither waits nor fails.
     fn emit_event(&self, pod: &Pod, event: EventSpec);
@@ -134,6 +155,9 @@ pub enum WriteOp {
     NodeCondition,
     ClaimReserve,
     ClaimRelease,
+    ClaimCreate,
+    ClaimDelete,
+    ExtendedClaimStatus,
 }
 
 /// How it failed, as the cycle must react: the kind, never the message.
@@ -177,6 +201,9 @@ fn op_text(op: &WriteOp) -> &'static str {
         WriteOp::NodeCondition => "setting the GpuTopologyTrusted condition of node",
         WriteOp::ClaimReserve => "allocating ResourceClaim",
         WriteOp::ClaimRelease => "releasing ResourceClaim",
+        WriteOp::ClaimCreate => "creating the special ResourceClaim of",
+        WriteOp::ClaimDelete => "deleting ResourceClaim",
+        WriteOp::ExtendedClaimStatus => "setting the extendedResourceClaimStatus of",
     }
 }
 

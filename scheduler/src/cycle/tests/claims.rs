@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// `World::dgx(count, count)` with NVIDIA's DRA driver publishing every
 /// node's GPUs (by `index`: the fixture's topology names no UUID) and its
 /// `gpu.nvidia.com` DeviceClass.
-fn dra_world(count: usize) -> World {
+pub(super) fn dra_world(count: usize) -> World {
     let mut w = World::dgx(count, count);
     let mut facts =
         DriverFacts::for_product("NVIDIA A100-SXM4-40GB", "40Gi").expect("a known product");

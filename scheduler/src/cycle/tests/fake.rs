@@ -53,6 +53,19 @@ pub enum Write {
         pod: String,
         deallocate: bool,
     },
+    CreateClaim {
+        /// `namespace/generateName`.
+        claim: String,
+        ok: bool,
+    },
+    DeleteClaim {
+        claim: String,
+    },
+    ExtendedClaimStatus {
+        pod: String,
+        claim: String,
+        requests: Vec<String>,
+    },
 }
 
 /// A failure to inject: writes of `op` to `target` (`*`: any) fail with
@@ -219,6 +232,57 @@ impl ClusterWrites for FakeWrites {
             claim: write.target(),
             pod: write.pod_name.clone(),
             deallocate,
+        });
+        Ok(())
+    }
+
+    async fn create_claim(
+        &self,
+        claim: &k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> Result<k8s_openapi::api::resource::v1::ResourceClaim, WriteError> {
+        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+        let generate = claim.metadata.generate_name.clone().unwrap_or_default();
+        let target = format!("{namespace}/{generate}");
+        let r = self.check(WriteOp::ClaimCreate, &target);
+        self.push(Write::CreateClaim {
+            claim: target,
+            ok: r.is_ok(),
+        });
+        r?;
+        let mut created = claim.clone();
+        created.metadata.name = Some(format!("{generate}x1"));
+        created.metadata.uid = Some(format!("uid-{generate}x1"));
+        Ok(created)
+    }
+
+    async fn delete_claim(&self, write: &crate::claims::ClaimWrite) -> Result<(), WriteError> {
+        self.check(WriteOp::ClaimDelete, &write.target())?;
+        self.push(Write::DeleteClaim {
+            claim: write.target(),
+        });
+        Ok(())
+    }
+
+    async fn set_extended_claim_status(
+        &self,
+        pod: &Pod,
+        status: &k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus,
+    ) -> Result<(), WriteError> {
+        let key = pod_key(pod);
+        self.check(WriteOp::ExtendedClaimStatus, &key)?;
+        self.push(Write::ExtendedClaimStatus {
+            pod: key,
+            claim: status.resource_claim_name.clone(),
+            requests: status
+                .request_mappings
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}:{}:{}",
+                        m.container_name, m.resource_name, m.request_name
+                    )
+                })
+                .collect(),
         });
         Ok(())
     }

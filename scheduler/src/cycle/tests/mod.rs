@@ -4,6 +4,7 @@
 
 mod accounting;
 mod claims;
+mod extended;
 pub mod fake;
 pub mod fixtures;
 mod gangs;
