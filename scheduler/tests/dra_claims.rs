@@ -8,176 +8,14 @@
 
 mod common;
 
+use common::dra::*;
 use common::*;
 use gputopo_scheduler::BOTTLENECK_ANNOTATION;
-use gputopo_testenv::TestEnv;
-use gputopo_topology::dra_slice::{DriverFacts, nvidia_resource_slice};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
-};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
-
-const CLASS: &str = "gpu.nvidia.com";
-
-/// A kwok node from `fixture` in `group`, its `GpuTopology`, and the slice
-/// NVIDIA's driver publishes for it (devices by `index`: the fixtures'
-/// `topo -m` names no UUID); NVIDIA's DeviceClass if missing.
-async fn dra_node(env: &TestEnv, name: &str, fixture: &str, product: &str, group: &str) {
-    let (_, topology) = fixture_node(env, name, fixture, &[("e2e-group", group)]).await;
-    let client = env.client().await;
-    let mut facts = DriverFacts::for_product(product, "32Gi").expect("a known product");
-    facts.publish_index = topology.spec.gpus.iter().all(|g| g.uuid.is_none());
-    let slice: ResourceSlice =
-        serde_json::from_value(nvidia_resource_slice(name, &topology.spec, &facts))
-            .expect("a slice");
-    Api::<ResourceSlice>::all(client.clone())
-        .create(&PostParams::default(), &slice)
-        .await
-        .unwrap_or_else(|e| panic!("creating the ResourceSlice of {name}: {e}"));
-    let class: DeviceClass = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": CLASS},
-        "spec": {"selectors": [{"cel": {"expression":
-            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}
-    }))
-    .expect("a class");
-    match Api::<DeviceClass>::all(client)
-        .create(&PostParams::default(), &class)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("creating DeviceClass {CLASS}: {e}"),
-    }
-}
-
-fn request(count: u32) -> Value {
-    json!({"name": "gpus", "exactly": {"deviceClassName": CLASS, "count": count}})
-}
-
-async fn template(client: &kube::Client, ns: &str, name: &str, request: Value) {
-    let t: ResourceClaimTemplate = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [request]}}}
-    }))
-    .expect("a template");
-    Api::<ResourceClaimTemplate>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &t)
-        .await
-        .unwrap_or_else(|e| panic!("creating template {name}: {e}"));
-}
-
-async fn claim(client: &kube::Client, ns: &str, name: &str, request: Value) -> ResourceClaim {
-    let c: ResourceClaim = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [request]}}
-    }))
-    .expect("a claim");
-    Api::<ResourceClaim>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &c)
-        .await
-        .unwrap_or_else(|e| panic!("creating claim {name}: {e}"))
-}
-
-/// A pod for `scheduler` in `group` whose GPUs come from one claim: a
-/// template's (`template: true`) or a named claim's. No extended resource.
-fn claim_pod(name: &str, scheduler: &str, group: &str, source: &str, template: bool) -> Pod {
-    let source_field = if template {
-        "resourceClaimTemplateName"
-    } else {
-        "resourceClaimName"
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": scheduler,
-            "nodeSelector": {"e2e-group": group},
-            "resourceClaims": [{"name": "gpus", source_field: source}],
-            "containers": [{
-                "name": "main",
-                "image": "registry.invalid/train:1",
-                "resources": {"claims": [{"name": "gpus"}]}
-            }]
-        }
-    }))
-    .expect("a pod")
-}
-
-/// The claim a pod's `gpus` entry names (its own, or the template's).
-async fn claim_of(client: &kube::Client, ns: &str, pod: &Pod) -> ResourceClaim {
-    let name = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_claim_statuses.as_ref())
-        .and_then(|s| s.iter().find(|c| c.name == "gpus"))
-        .and_then(|c| c.resource_claim_name.clone())
-        .or_else(|| {
-            pod.spec
-                .as_ref()?
-                .resource_claims
-                .as_ref()?
-                .first()?
-                .resource_claim_name
-                .clone()
-        })
-        .expect("the pod names its claim");
-    Api::<ResourceClaim>::namespaced(client.clone(), ns)
-        .get(&name)
-        .await
-        .expect("the claim")
-}
-
-/// `(node, [device names])` of a claim's allocation, devices sorted.
-fn allocated(claim: &ResourceClaim) -> Option<(String, Vec<String>)> {
-    let a = claim.status.as_ref()?.allocation.as_ref()?;
-    let node = a
-        .node_selector
-        .as_ref()?
-        .node_selector_terms
-        .first()?
-        .match_fields
-        .as_ref()?
-        .first()?
-        .values
-        .as_ref()?
-        .first()?
-        .clone();
-    let mut devices: Vec<String> = a
-        .devices
-        .as_ref()?
-        .results
-        .iter()
-        .flatten()
-        .map(|r| r.device.clone())
-        .collect();
-    devices.sort();
-    Some((node, devices))
-}
-
-fn device_names(gpus: &[u32]) -> Vec<String> {
-    let mut v: Vec<String> = gpus.iter().map(|g| format!("gpu-{g}")).collect();
-    v.sort();
-    v
-}
-
-fn reserved_for(claim: &ResourceClaim) -> Vec<String> {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.reserved_for.as_ref())
-        .map(|r| r.iter().map(|c| c.name.clone()).collect())
-        .unwrap_or_default()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_claim_gets_an_nvlink_set_and_is_released_and_reused() {
@@ -186,8 +24,16 @@ async fn a_template_claim_gets_an_nvlink_set_and_is_released_and_reused() {
     let group = env.unique_name("dra-one");
     let dgx = env.unique_name("dra-dgx1");
     let pcie = env.unique_name("dra-pcie");
-    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
-    dra_node(env, &pcie, PCIE_2SOCKET, "NVIDIA GeForce RTX 4090", &group).await;
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group, true).await;
+    dra_node(
+        env,
+        &pcie,
+        PCIE_2SOCKET,
+        "NVIDIA GeForce RTX 4090",
+        &group,
+        true,
+    )
+    .await;
     let sched = env.unique_name("sched-dra-one");
     let s = SchedulerProcess::start(env, &sched).await;
     let ns = env.create_namespace("dra-one").await;
@@ -256,7 +102,7 @@ async fn devices_another_scheduler_allocated_stay_theirs() {
     let client = env.client().await;
     let group = env.unique_name("dra-other");
     let dgx = env.unique_name("dra-other-dgx1");
-    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group, true).await;
     let sched = env.unique_name("sched-dra-other");
     let s = SchedulerProcess::start(env, &sched).await;
     let ns = env.create_namespace("dra-other").await;
@@ -327,7 +173,7 @@ async fn a_claim_gputopo_cannot_honour_exactly_is_refused_naming_the_field() {
     let client = env.client().await;
     let group = env.unique_name("dra-refuse");
     let dgx = env.unique_name("dra-refuse-dgx1");
-    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group, true).await;
     let sched = env.unique_name("sched-dra-refuse");
     let s = SchedulerProcess::start(env, &sched).await;
     let ns = env.create_namespace("dra-refuse").await;
@@ -371,7 +217,7 @@ async fn a_crash_between_the_claim_and_the_binding_allocates_no_device_twice() {
     let client = env.client().await;
     let group = env.unique_name("dra-crash");
     let dgx = env.unique_name("dra-crash-dgx1");
-    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group).await;
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group, true).await;
     let sched = env.unique_name("sched-dra-crash");
     let ns = env.create_namespace("dra-crash").await;
     template(&client, &ns, "four", request(4)).await;

@@ -1137,7 +1137,7 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
         (
             "resource.k8s.io",
             "resourceclaims",
-            &["get", "list", "watch", "update"],
+            &["get", "list", "watch", "update", "create", "delete"],
         ),
         ("resource.k8s.io", "resourceclaims/status", &["update"]),
         ("", "pods/binding", &["create"]),

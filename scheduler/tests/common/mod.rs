@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod dra;
 pub mod ecosystem;
 pub mod scheduler_process;
 #[allow(unused_imports)] // the extender tests start no scheduler process
@@ -47,6 +48,18 @@ pub async fn fixture_node(
     topo: &str,
     labels: &[(&str, &str)],
 ) -> (Node, GpuTopology) {
+    fixture_node_with(env, name, topo, labels, true).await
+}
+
+/// [`fixture_node`]; `device_plugin: false` gives the node no
+/// `nvidia.com/gpu` resource (its GPUs published through DRA only).
+pub async fn fixture_node_with(
+    env: &TestEnv,
+    name: &str,
+    topo: &str,
+    labels: &[(&str, &str)],
+    device_plugin: bool,
+) -> (Node, GpuTopology) {
     let facts = facts_from_topo(&fixture(topo)).expect("the fixture parses");
     let spec = normalize(name, &facts).expect("the fixture normalizes");
     let labels: BTreeMap<String, String> = labels
@@ -54,7 +67,15 @@ pub async fn fixture_node(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let node = env
-        .create_fake_gpu_node(name, spec.gpus.len() as u32, &labels)
+        .create_fake_gpu_node(
+            name,
+            if device_plugin {
+                spec.gpus.len() as u32
+            } else {
+                0
+            },
+            &labels,
+        )
         .await;
     let mut topology = GpuTopology::new(name, spec);
     topology.metadata.owner_references = Some(vec![OwnerReference {

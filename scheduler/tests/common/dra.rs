@@ -1,0 +1,181 @@
+//! DRA helpers for the end-to-end tests: kwok nodes with the ResourceSlice
+//! NVIDIA's DRA driver would publish for them, NVIDIA's DeviceClass,
+//! claims, templates, pods using them, and reading allocations back.
+
+use super::*;
+use gputopo_testenv::TestEnv;
+use gputopo_topology::dra_slice::{DriverFacts, nvidia_resource_slice};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+pub const CLASS: &str = "gpu.nvidia.com";
+
+/// A kwok node from `fixture` in `group`, its `GpuTopology`, and the slice
+/// NVIDIA's driver publishes for it (devices by `index`: the fixtures'
+/// `topo -m` names no UUID); NVIDIA's DeviceClass if missing.
+/// `device_plugin`: whether the node also lists `nvidia.com/gpu`.
+pub async fn dra_node(
+    env: &TestEnv,
+    name: &str,
+    fixture: &str,
+    product: &str,
+    group: &str,
+    device_plugin: bool,
+) {
+    let (_, topology) =
+        fixture_node_with(env, name, fixture, &[("e2e-group", group)], device_plugin).await;
+    let client = env.client().await;
+    let mut facts = DriverFacts::for_product(product, "32Gi").expect("a known product");
+    facts.publish_index = topology.spec.gpus.iter().all(|g| g.uuid.is_none());
+    let slice: ResourceSlice =
+        serde_json::from_value(nvidia_resource_slice(name, &topology.spec, &facts))
+            .expect("a slice");
+    Api::<ResourceSlice>::all(client.clone())
+        .create(&PostParams::default(), &slice)
+        .await
+        .unwrap_or_else(|e| panic!("creating the ResourceSlice of {name}: {e}"));
+    let class: DeviceClass = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression":
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}
+    }))
+    .expect("a class");
+    match Api::<DeviceClass>::all(client)
+        .create(&PostParams::default(), &class)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating DeviceClass {CLASS}: {e}"),
+    }
+}
+
+pub fn request(count: u32) -> Value {
+    json!({"name": "gpus", "exactly": {"deviceClassName": CLASS, "count": count}})
+}
+
+pub async fn template(client: &kube::Client, ns: &str, name: &str, request: Value) {
+    let t: ResourceClaimTemplate = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [request]}}}
+    }))
+    .expect("a template");
+    Api::<ResourceClaimTemplate>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &t)
+        .await
+        .unwrap_or_else(|e| panic!("creating template {name}: {e}"));
+}
+
+pub async fn claim(client: &kube::Client, ns: &str, name: &str, request: Value) -> ResourceClaim {
+    let c: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [request]}}
+    }))
+    .expect("a claim");
+    Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &c)
+        .await
+        .unwrap_or_else(|e| panic!("creating claim {name}: {e}"))
+}
+
+/// A pod for `scheduler` in `group` whose GPUs come from one claim: a
+/// template's (`template: true`) or a named claim's. No extended resource.
+pub fn claim_pod(name: &str, scheduler: &str, group: &str, source: &str, template: bool) -> Pod {
+    let source_field = if template {
+        "resourceClaimTemplateName"
+    } else {
+        "resourceClaimName"
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"e2e-group": group},
+            "resourceClaims": [{"name": "gpus", source_field: source}],
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/train:1",
+                "resources": {"claims": [{"name": "gpus"}]}
+            }]
+        }
+    }))
+    .expect("a pod")
+}
+
+/// The claim a pod's `gpus` entry names (its own, or the template's).
+pub async fn claim_of(client: &kube::Client, ns: &str, pod: &Pod) -> ResourceClaim {
+    let name = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref())
+        .and_then(|s| s.iter().find(|c| c.name == "gpus"))
+        .and_then(|c| c.resource_claim_name.clone())
+        .or_else(|| {
+            pod.spec
+                .as_ref()?
+                .resource_claims
+                .as_ref()?
+                .first()?
+                .resource_claim_name
+                .clone()
+        })
+        .expect("the pod names its claim");
+    Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .get(&name)
+        .await
+        .expect("the claim")
+}
+
+/// `(node, [device names])` of a claim's allocation, devices sorted.
+pub fn allocated(claim: &ResourceClaim) -> Option<(String, Vec<String>)> {
+    let a = claim.status.as_ref()?.allocation.as_ref()?;
+    let node = a
+        .node_selector
+        .as_ref()?
+        .node_selector_terms
+        .first()?
+        .match_fields
+        .as_ref()?
+        .first()?
+        .values
+        .as_ref()?
+        .first()?
+        .clone();
+    let mut devices: Vec<String> = a
+        .devices
+        .as_ref()?
+        .results
+        .iter()
+        .flatten()
+        .map(|r| r.device.clone())
+        .collect();
+    devices.sort();
+    Some((node, devices))
+}
+
+pub fn device_names(gpus: &[u32]) -> Vec<String> {
+    let mut v: Vec<String> = gpus.iter().map(|g| format!("gpu-{g}")).collect();
+    v.sort();
+    v
+}
+
+pub fn reserved_for(claim: &ResourceClaim) -> Vec<String> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .map(|r| r.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default()
+}
