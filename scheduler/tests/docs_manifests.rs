@@ -34,6 +34,7 @@ use gputopo_scheduler::serve::{
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{Job, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplateSpec, Service};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -261,6 +262,20 @@ fn check(doc: &Doc, all: &[Doc], scheduler: &str) -> Vec<(String, String, u32)> 
         }
         ("batch/v1", "Job") => {
             strict::<Job>(v, at, kind);
+        }
+        ("resource.k8s.io/v1", "ResourceClaimTemplate") => {
+            let t = strict::<ResourceClaimTemplate>(v, at, kind);
+            // The claim it makes is one the scheduler allocates exactly.
+            let claim = ResourceClaim {
+                metadata: ObjectMeta {
+                    name: Some(doc.name().to_string()),
+                    ..ObjectMeta::default()
+                },
+                spec: t.spec.as_ref().and_then(|s| s.spec.clone()),
+                status: None,
+            };
+            gputopo_scheduler_core::dra::DraPod::new(at, &[&claim], [&nvidia_class()])
+                .unwrap_or_else(|e| panic!("{at}: the scheduler refuses the claim: {e}"));
         }
         ("v1", "ConfigMap") => {
             let cm = strict::<ConfigMap>(v, at, kind);
@@ -552,4 +567,13 @@ fn the_operator_page_names_every_scheduler_metric_and_no_other() {
         unknown.is_empty(),
         "docs/operator.md names scheduler metrics that are not registered: {unknown:?}"
     );
+}
+
+/// NVIDIA's DRA driver's DeviceClass, which the docs' claims name.
+fn nvidia_class() -> DeviceClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}
+    }))
+    .expect("a class")
 }
