@@ -634,8 +634,8 @@ fn the_images_match_the_manifests_and_the_ci_build() {
         agent.contains("\nFROM gcr.io/distroless/cc-debian12:nonroot\n"),
         "the agent dlopens NVML: it needs glibc"
     );
-    assert!(agent.contains("scripts/static-build --out /out agent"));
-    assert!(agent.contains("COPY --from=build /out/gputopo-agent "));
+    assert!(agent.contains("scripts/static-build --arch \"$TARGETARCH\" --out /out agent"));
+    assert!(agent.contains("COPY --from=build /out/${TARGETARCH}/gputopo-agent "));
     assert!(
         agent.contains(&format!("\nUSER {uid}:{uid}\n")),
         "uid {uid}"
@@ -644,18 +644,19 @@ fn the_images_match_the_manifests_and_the_ci_build() {
 
     let scheduler = read("scheduler/Dockerfile");
     assert!(scheduler.contains("\nFROM gcr.io/distroless/static-debian12:nonroot\n"));
-    assert!(scheduler.contains("rustup target add x86_64-unknown-linux-musl"));
-    assert!(scheduler.contains("scripts/static-build --out /out scheduler"));
-    assert!(scheduler.contains("COPY --from=build /out/gputopo-scheduler "));
+    assert!(scheduler.contains("scripts/static-build --arch \"$TARGETARCH\" --out /out scheduler"));
+    assert!(scheduler.contains("COPY --from=build /out/${TARGETARCH}/gputopo-scheduler "));
 
-    // CI builds what the images copy (no container engine runs there).
+    // CI builds the images without a container engine (scripts/images runs
+    // scripts/static-build for the binaries the Dockerfiles copy too).
     let test_script = read("scripts/test");
     assert!(
         test_script
             .lines()
-            .any(|l| l.trim_start().starts_with("./scripts/static-build")),
-        "scripts/test must run scripts/static-build"
+            .any(|l| l.trim_start().starts_with("./scripts/images")),
+        "scripts/test must run scripts/images"
     );
+    assert!(read("scripts/images").contains("./scripts/static-build "));
 }
 
 /// A minimal prometheus-operator ServiceMonitor CRD: the fields the chart

@@ -351,8 +351,10 @@ fn the_device_plugin_image_is_built_as_ci_checks() {
     let dockerfile = read("device-plugin/Dockerfile");
     // glibc for NVML's dlopen, as the agent.
     assert!(dockerfile.contains("\nFROM gcr.io/distroless/cc-debian12\n"));
-    assert!(dockerfile.contains("scripts/static-build --out /out device-plugin"));
-    assert!(dockerfile.contains("COPY --from=build /out/gputopo-device-plugin "));
+    assert!(
+        dockerfile.contains("scripts/static-build --arch \"$TARGETARCH\" --out /out device-plugin")
+    );
+    assert!(dockerfile.contains("COPY --from=build /out/${TARGETARCH}/gputopo-device-plugin "));
     assert!(dockerfile.contains(&format!("\nUSER {uid}:{uid}\n")));
     assert!(dockerfile.contains(&format!("\nEXPOSE {port}\n")));
     assert!(dockerfile.contains("\nCMD [\"--nvml\"]\n"));
@@ -360,10 +362,11 @@ fn the_device_plugin_image_is_built_as_ci_checks() {
         read("device-plugin/Dockerfile.dockerignore").contains("target/"),
         "the build context leaves target/ out"
     );
-    // scripts/test runs static-build with no component: all of them.
+    // scripts/test runs images (and so static-build) with no component: all of them.
     let script = read("scripts/static-build");
     assert!(script.contains("components=(agent device-plugin scheduler)"));
-    assert!(script.contains("build_device-plugin() { build_glibc gputopo-device-plugin; }"));
+    assert!(script.contains("build_device-plugin() { build_glibc gputopo-device-plugin \"$1\"; }"));
+    assert!(read("scripts/images").contains("components=(agent device-plugin scheduler)"));
 }
 
 #[tokio::test]
