@@ -74,14 +74,15 @@ impl Cycle {
                 // fits once the watch shows it.
                 let mut judged = pending.clone();
                 judged.request.gpus = dra.counted_gpus();
-                let members = [(pod, judged)];
-                let outcome = self
-                    .preempt(writes, work, &members, core, preemption)
-                    .await
-                    .outcome(message);
-                let [(pod, _)] = members;
-                self.finish(writes, work, &pod, Some(&pending), outcome)
-                    .await;
+                self.unplaced(
+                    writes,
+                    work,
+                    (pod, pending),
+                    judged,
+                    (core, preemption),
+                    message,
+                )
+                .await;
             }
         }
     }

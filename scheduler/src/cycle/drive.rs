@@ -3,7 +3,6 @@
 //! place that awaits the API; it decides nothing itself.
 
 use super::gang::{GangReadiness, GangUnit};
-use super::gang_status::{gang_status_writes, kind_of, resource_version};
 use super::outcome::workload_label;
 use super::preempt::{self, MAX_ROUNDS, PreemptResult};
 use super::stages::{Prepared, domain_selectors, domain_use};
@@ -95,44 +94,6 @@ impl Cycle {
         report.assignment_mismatches = mismatches.into_iter().map(|(_, m)| m).collect();
         self.write_gang_statuses(objects, writes, clock).await;
         report
-    }
-
-    /// Brings the status of every gang object this scheduler serves up to
-    /// what its pods show; a write that fails is tried again next cycle.
-    async fn write_gang_statuses<W: ClusterWrites>(
-        &mut self,
-        objects: &Objects<'_>,
-        writes: &W,
-        clock: Clock,
-    ) {
-        let names = self.settings.all_scheduler_names();
-        let wanted = gang_status_writes(
-            objects.gangs,
-            objects.pods,
-            &names,
-            &mut self.gang_unschedulable,
-            clock.wall,
-        );
-        let mut sent = std::mem::take(&mut self.gang_status_sent);
-        for w in wanted {
-            let key = format!("{}:{}", kind_of(&w), w.target());
-            let version = resource_version(objects.gangs, &w);
-            if sent.get(&key) == Some(&(version.clone(), w.clone())) {
-                continue;
-            }
-            match writes.set_gang_status(&w).await {
-                Ok(()) => {
-                    debug!(group = %w.target(), "gang status written");
-                    sent.insert(key, (version, w));
-                }
-                Err(e) => warn!(error = %e, "writing a gang status; retrying next cycle"),
-            }
-        }
-        // Forget what is settled: the object now shows it, or is gone.
-        sent.retain(|_, (version, w)| {
-            version.is_some() && resource_version(objects.gangs, w) == *version
-        });
-        self.gang_status_sent = sent;
     }
 
     async fn schedule_due<W: ClusterWrites>(
@@ -243,16 +204,41 @@ impl Cycle {
             }
             Decision::Unschedulable(u) => {
                 self.restore_holds(&mut work.snapshot, None, &own);
-                let members = [member];
-                let outcome = self
-                    .preempt(writes, work, &members, core, preemption)
-                    .await
-                    .outcome(u.message);
-                let [(pod, pending)] = members;
-                self.finish(writes, work, &pod, Some(&pending), outcome)
-                    .await;
+                let (pod, pending) = member;
+                let judged = pending.clone();
+                self.unplaced(
+                    writes,
+                    work,
+                    (pod, pending),
+                    judged,
+                    (core, preemption),
+                    u.message,
+                )
+                .await;
             }
         }
+    }
+
+    /// A pod no node takes now: preemption tried for it as the filter saw
+    /// it (`judged`: a pod with claims asks their GPU count), then its
+    /// outcome recorded.
+    pub(super) async fn unplaced<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        (pod, pending): Member,
+        judged: PendingPod,
+        (core, preemption): (&SchedulerConfig, &Preemption),
+        message: String,
+    ) {
+        let members = [(pod, judged)];
+        let outcome = self
+            .preempt(writes, work, &members, core, preemption)
+            .await
+            .outcome(message);
+        let [(pod, _)] = members;
+        self.finish(writes, work, &pod, Some(&pending), outcome)
+            .await;
     }
 
     async fn gang<W: ClusterWrites>(

@@ -104,14 +104,16 @@ impl Cycle {
                     ),
                     _ => message,
                 };
-                let members = [(pod, pending)];
-                let outcome = self
-                    .preempt(writes, work, &members, core, preemption)
-                    .await
-                    .outcome(message);
-                let [(pod, pending)] = members;
-                self.finish(writes, work, &pod, Some(&pending), outcome)
-                    .await;
+                let judged = pending.clone();
+                self.unplaced(
+                    writes,
+                    work,
+                    (pod, pending),
+                    judged,
+                    (core, preemption),
+                    message,
+                )
+                .await;
             }
         }
         None
