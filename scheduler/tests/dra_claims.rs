@@ -269,3 +269,39 @@ async fn a_crash_between_the_claim_and_the_binding_allocates_no_device_twice() {
         "no device twice: {devices:?} and {devices2:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("dra-shared");
+    let dgx = env.unique_name("dra-shared-dgx1");
+    dra_node(env, &dgx, DGX1, "Tesla V100-SXM2-32GB", &group, true).await;
+    let sched = env.unique_name("sched-dra-shared");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("dra-shared").await;
+    claim(&client, &ns, "shared", request(2)).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    create(
+        &pods,
+        &claim_pod("reader-a", &sched, &group, "shared", false),
+    )
+    .await;
+    create(
+        &pods,
+        &claim_pod("reader-b", &sched, &group, "shared", false),
+    )
+    .await;
+    let a = bound(&pods, "reader-a", &s).await;
+    let b = bound(&pods, "reader-b", &s).await;
+    assert_eq!(node_of(&a), node_of(&b));
+    assert_eq!(gpus_of(&a), gpus_of(&b), "the claim's devices, for both");
+    let c = Api::<ResourceClaim>::namespaced(client, &ns)
+        .get("shared")
+        .await
+        .expect("the claim");
+    assert_eq!(allocated(&c), Some((dgx, device_names(&gpus_of(&a)))));
+    let mut holders = reserved_for(&c);
+    holders.sort();
+    assert_eq!(holders, ["reader-a", "reader-b"]);
+}

@@ -92,3 +92,98 @@ impl ClaimWrite {
         format!("{}/{}", self.namespace, self.name)
     }
 }
+
+/// Claims this scheduler wrote and the watch does not show yet, as the
+/// assume cache holds bound pods: a second pod of a shared claim decided
+/// before the watch catches up finds it allocated (and does not allocate it
+/// again), and the next inventory counts its devices busy.
+#[derive(Debug, Default)]
+pub struct AssumedClaims {
+    /// By `namespace/name`: the `resourceVersion` the decision read, and
+    /// the claim as written.
+    claims: HashMap<String, (Option<String>, Arc<ResourceClaim>)>,
+}
+
+impl AssumedClaims {
+    /// `claim` (as read, `resourceVersion` included) now has `allocation`
+    /// and `pod` in `reservedFor`.
+    pub fn assume(&mut self, claim: &ResourceClaim, write: &ClaimWrite) {
+        let mut assumed = claim.clone();
+        let status = assumed.status.get_or_insert_with(Default::default);
+        if let Some(a) = &write.allocation {
+            status.allocation = Some(a.clone());
+        }
+        let entries = status.reserved_for.get_or_insert_with(Vec::new);
+        if !entries.iter().any(|c| c.uid == write.pod_uid) {
+            entries.push(
+                k8s_openapi::api::resource::v1::ResourceClaimConsumerReference {
+                    api_group: None,
+                    resource: "pods".into(),
+                    name: write.pod_name.clone(),
+                    uid: write.pod_uid.clone(),
+                },
+            );
+        }
+        let key = gputopo_scheduler_core::dra::claim_key(claim);
+        let version = match self.claims.remove(&key) {
+            // Still the version first read: the watch has not moved.
+            Some((v, _)) => v,
+            None => claim.metadata.resource_version.clone(),
+        };
+        self.claims.insert(key, (version, Arc::new(assumed)));
+    }
+
+    /// Forgets the claims the watch now shows changed (or gone).
+    pub fn reconcile(&mut self, dra: &DraObjects) {
+        let current = dra.claims_by_key();
+        self.claims.retain(|key, (version, _)| {
+            current
+                .get(key)
+                .is_some_and(|c| c.metadata.resource_version == *version)
+        });
+    }
+
+    /// The watched claims with the assumed ones in their place.
+    pub fn overlay<'a>(&'a self, dra: &'a DraObjects) -> HashMap<String, &'a ResourceClaim> {
+        let mut claims = dra.claims_by_key();
+        for (key, (version, assumed)) in &self.claims {
+            if claims
+                .get(key)
+                .is_some_and(|c| c.metadata.resource_version == *version)
+            {
+                claims.insert(key.clone(), assumed.as_ref());
+            }
+        }
+        claims
+    }
+
+    /// The assumed claims' devices, for an inventory built from the watch.
+    pub fn mark_busy(&self, inventory: &mut DraInventory) {
+        for (key, (_, claim)) in &self.claims {
+            let results = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .and_then(|a| a.devices.as_ref())
+                .and_then(|d| d.results.as_ref());
+            let ids: Vec<gputopo_scheduler_core::dra::DeviceId> = results
+                .into_iter()
+                .flatten()
+                .map(|r| gputopo_scheduler_core::dra::DeviceId {
+                    driver: r.driver.clone(),
+                    pool: r.pool.clone(),
+                    device: r.device.clone(),
+                })
+                .collect();
+            inventory.assume_allocated(key, &ids);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.claims.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty()
+    }
+}

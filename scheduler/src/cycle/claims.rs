@@ -10,7 +10,7 @@
 
 use super::drive::{Member, Work};
 use super::{ClusterWrites, Cycle, Outcome};
-use crate::claims::ClaimWrite;
+use crate::claims::{AssumedClaims, ClaimWrite};
 use crate::cluster::pod_key;
 use crate::config::Preemption;
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -18,6 +18,7 @@ use gputopo_scheduler_core::dra::{
     ClaimErrorKind, DraDecision, DraPlacement, DraPod, hold_snapshot, schedule_claims,
 };
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use tracing::{info, warn};
 
 impl Cycle {
@@ -30,7 +31,7 @@ impl Cycle {
         preemption: &Preemption,
     ) {
         let (pod, pending) = member;
-        let dra = match read_claims(work, &pod) {
+        let dra = match read_claims(work, &self.claims_assumed, &pod) {
             Ok(dra) => dra,
             Err(outcome) => {
                 self.finish(writes, work, &pod, Some(&pending), outcome)
@@ -111,6 +112,14 @@ impl Cycle {
         let outcome = match failed {
             None => match writes.bind(&pod, &placement).await {
                 Ok(()) => {
+                    let read = self.claims_assumed.overlay(work.dra);
+                    let written: Vec<ResourceClaim> = done
+                        .iter()
+                        .filter_map(|(w, _)| read.get(&w.target()).map(|c| (*c).clone()))
+                        .collect();
+                    for (claim, (write, _)) in written.iter().zip(&done) {
+                        self.claims_assumed.assume(claim, write);
+                    }
                     if let Some(inventory) = work.inventory.as_mut() {
                         for claim in &fit.claims {
                             let ids: Vec<_> =
@@ -148,8 +157,8 @@ impl Cycle {
 /// The pod's claims, read against the watched claims and classes; or the
 /// outcome that says why not. A claim not created yet (its template's) is
 /// a wait, anything gputopo cannot honour an invalid pod naming the field.
-fn read_claims(work: &Work<'_>, pod: &Pod) -> Result<DraPod, Outcome> {
-    let claims = work.dra.claims_by_key();
+fn read_claims(work: &Work<'_>, assumed: &AssumedClaims, pod: &Pod) -> Result<DraPod, Outcome> {
+    let claims = assumed.overlay(work.dra);
     let read = DraPod::from_pod(
         pod,
         |namespace, name| claims.get(&format!("{namespace}/{name}")).copied(),

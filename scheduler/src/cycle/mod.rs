@@ -104,6 +104,8 @@ pub struct Cycle {
     gang_status_sent: HashMap<String, (Option<String>, gang_status::GangStatusWrite)>,
     /// Which nodes' `GpuTopologyTrusted` condition was written when.
     node_trust: node_trust::NodeTrustChecks,
+    /// Claims written and not yet seen by the watch.
+    claims_assumed: crate::claims::AssumedClaims,
 }
 
 impl Cycle {
@@ -120,6 +122,7 @@ impl Cycle {
             gang_unschedulable: HashMap::new(),
             gang_status_sent: HashMap::new(),
             node_trust: node_trust::NodeTrustChecks::default(),
+            claims_assumed: crate::claims::AssumedClaims::default(),
             settings: Arc::new(settings),
         }
     }

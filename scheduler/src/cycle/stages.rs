@@ -111,10 +111,13 @@ impl Cycle {
                 }
             };
         let mut warnings: HashSet<String> = warnings.into_iter().collect();
+        self.claims_assumed.reconcile(objects.dra);
+        let assumed = &self.claims_assumed;
         let inventory = (!objects.dra.is_empty()).then(|| {
-            let inventory = objects
+            let mut inventory = objects
                 .dra
                 .inventory(&self.settings.dra, objects.topologies);
+            assumed.mark_busy(&mut inventory);
             warnings.extend(inventory.warnings.iter().map(ToString::to_string));
             warnings.extend(hold_claimed(&mut snapshot, &inventory));
             inventory

@@ -239,3 +239,40 @@ fn a_pod_whose_template_claim_is_not_created_yet_waits() {
         "{message}"
     );
 }
+
+#[test]
+fn a_claim_shared_by_two_pods_is_allocated_once_and_both_go_to_its_devices() {
+    let mut w = dra_world(2);
+    w.dra.claims.push(Arc::new(claim("shared", gpus(2))));
+    w.add(claim_pod("reader-a", "shared"))
+        .add(claim_pod("reader-b", "shared"));
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    // Allocated for the first, only reserved for the second.
+    assert_eq!(
+        reserves(&writes),
+        [
+            ("ml/shared".to_string(), true, true),
+            ("ml/shared".to_string(), false, true)
+        ]
+    );
+    let placed: Vec<(String, Vec<u32>)> = ["ml/reader-a", "ml/reader-b"]
+        .iter()
+        .map(|k| match report.outcome(k) {
+            Some(Outcome::Scheduled(p)) => (p.node.clone(), p.gpus.clone()),
+            other => panic!("{k}: {other:?}"),
+        })
+        .collect();
+    assert_eq!(placed[0], placed[1], "the same node and devices");
+    // The next cycle still places other pods around them.
+    h.world.dra.claims.push(Arc::new(claim("other", gpus(6))));
+    h.world.add(claim_pod("big", "other"));
+    h.advance(std::time::Duration::from_secs(1));
+    let (report, _) = h.cycle();
+    let Some(Outcome::Scheduled(p)) = report.outcome("ml/big") else {
+        panic!("{:?}", report.outcomes);
+    };
+    if p.node == placed[0].0 {
+        assert!(p.gpus.iter().all(|g| !placed[0].1.contains(g)), "{p:?}");
+    }
+}
