@@ -1,7 +1,8 @@
 //! The main job (`scripts/demo`) runs from a fresh build: the control plane
 //! comes up, every simulated node's agent publishes, the table lists them;
 //! gputopo-scheduler places the mixed workload and the second table says
-//! where each pod went and why.
+//! where each pod went and why; the third lists the DRA claims' devices
+//! beside the GPUs gputopo chose.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -50,7 +51,7 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
         .skip(1)
         .take_while(|l| !l.is_empty())
         .collect();
-    assert_eq!(rows.len(), 6, "{stdout}");
+    assert_eq!(rows.len(), 7, "{stdout}");
     let row = |name: &str| {
         rows.iter()
             .find(|r| r.starts_with(name))
@@ -72,7 +73,7 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
         .skip(1)
         .take_while(|l| !l.is_empty())
         .collect();
-    assert_eq!(placed.len(), 7, "{stdout}");
+    assert_eq!(placed.len(), 9, "{stdout}");
     let cols = |name: &str| -> Vec<&str> {
         placed
             .iter()
@@ -107,7 +108,35 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
     assert_eq!(too_big[1], "<pending>", "{stdout}");
     assert!(
         placed.iter().any(|r| r.starts_with("too-big ")
-            && r.contains("0/6 nodes are available: 6 too few free GPUs.")),
+            && r.contains("0/7 nodes are available: 7 too few free GPUs.")),
         "{stdout}"
+    );
+
+    // Through DRA: a claim template's pod and a plain nvidia.com/gpu pod on
+    // the node NVIDIA's DRA driver publishes, each on an NVLink set.
+    for (name, gpus) in [("dra-claim", 4), ("dra-plain", 2)] {
+        let row = cols(name);
+        assert_eq!(row[1], "dgx1-v100-dra", "{stdout}");
+        assert_eq!(row[2].split(',').count(), gpus, "{stdout}");
+        assert!(row[3].starts_with("NV"), "{stdout}");
+    }
+    // The claims' devices are the GPUs gputopo chose: CLAIM POD NODE DEVICES GPUS.
+    let claims: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("CLAIM "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(claims.len(), 2, "{stdout}");
+    for c in &claims {
+        let devices: Vec<String> = c[4].split(',').map(|g| format!("gpu-{g}")).collect();
+        assert_eq!(c[3], devices.join(","), "{stdout}");
+    }
+    assert!(
+        claims
+            .iter()
+            .any(|c| c[1] == "dra-plain" && c[0].starts_with("dra-plain-extended-resources-")),
+        "the plain pod's special claim: {stdout}"
     );
 }

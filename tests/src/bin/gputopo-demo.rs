@@ -4,8 +4,11 @@
 //! `gputopo-agent` per node publishing from its machine's fixture, and the
 //! topologies they published; then `gputopo-scheduler` places a mixed
 //! workload (a 4-GPU DDP pod, a 2-pod gang of 8-GPU pods, three inference
-//! pods sharing GPUs, one impossible pod) and the demo prints where each
-//! went and why. The cluster stays up until Ctrl-C.
+//! pods sharing GPUs, one impossible pod, and two pods on a node whose GPUs
+//! NVIDIA's DRA driver publishes: one through a ResourceClaim template, one
+//! a plain `nvidia.com/gpu` request served through DRA) and the demo prints
+//! where each went and why, and each claim's devices beside the GPU
+//! indices. The cluster stays up until Ctrl-C.
 //!
 //!   gputopo-demo --agent target/release/gputopo-agent --scheduler target/release/gputopo-scheduler [--fixtures fixtures] [--once]
 
@@ -18,6 +21,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "demo/dra.rs"]
+mod dra;
 
 /// The simulated nodes: name, leaf, and what the agent reads: a real
 /// machine's `nvidia-smi topo -m` (`.txt`) or an NVML recording (`.yaml`).
@@ -48,7 +54,12 @@ const NODES: &[(&str, &str, &str)] = &[
         "leaf-2",
         "nvidia/a100-80gb-pcie-4gpu-nvlink-bridge-nv12-pairs-xeon8470-driver610-NO-LEGEND-topo-m.txt",
     ),
+    (DRA_NODE, "leaf-2", "recorded/dgx1-v100-nvml.yaml"),
 ];
+
+/// The node whose GPUs NVIDIA's DRA driver publishes (a ResourceSlice, no
+/// device plugin's `nvidia.com/gpu`).
+const DRA_NODE: &str = "dgx1-v100-dra";
 
 struct Args {
     agent: PathBuf,
@@ -146,8 +157,12 @@ async fn main() -> Result<()> {
             ("gputopo.dev/spine".to_string(), "spine-1".to_string()),
             ("gputopo.dev/leaf".to_string(), leaf.to_string()),
         ]);
-        env.create_fake_gpu_node(name, gpu_count(&source)?, &labels)
-            .await;
+        let plugin_gpus = if *name == DRA_NODE {
+            0
+        } else {
+            gpu_count(&source)?
+        };
+        env.create_fake_gpu_node(name, plugin_gpus, &labels).await;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -205,6 +220,7 @@ async fn main() -> Result<()> {
     println!();
 
     wait_untainted(&env).await?;
+    dra::publish(&env, &list.items, DRA_NODE).await?;
     let scheduler = start_scheduler(&env, &args.scheduler).await?;
     agents.0.push(scheduler);
     let placed = run_workload(&env).await?;
@@ -218,6 +234,8 @@ async fn main() -> Result<()> {
             row.pod, row.node, row.gpus, row.bottleneck, row.reason
         );
     }
+    println!();
+    dra::print_claims(&env, DEMO_NAMESPACE).await?;
     println!();
     println!("The cluster is up (API server {}).", env.apiserver_url());
     println!("  export KUBECONFIG={}", env.kubeconfig_path().display());
@@ -336,6 +354,8 @@ fn workload() -> Result<Vec<Pod>> {
         demo_pod("infer-2", 0, &inference("0.25"))?,
         demo_pod("infer-3", 0, &inference("20Gi"))?,
         demo_pod("too-big", 16, &[])?,
+        dra::claim_pod("dra-claim", "four-gpus")?,
+        dra::plain_pod(demo_pod("dra-plain", 2, &[])?, DRA_NODE),
     ])
 }
 
@@ -361,6 +381,7 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
         .create(&PostParams::default(), &ns)
         .await
         .context("creating the demo namespace")?;
+    dra::create_template(env, DEMO_NAMESPACE).await?;
     let pods = Api::<Pod>::namespaced(client.clone(), DEMO_NAMESPACE);
     let events = Api::<Event>::namespaced(client, DEMO_NAMESPACE);
     let submitted = workload()?;
@@ -405,10 +426,12 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
                     .and_then(|a| a.get(k).cloned())
             };
             let Some(reason) = note(&name) else { break };
-            // Bound but the event not yet seen, or a gang member waiting
-            // for the rest of its gang: not final yet.
+            // Bound but the event not yet seen, a gang member waiting for
+            // the rest of its gang, or a pod waiting for the resourceclaim
+            // controller to create its claim: not final yet.
             if node.is_some() != reason.starts_with("Successfully")
                 || reason.contains("waiting for the rest")
+                || reason.contains("waiting for its ResourceClaim")
             {
                 break;
             }
