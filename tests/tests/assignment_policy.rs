@@ -79,32 +79,41 @@ async fn a_bound_pods_gpu_record_cannot_be_edited() {
     let params = PatchParams::default();
 
     // The API server loads new policies asynchronously: wait for the
-    // denial, bounded, rather than reading once.
+    // denial, bounded, rather than reading once. The probe is a dry run
+    // (admission runs, nothing is stored), so the record is never left
+    // edited when the policy takes effect between two requests.
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    let refused = loop {
+    loop {
         match pods
             .patch(
                 "bound",
-                &params,
+                &dry_run,
                 &annotate("gputopo.dev/assigned-gpus", "x"),
             )
             .await
         {
-            Err(kube::Error::Api(s)) => break s,
+            Err(kube::Error::Api(s)) if s.code == 403 => break,
             Ok(_) if Instant::now() < deadline => {
-                // Not enforced yet: put the record back and try again.
-                pods.patch(
-                    "bound",
-                    &params,
-                    &annotate("gputopo.dev/assigned-gpus", "0,1,2,3"),
-                )
-                .await
-                .expect("restoring the record");
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             Ok(_) => panic!("the policy never refused editing a bound pod's record"),
-            Err(e) => panic!("patching: {e}"),
+            Err(e) => panic!("patching (dry run): {e}"),
         }
+    }
+    let refused = match pods
+        .patch(
+            "bound",
+            &params,
+            &annotate("gputopo.dev/assigned-gpus", "x"),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => s,
+        other => panic!("editing the record once the policy is in force: {other:?}"),
     };
     assert!(
         refused.message.contains("recorded by its binding")
