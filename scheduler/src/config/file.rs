@@ -17,8 +17,15 @@ struct FileConfig {
     preemption: Option<PreemptionFile>,
     gangs: Option<GangsFile>,
     accounting: Option<AccountingFile>,
+    dra: Option<DraFile>,
     target_workload: Option<TargetWorkloadFile>,
     profiles: Option<Vec<ProfileFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DraFile {
+    drivers: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -364,6 +371,15 @@ impl Settings {
                 ));
             }
             settings.accounting.reported_allocations_max_age = t.0;
+        }
+        if let Some(d) = parsed.dra {
+            if d.drivers.is_empty() || d.drivers.iter().any(|x| x.trim().is_empty()) {
+                return Err(inconsistent(
+                    "dra.drivers",
+                    "must name at least one DRA driver, none empty (e.g. [gpu.nvidia.com])".into(),
+                ));
+            }
+            settings.dra.drivers = d.drivers;
         }
         if let Some(g) = parsed.gangs {
             if let Some(mixed) = g.mixed_models {

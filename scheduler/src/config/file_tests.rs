@@ -132,6 +132,19 @@ fn the_age_of_a_trusted_kubelet_reading_is_read_and_must_be_above_zero() {
 }
 
 #[test]
+fn the_dra_drivers_default_to_nvidias_and_must_name_one() {
+    assert_eq!(parse("# none\n").unwrap().dra.drivers, ["gpu.nvidia.com"]);
+    let s = parse("dra: {drivers: [gpu.nvidia.com, gpu.example.com]}\n").unwrap();
+    assert_eq!(s.dra.drivers, ["gpu.nvidia.com", "gpu.example.com"]);
+    for bad in ["dra: {drivers: []}\n", "dra: {drivers: ['']}\n"] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains("dra.drivers") && e.contains("at least one"), "{e}");
+    }
+    let e = parse("dra: {driver: x}\n").unwrap_err().to_string();
+    assert!(e.contains("drivers"), "unknown fields name the accepted ones: {e}");
+}
+
+#[test]
 fn a_target_workload_turns_on_the_fragmentation_score() {
     assert!(parse("# none\n").unwrap().core.target_workload.is_none());
     let s = parse(
