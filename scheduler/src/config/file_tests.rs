@@ -138,10 +138,16 @@ fn the_dra_drivers_default_to_nvidias_and_must_name_one() {
     assert_eq!(s.dra.drivers, ["gpu.nvidia.com", "gpu.example.com"]);
     for bad in ["dra: {drivers: []}\n", "dra: {drivers: ['']}\n"] {
         let e = parse(bad).unwrap_err().to_string();
-        assert!(e.contains("dra.drivers") && e.contains("at least one"), "{e}");
+        assert!(
+            e.contains("dra.drivers") && e.contains("at least one"),
+            "{e}"
+        );
     }
     let e = parse("dra: {driver: x}\n").unwrap_err().to_string();
-    assert!(e.contains("drivers"), "unknown fields name the accepted ones: {e}");
+    assert!(
+        e.contains("drivers"),
+        "unknown fields name the accepted ones: {e}"
+    );
 }
 
 #[test]
