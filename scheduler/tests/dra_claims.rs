@@ -305,3 +305,48 @@ async fn a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both() {
     holders.sort();
     assert_eq!(holders, ["reader-a", "reader-b"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_of_template_claim_pods_is_placed_as_one() {
+    let env = env().await;
+    let client = env.client().await;
+    let group = env.unique_name("dra-gang");
+    let mut dgx = Vec::new();
+    for i in 0..2 {
+        let name = env.unique_name(&format!("dra-gang-dgx1-{i}"));
+        dra_node(env, &name, DGX1, "Tesla V100-SXM2-32GB", &group, true).await;
+        dgx.push(name);
+    }
+    let sched = env.unique_name("sched-dra-gang");
+    let s = SchedulerProcess::start(env, &sched).await;
+    let ns = env.create_namespace("dra-gang").await;
+    template(&client, &ns, "eight", request(8)).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    for i in 0..2 {
+        let mut p = claim_pod(&format!("rank-{i}"), &sched, &group, "eight", true);
+        p.metadata.annotations = Some(
+            [
+                ("gputopo.dev/gang".to_string(), "ddp".to_string()),
+                ("gputopo.dev/gang-size".to_string(), "2".to_string()),
+            ]
+            .into(),
+        );
+        create(&pods, &p).await;
+    }
+    let mut nodes = Vec::new();
+    for i in 0..2 {
+        let pod = bound(&pods, &format!("rank-{i}"), &s).await;
+        let node = node_of(&pod).expect("bound");
+        let c = claim_of(&client, &ns, &pod).await;
+        assert_eq!(
+            allocated(&c),
+            Some((node.clone(), device_names(&(0..8).collect::<Vec<u32>>()))),
+            "each member's claim holds its node's eight GPUs"
+        );
+        nodes.push(node);
+    }
+    nodes.sort();
+    let mut expected = dgx.clone();
+    expected.sort();
+    assert_eq!(nodes, expected, "one member per node");
+}

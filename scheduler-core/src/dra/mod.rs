@@ -48,6 +48,7 @@ mod constraint;
 mod devices;
 mod error;
 mod extended;
+mod gang;
 pub mod matching;
 mod schedule;
 
@@ -66,6 +67,7 @@ pub use error::{ClaimError, ClaimErrorKind, NodeReason};
 pub use extended::{
     EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedClaim, extended_claim, extended_resource_class,
 };
+pub use gang::{ClaimGangDecision, schedule_claim_gang};
 pub use schedule::{DraDecision, DraPlacement, hold_snapshot, schedule_claims, schedule_extended};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.

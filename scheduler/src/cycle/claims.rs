@@ -15,7 +15,7 @@ use crate::cluster::pod_key;
 use crate::config::Preemption;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{
-    ClaimErrorKind, DraDecision, DraPlacement, DraPod, hold_snapshot, schedule_claims,
+    ClaimErrorKind, DraDecision, DraFit, DraPlacement, DraPod, hold_snapshot, schedule_claims,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
@@ -112,21 +112,7 @@ impl Cycle {
         let outcome = match failed {
             None => match writes.bind(&pod, &placement).await {
                 Ok(()) => {
-                    let read = self.claims_assumed.overlay(work.dra);
-                    let written: Vec<ResourceClaim> = done
-                        .iter()
-                        .filter_map(|(w, _)| read.get(&w.target()).map(|c| (*c).clone()))
-                        .collect();
-                    for (claim, (write, _)) in written.iter().zip(&done) {
-                        self.claims_assumed.assume(claim, write);
-                    }
-                    if let Some(inventory) = work.inventory.as_mut() {
-                        for claim in &fit.claims {
-                            let ids: Vec<_> =
-                                claim.devices.iter().map(|d| d.device.clone()).collect();
-                            inventory.assume_allocated(&claim.key, &ids);
-                        }
-                    }
+                    self.assume_claims(work, &fit, &done);
                     self.assume(
                         &mut work.snapshot,
                         &pod,
@@ -151,6 +137,127 @@ impl Cycle {
         };
         self.finish(writes, work, &pod, Some(&pending), outcome)
             .await;
+    }
+}
+
+impl Cycle {
+    /// The claims of a gang's members, when any member uses claims: `None`
+    /// for a device-plugin gang; an outcome for every member when one
+    /// member's claims cannot be read (the gang waits, or is invalid, as one).
+    pub(super) fn gang_claims(
+        &self,
+        work: &Work<'_>,
+        members: &[Member],
+    ) -> Result<Option<Vec<DraPod>>, Outcome> {
+        if !members.iter().any(|(p, _)| crate::claims::uses_claims(p)) {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(members.len());
+        for (pod, pending) in members {
+            if pending.request.gpus > 0 {
+                return Err(Outcome::Invalid {
+                    message: format!(
+                        "gang member {}: asks for GPUs as nvidia.com/gpu while its gang uses ResourceClaims; accepted: every member through claims, or none",
+                        pod_key(pod)
+                    ),
+                });
+            }
+            out.push(read_claims(work, &self.claims_assumed, pod)?);
+        }
+        Ok(Some(out))
+    }
+
+    /// Writes every member's claims, then binds every member: a claim
+    /// write that fails undoes all claims written (nothing is bound); a
+    /// binding that fails releases that member's claims (the members bound
+    /// before it stay, as for any gang). Returns whether all were bound.
+    pub(super) async fn bind_claim_gang<W: ClusterWrites>(
+        &mut self,
+        writes: &W,
+        work: &mut Work<'_>,
+        members: Vec<Member>,
+        placed: Vec<DraPlacement>,
+    ) -> bool {
+        let mut done: Vec<Vec<(ClaimWrite, bool)>> = Vec::with_capacity(members.len());
+        let mut failed = None;
+        'members: for ((pod, _), p) in members.iter().zip(&placed) {
+            let mut mine = Vec::new();
+            for claim in &p.fit.claims {
+                let write = ClaimWrite::new(claim, pod);
+                match writes.reserve_claim(&write).await {
+                    Ok(()) => mine.push((write, claim.allocation.is_some())),
+                    Err(e) => {
+                        done.push(mine);
+                        failed = Some(e);
+                        break 'members;
+                    }
+                }
+            }
+            done.push(mine);
+        }
+        if let Some(e) = failed {
+            warn!(error = %e, "a gang member's claim write failed; releasing every claim written");
+            for mine in done.iter().rev() {
+                undo(writes, mine).await;
+            }
+            for (pod, pending) in &members {
+                self.finish(
+                    writes,
+                    work,
+                    pod,
+                    Some(pending),
+                    Outcome::BindFailed(e.clone()),
+                )
+                .await;
+            }
+            return false;
+        }
+        let mut all_bound = true;
+        for (((pod, pending), p), mine) in members.into_iter().zip(placed).zip(done) {
+            let DraPlacement { placement, fit } = p;
+            let outcome = match writes.bind(&pod, &placement).await {
+                Ok(()) => {
+                    self.assume_claims(work, &fit, &mine);
+                    self.assume(
+                        &mut work.snapshot,
+                        &pod,
+                        &pending,
+                        &placement,
+                        work.clock.now,
+                    );
+                    info!(pod = %placement.pod, node = %placement.node, gpus = %placement.assigned_gpus(), "gang member scheduled with claims");
+                    Outcome::Scheduled(Box::new(placement))
+                }
+                Err(e) => {
+                    warn!(error = %e, "binding a gang member failed; releasing its claims");
+                    undo(writes, &mine).await;
+                    all_bound = false;
+                    Outcome::BindFailed(e)
+                }
+            };
+            self.finish(writes, work, &pod, Some(&pending), outcome)
+                .await;
+        }
+        all_bound
+    }
+
+    /// The claims just written for a bound pod: assumed until the watch
+    /// shows them, their devices busy in this cycle's inventory.
+    fn assume_claims(&mut self, work: &mut Work<'_>, fit: &DraFit, done: &[(ClaimWrite, bool)]) {
+        let read = self.claims_assumed.overlay(work.dra);
+        let written: Vec<ResourceClaim> = done
+            .iter()
+            .filter_map(|(w, _)| read.get(&w.target()).map(|c| (*c).clone()))
+            .collect();
+        for (claim, (write, _)) in written.iter().zip(done) {
+            self.claims_assumed.assume(claim, write);
+        }
+        if let Some(inventory) = work.inventory.as_mut() {
+            for claim in &fit.claims {
+                let ids: Vec<_> = claim.devices.iter().map(|d| d.device.clone()).collect();
+                inventory.assume_allocated(&claim.key, &ids);
+            }
+        }
     }
 }
 

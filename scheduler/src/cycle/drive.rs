@@ -2,7 +2,7 @@
 //! [`ClusterWrites`]. The only `async` code of the cycle, and the only
 //! place that awaits the API; it decides nothing itself.
 
-use super::gang::{GangReadiness, GangUnit};
+use super::gang::{GangReadiness, GangUnit, recovery_event, since_created};
 use super::outcome::workload_label;
 use super::preempt::{self, MAX_ROUNDS, PreemptResult};
 use super::stages::{Prepared, domain_selectors, domain_use};
@@ -12,7 +12,7 @@ use super::{
 use crate::cluster::{Objects, pod_key, usage};
 use crate::config::Preemption;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::dra::DraInventory;
+use gputopo_scheduler_core::dra::{ClaimGangDecision, DraInventory, schedule_claim_gang};
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
@@ -254,6 +254,19 @@ impl Cycle {
         // The gang's own reservation and nominations are free for it.
         self.lift_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
         let waited = self.gang_waited(&unit.key, work.clock.now);
+        let claims = match self.gang_claims(work, &unit.members) {
+            Ok(c) => c,
+            Err(outcome) => {
+                self.restore_holds(&mut work.snapshot, Some(&unit.key), &member_keys);
+                for (pod, pending) in &unit.members {
+                    self.finish(writes, work, pod, Some(pending), outcome.clone())
+                        .await;
+                }
+                return;
+            }
+        };
+        // For a gang whose members use claims: each member's devices.
+        let mut claim_fits = None;
         let t = Instant::now();
         let decision = (unit.readiness == GangReadiness::Complete).then(|| {
             // The rest of a partly bound gang goes as close to its bound
@@ -270,7 +283,24 @@ impl Cycle {
                         p
                     })
                     .collect();
-                let d = schedule_gang(&work.snapshot, &list, core);
+                let d = match &claims {
+                    None => schedule_gang(&work.snapshot, &list, core),
+                    Some(dras) => {
+                        let members: Vec<_> =
+                            list.iter().cloned().zip(dras.iter().cloned()).collect();
+                        let inventory = work.inventory.clone().unwrap_or_default();
+                        match schedule_claim_gang(&work.snapshot, &inventory, &members, core) {
+                            ClaimGangDecision::Placed(placed) => {
+                                let p = placed.iter().map(|d| d.placement.clone()).collect();
+                                claim_fits = Some(placed);
+                                GangDecision::Placed(p)
+                            }
+                            ClaimGangDecision::Waiting { message } => {
+                                GangDecision::Waiting { message }
+                            }
+                        }
+                    }
+                };
                 if matches!(d, GangDecision::Placed(_)) {
                     return d;
                 }
@@ -288,7 +318,14 @@ impl Cycle {
                 let all: Vec<(Member, Placement)> =
                     unit.members.into_iter().zip(placements).collect();
                 let replaced: Vec<Arc<Pod>> = all.iter().map(|((p, _), _)| p.clone()).collect();
-                if self.bind_all(writes, work, all).await {
+                let bound = match claim_fits {
+                    Some(fits) => {
+                        let members = all.into_iter().map(|(m, _)| m).collect();
+                        self.bind_claim_gang(writes, work, members, fits).await
+                    }
+                    None => self.bind_all(writes, work, all).await,
+                };
+                if bound {
                     // Members that joined running ones: a lost member's
                     // replacement, placed by the first placement's rule.
                     if let Some(event) = recovery {
@@ -542,44 +579,4 @@ impl Cycle {
         }
         preempt::every_plan_protected(&spared)
     }
-}
-
-/// The event on a member placed beside its gang's bound members: how many,
-/// and the closest network domain they now share.
-fn recovery_event(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]) -> EventSpec {
-    let nodes: Vec<String> = unit
-        .bound_members
-        .iter()
-        .map(|(_, n)| n.clone())
-        .chain(placements.iter().map(|p| p.node.clone()))
-        .collect();
-    let shared = domain_selectors(snapshot, &nodes)
-        .into_iter()
-        .next()
-        .filter(|s| !s.is_empty())
-        .map_or("no shared network domain".to_string(), |s| {
-            s.iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        });
-    EventSpec::normal(
-        "GangMemberReplaced",
-        "Scheduling",
-        format!(
-            "{}: {} member(s) placed beside its {} bound member(s), by the gang's own rule (their domain first); together in {shared}",
-            unit.key,
-            placements.len(),
-            unit.bound_members.len()
-        ),
-    )
-}
-
-/// How long since `pod` was created, by the cycle's wall clock.
-fn since_created(pod: &Pod, clock: Clock) -> Duration {
-    pod.metadata
-        .creation_timestamp
-        .as_ref()
-        .and_then(|t| clock.wall.duration_since(t.0).try_into().ok())
-        .unwrap_or_default()
 }

@@ -276,3 +276,92 @@ fn a_claim_shared_by_two_pods_is_allocated_once_and_both_go_to_its_devices() {
         assert!(p.gpus.iter().all(|g| !placed[0].1.contains(g)), "{p:?}");
     }
 }
+
+/// Member `i` of the annotated gang `gang` of `size`, its GPUs from claim `claim`.
+fn claim_member(gang: &str, size: u32, i: u32, claim: &str) -> Pod {
+    let p = claim_pod(&format!("{gang}-{i}"), claim);
+    let p = super::fixtures::annotate(p, "gputopo.dev/gang", gang);
+    super::fixtures::annotate(p, "gputopo.dev/gang-size", &size.to_string())
+}
+
+#[test]
+fn a_gang_of_claim_pods_is_decided_as_one_and_every_claim_written_before_any_binding() {
+    let mut w = dra_world(2);
+    for i in 0..2 {
+        w.dra
+            .claims
+            .push(Arc::new(claim(&format!("c{i}"), gpus(8))));
+        w.add(claim_member("ddp", 2, i, &format!("c{i}")));
+    }
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    let kinds: Vec<&str> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::ReserveClaim { ok: true, .. } => Some("claim"),
+            Write::Bind { ok: true, .. } => Some("bind"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, ["claim", "claim", "bind", "bind"], "{writes:?}");
+    let nodes: std::collections::BTreeSet<String> = ["ml/ddp-0", "ml/ddp-1"]
+        .iter()
+        .map(|k| match report.outcome(k) {
+            Some(Outcome::Scheduled(p)) => {
+                assert_eq!(p.gpus.len(), 8);
+                p.node.clone()
+            }
+            other => panic!("{k}: {other:?}"),
+        })
+        .collect();
+    assert_eq!(nodes.len(), 2, "one member per node");
+}
+
+#[test]
+fn a_claim_gang_that_cannot_fit_whole_writes_nothing() {
+    let mut w = dra_world(2);
+    for i in 0..3 {
+        w.dra
+            .claims
+            .push(Arc::new(claim(&format!("c{i}"), gpus(8))));
+        w.add(claim_member("big", 3, i, &format!("c{i}")));
+    }
+    let mut h = Harness::new(w, Harness::no_preemption());
+    let (report, writes) = h.cycle();
+    assert!(
+        binds(&writes).is_empty() && reserves(&writes).is_empty(),
+        "all or nothing: {writes:?}"
+    );
+    assert!(
+        matches!(
+            report.outcome("ml/big-0"),
+            Some(Outcome::Unschedulable { .. })
+        ),
+        "{:?}",
+        report.outcomes
+    );
+}
+
+#[test]
+fn a_failed_claim_write_in_a_gang_releases_every_claim_and_binds_none() {
+    let mut w = dra_world(2);
+    for i in 0..2 {
+        w.dra
+            .claims
+            .push(Arc::new(claim(&format!("c{i}"), gpus(8))));
+        w.add(claim_member("ddp", 2, i, &format!("c{i}")));
+    }
+    let mut h = Harness::new(w, Settings::default());
+    h.writes
+        .fail_once(WriteOp::ClaimReserve, "ml/c1", WriteErrorKind::Conflict);
+    let (_, writes) = h.cycle();
+    assert!(binds(&writes).is_empty(), "{writes:?}");
+    let released: Vec<&str> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::ReleaseClaim { claim, .. } => Some(claim.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(released, ["ml/c0"]);
+}
