@@ -42,6 +42,20 @@ impl DraFit {
     pub fn to_write(&self) -> impl Iterator<Item = &ClaimAllocation> {
         self.claims.iter().filter(|c| c.allocation.is_some())
     }
+
+    /// `claim: driver/pool/device, ...`: the devices, for the `Scheduled` event.
+    pub fn devices_text(&self) -> String {
+        let devices: Vec<String> = self
+            .claims
+            .iter()
+            .flat_map(|c| {
+                c.devices
+                    .iter()
+                    .map(move |d| format!("{}: {}", c.name, d.device))
+            })
+            .collect();
+        devices.join(", ")
+    }
 }
 
 /// What one claim gets.

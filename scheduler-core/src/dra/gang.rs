@@ -116,18 +116,9 @@ pub fn schedule_claim_gang(
         };
         placement.gpus = gpus;
         placement.bottleneck = fit.pick.bottleneck;
-        let devices: Vec<String> = fit
-            .claims
-            .iter()
-            .flat_map(|c| {
-                c.devices
-                    .iter()
-                    .map(move |d| format!("{}: {}", c.name, d.device))
-            })
-            .collect();
         placement
             .explanation
-            .push_str(&format!("; devices {}", devices.join(", ")));
+            .push_str(&format!("; devices {}", fit.devices_text()));
         out.push(DraPlacement { placement, fit });
     }
     ClaimGangDecision::Placed(out)

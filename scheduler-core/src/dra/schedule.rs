@@ -154,15 +154,6 @@ fn decide(
     let node = snapshot.node(id);
     let gpus = fit.gpus();
     let uuids: Vec<String> = gpus.iter().map_while(|&g| node.gpu_uuid(g)).collect();
-    let devices: Vec<String> = fit
-        .claims
-        .iter()
-        .flat_map(|c| {
-            c.devices
-                .iter()
-                .map(move |d| format!("{}: {}", c.name, d.device))
-        })
-        .collect();
     let set_text = match node.shape() {
         Some(shape) => {
             let request = SetRequest {
@@ -191,7 +182,7 @@ fn decide(
         explanation: format!(
             "node {}: {set_text}; devices {}; node score {score} ({parts}); best of {feasible} feasible of {} nodes",
             node.name(),
-            devices.join(", "),
+            fit.devices_text(),
             snapshot.len()
         ),
         parts,
