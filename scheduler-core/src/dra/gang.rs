@@ -13,8 +13,7 @@ use crate::config::{SchedulerConfig, TopologyManagerPolicy};
 use crate::gang_schedule::{GangDecision, schedule_gang};
 use crate::gpuset::SetRequest;
 use crate::pod::PendingPod;
-use crate::resources::Resources;
-use crate::snapshot::{BoundPodInput, GpuHolding, Snapshot};
+use crate::snapshot::Snapshot;
 use std::collections::BTreeMap;
 
 /// What a claim gang's decision came to.
@@ -27,11 +26,12 @@ pub enum ClaimGangDecision {
     },
 }
 
-/// Decides the gang `members` (each pod with its claims read).
+/// Decides the gang `members`, `claims[i]` being member `i`'s claims read.
 pub fn schedule_claim_gang(
     snapshot: &Snapshot,
     inventory: &DraInventory,
-    members: &[(PendingPod, DraPod)],
+    members: &[PendingPod],
+    claims: &[DraPod],
     config: &SchedulerConfig,
 ) -> ClaimGangDecision {
     // Only DRA nodes may take a member: every other node's free GPUs are
@@ -45,19 +45,14 @@ pub fn schedule_claim_gang(
         if has_devices || free == 0 {
             continue;
         }
-        let mut hold =
-            BoundPodInput::new("", &format!("not-a-dra-node:{}", node.name()), node.name());
-        hold.requests = Resources {
-            gpus: i64::from(free.count_ones()),
-            ..Resources::default()
-        };
-        hold.holding = GpuHolding::Whole((0..32).filter(|i| free & (1 << i) != 0).collect());
-        hold.priority = i32::MAX;
-        // A placeholder on an existing node's free GPUs cannot fail to add.
-        let _ = dra_only.add_pod(hold);
+        let name = format!("not-a-dra-node:{}", node.name());
+        if let Err(message) = dra_only.hold_free_gpus("", &name, node.name(), free) {
+            return ClaimGangDecision::Waiting { message };
+        }
     }
     let judged: Vec<PendingPod> = members
         .iter()
+        .zip(claims)
         .map(|(p, d)| {
             let mut p = p.clone();
             p.request.gpus = d.counted_gpus();
@@ -75,7 +70,7 @@ pub fn schedule_claim_gang(
     // GPUs fitted for earlier members, per node.
     let mut taken: BTreeMap<String, u32> = BTreeMap::new();
     let mut out = Vec::with_capacity(members.len());
-    for ((pending, dra), mut placement) in members.iter().zip(placements) {
+    for ((pending, dra), mut placement) in members.iter().zip(claims).zip(placements) {
         let Some(id) = snapshot.node_id(&placement.node) else {
             return ClaimGangDecision::Waiting {
                 message: format!("node {} is gone", placement.node),

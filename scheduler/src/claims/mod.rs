@@ -7,7 +7,9 @@
 pub mod kube;
 
 use gputopo_api::GpuTopology;
-use gputopo_scheduler_core::dra::{ClaimAllocation, DraConfig, DraInventory};
+use gputopo_scheduler_core::dra::{
+    ClaimAllocation, DraConfig, DraInventory, EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
 use std::collections::HashMap;
@@ -37,6 +39,29 @@ impl DraObjects {
             topologies.iter().map(AsRef::as_ref),
             self.claims.iter().map(AsRef::as_ref),
         )
+    }
+
+    /// Pods' special claims (KEP-5004) by the uid of the pod owning each.
+    pub fn special_claims_by_owner(&self) -> HashMap<&str, &ResourceClaim> {
+        self.claims
+            .iter()
+            .filter(|c| {
+                c.metadata.annotations.as_ref().is_some_and(|a| {
+                    a.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION)
+                        .map(String::as_str)
+                        == Some("true")
+                })
+            })
+            .filter_map(|c| {
+                let owner = c
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.kind == "Pod" && o.controller == Some(true))?;
+                Some((owner.uid.as_str(), c.as_ref()))
+            })
+            .collect()
     }
 
     /// The claims by `namespace/name`.
@@ -143,18 +168,19 @@ impl AssumedClaims {
         });
     }
 
-    /// The watched claims with the assumed ones in their place.
-    pub fn overlay<'a>(&'a self, dra: &'a DraObjects) -> HashMap<String, &'a ResourceClaim> {
-        let mut claims = dra.claims_by_key();
-        for (key, (version, assumed)) in &self.claims {
-            if claims
-                .get(key)
-                .is_some_and(|c| c.metadata.resource_version == *version)
-            {
-                claims.insert(key.clone(), assumed.as_ref());
+    /// The claim `key` as this scheduler last wrote it while the watch
+    /// still shows `watched` (the version it read), else `watched`.
+    pub fn get<'a>(
+        &'a self,
+        key: &str,
+        watched: Option<&'a ResourceClaim>,
+    ) -> Option<&'a ResourceClaim> {
+        match (self.claims.get(key), watched) {
+            (Some((version, assumed)), Some(w)) if w.metadata.resource_version == *version => {
+                Some(assumed.as_ref())
             }
+            _ => watched,
         }
-        claims
     }
 
     /// The assumed claims' devices, for an inventory built from the watch.
@@ -177,13 +203,5 @@ impl AssumedClaims {
                 .collect();
             inventory.assume_allocated(key, &ids);
         }
-    }
-
-    pub fn len(&self) -> usize {
-        self.claims.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.claims.is_empty()
     }
 }

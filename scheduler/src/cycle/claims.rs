@@ -64,7 +64,7 @@ impl Cycle {
         work.decided(t);
         match decision {
             DraDecision::Placed(placed) => {
-                self.bind_with_claims(writes, work, (pod, pending), *placed)
+                self.bind_with_claims(writes, work, vec![(pod, pending)], vec![*placed])
                     .await;
             }
             DraDecision::Unschedulable { message } => {
@@ -88,59 +88,6 @@ impl Cycle {
         }
     }
 
-    /// Writes every claim, then binds; undoes the claims if any write fails.
-    async fn bind_with_claims<W: ClusterWrites>(
-        &mut self,
-        writes: &W,
-        work: &mut Work<'_>,
-        (pod, pending): Member,
-        placed: DraPlacement,
-    ) {
-        let DraPlacement { placement, fit } = placed;
-        let mut done: Vec<(ClaimWrite, bool)> = Vec::new();
-        let mut failed = None;
-        for claim in &fit.claims {
-            let write = ClaimWrite::new(claim, &pod);
-            match writes.reserve_claim(&write).await {
-                Ok(()) => done.push((write, claim.allocation.is_some())),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        let outcome = match failed {
-            None => match writes.bind(&pod, &placement).await {
-                Ok(()) => {
-                    self.assume_claims(work, &fit, &done);
-                    self.assume(
-                        &mut work.snapshot,
-                        &pod,
-                        &pending,
-                        &placement,
-                        work.clock.now,
-                    );
-                    info!(pod = %placement.pod, node = %placement.node, gpus = %placement.assigned_gpus(), claims = fit.claims.len(), "scheduled with claims");
-                    Outcome::Scheduled(Box::new(placement))
-                }
-                Err(e) => {
-                    warn!(error = %e, "binding failed; releasing the pod's claims");
-                    undo(writes, &done).await;
-                    Outcome::BindFailed(e)
-                }
-            },
-            Some(e) => {
-                warn!(error = %e, "claim write failed; releasing the claims written");
-                undo(writes, &done).await;
-                Outcome::BindFailed(e)
-            }
-        };
-        self.finish(writes, work, &pod, Some(&pending), outcome)
-            .await;
-    }
-}
-
-impl Cycle {
     /// The claims of a gang's members, when any member uses claims: `None`
     /// for a device-plugin gang; an outcome for every member when one
     /// member's claims cannot be read (the gang waits, or is invalid, as one).
@@ -167,11 +114,12 @@ impl Cycle {
         Ok(Some(out))
     }
 
-    /// Writes every member's claims, then binds every member: a claim
-    /// write that fails undoes all claims written (nothing is bound); a
-    /// binding that fails releases that member's claims (the members bound
-    /// before it stay, as for any gang). Returns whether all were bound.
-    pub(super) async fn bind_claim_gang<W: ClusterWrites>(
+    /// Writes the claims of every pod (one, or a gang's members), then
+    /// binds every pod: a claim write that fails undoes all claims written
+    /// (nothing is bound); a binding that fails releases that pod's claims
+    /// (the members bound before it stay, as for any gang). Returns whether
+    /// all were bound.
+    pub(super) async fn bind_with_claims<W: ClusterWrites>(
         &mut self,
         writes: &W,
         work: &mut Work<'_>,
@@ -196,7 +144,7 @@ impl Cycle {
             done.push(mine);
         }
         if let Some(e) = failed {
-            warn!(error = %e, "a gang member's claim write failed; releasing every claim written");
+            warn!(error = %e, "claim write failed; releasing every claim written");
             for mine in done.iter().rev() {
                 undo(writes, mine).await;
             }
@@ -225,11 +173,11 @@ impl Cycle {
                         &placement,
                         work.clock.now,
                     );
-                    info!(pod = %placement.pod, node = %placement.node, gpus = %placement.assigned_gpus(), "gang member scheduled with claims");
+                    info!(pod = %placement.pod, node = %placement.node, gpus = %placement.assigned_gpus(), "scheduled with claims");
                     Outcome::Scheduled(Box::new(placement))
                 }
                 Err(e) => {
-                    warn!(error = %e, "binding a gang member failed; releasing its claims");
+                    warn!(error = %e, "binding failed; releasing the pod's claims");
                     undo(writes, &mine).await;
                     all_bound = false;
                     Outcome::BindFailed(e)
@@ -244,10 +192,13 @@ impl Cycle {
     /// The claims just written for a bound pod: assumed until the watch
     /// shows them, their devices busy in this cycle's inventory.
     fn assume_claims(&mut self, work: &mut Work<'_>, fit: &DraFit, done: &[(ClaimWrite, bool)]) {
-        let read = self.claims_assumed.overlay(work.dra);
         let written: Vec<ResourceClaim> = done
             .iter()
-            .filter_map(|(w, _)| read.get(&w.target()).map(|c| (*c).clone()))
+            .filter_map(|(w, _)| {
+                let key = w.target();
+                let watched = work.claim_index.get(&key).copied();
+                self.claims_assumed.get(&key, watched).cloned()
+            })
             .collect();
         for (claim, (write, _)) in written.iter().zip(done) {
             self.claims_assumed.assume(claim, write);
@@ -265,10 +216,12 @@ impl Cycle {
 /// outcome that says why not. A claim not created yet (its template's) is
 /// a wait, anything gputopo cannot honour an invalid pod naming the field.
 fn read_claims(work: &Work<'_>, assumed: &AssumedClaims, pod: &Pod) -> Result<DraPod, Outcome> {
-    let claims = assumed.overlay(work.dra);
     let read = DraPod::from_pod(
         pod,
-        |namespace, name| claims.get(&format!("{namespace}/{name}")).copied(),
+        |namespace, name| {
+            let key = format!("{namespace}/{name}");
+            assumed.get(&key, work.claim_index.get(&key).copied())
+        },
         work.dra.classes.iter().map(AsRef::as_ref),
     );
     read.map_err(|e| match e.kind {

@@ -18,6 +18,7 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
 use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +33,10 @@ pub(super) struct Work<'a> {
     by_key: HashMap<String, Arc<Pod>>,
     gangs: &'a crate::gangs::GangObjects,
     pub(super) dra: &'a crate::claims::DraObjects,
+    /// The watched claims by `namespace/name`, and the special claims by
+    /// their pod's uid: read once per cycle.
+    pub(super) claim_index: HashMap<String, &'a ResourceClaim>,
+    pub(super) special_claims: HashMap<&'a str, &'a ResourceClaim>,
     /// The DRA devices and the busy ones; `None` while no DRA object exists.
     pub(super) inventory: Option<DraInventory>,
     pub(super) clock: Clock,
@@ -124,6 +129,8 @@ impl Cycle {
             by_key,
             gangs: objects.gangs,
             dra: objects.dra,
+            claim_index: objects.dra.claims_by_key(),
+            special_claims: objects.dra.special_claims_by_owner(),
             inventory,
             clock,
             report: CycleReport::default(),
@@ -286,10 +293,9 @@ impl Cycle {
                 let d = match &claims {
                     None => schedule_gang(&work.snapshot, &list, core),
                     Some(dras) => {
-                        let members: Vec<_> =
-                            list.iter().cloned().zip(dras.iter().cloned()).collect();
-                        let inventory = work.inventory.clone().unwrap_or_default();
-                        match schedule_claim_gang(&work.snapshot, &inventory, &members, core) {
+                        let empty = DraInventory::default();
+                        let inventory = work.inventory.as_ref().unwrap_or(&empty);
+                        match schedule_claim_gang(&work.snapshot, inventory, &list, dras, core) {
                             ClaimGangDecision::Placed(placed) => {
                                 let p = placed.iter().map(|d| d.placement.clone()).collect();
                                 claim_fits = Some(placed);
@@ -321,7 +327,7 @@ impl Cycle {
                 let bound = match claim_fits {
                     Some(fits) => {
                         let members = all.into_iter().map(|(m, _)| m).collect();
-                        self.bind_claim_gang(writes, work, members, fits).await
+                        self.bind_with_claims(writes, work, members, fits).await
                     }
                     None => self.bind_all(writes, work, all).await,
                 };

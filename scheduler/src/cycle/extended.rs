@@ -45,13 +45,8 @@ impl Cycle {
         let Some(class) = extended_resource_class(classes(), RESOURCE_GPU) else {
             return Some((pod, pending));
         };
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let existing = work
-            .dra
-            .claims
-            .iter()
-            .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
-            .map(AsRef::as_ref);
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let existing = work.special_claims.get(uid).copied();
         let ext = match extended_claim(&pod, RESOURCE_GPU, class, classes(), existing) {
             None => return Some((pod, pending)),
             Some(Ok(ext)) => ext,
@@ -85,14 +80,14 @@ impl Cycle {
         work.decided(t);
         match (by_plugin, through_dra) {
             (Some(Decision::Placed(p)), DraDecision::Placed(d)) if !dra_wins(&d.placement, &p) => {
-                self.bind_plugin(writes, work, (pod, pending), p).await;
+                self.bind_all(writes, work, vec![((pod, pending), p)]).await;
             }
             (_, DraDecision::Placed(d)) => {
                 self.bind_extended(writes, work, (pod, pending), &ext, *d)
                     .await;
             }
             (Some(Decision::Placed(p)), DraDecision::Unschedulable { .. }) => {
-                self.bind_plugin(writes, work, (pod, pending), p).await;
+                self.bind_all(writes, work, vec![((pod, pending), p)]).await;
             }
             (plugin, DraDecision::Unschedulable { message }) => {
                 self.restore_holds(&mut work.snapshot, None, &own);
@@ -117,16 +112,6 @@ impl Cycle {
             }
         }
         None
-    }
-
-    async fn bind_plugin<W: ClusterWrites>(
-        &mut self,
-        writes: &W,
-        work: &mut Work<'_>,
-        member: Member,
-        p: Placement,
-    ) {
-        self.bind_all(writes, work, vec![(member, p)]).await;
     }
 
     /// Creates (unless it exists), allocates and reserves the special

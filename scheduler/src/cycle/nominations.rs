@@ -1,7 +1,7 @@
 //! Preemptors' claims on the GPUs their victims free. Pure: time is an
 //! argument.
 
-use super::reservations::{hold, placeholder_name};
+use super::reservations::placeholder_name;
 use gputopo_scheduler_core::snapshot::Snapshot;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -69,7 +69,7 @@ impl Nominations {
             }
             let (namespace, _) = pod.split_once('/').unwrap_or(("default", pod));
             let name = placeholder_name(pod, &n.node);
-            if let Err(e) = hold(snapshot, namespace, &name, &n.node, n.gpus) {
+            if let Err(e) = snapshot.hold_free_gpus(namespace, &name, &n.node, n.gpus) {
                 warnings.push(format!("nomination of {pod}: {e}"));
             }
         }

@@ -22,8 +22,7 @@ use crate::config::ReservationPolicy;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
 use gputopo_scheduler_core::pod::PendingPod;
-use gputopo_scheduler_core::resources::Resources;
-use gputopo_scheduler_core::snapshot::{BoundPodInput, GpuHolding, PodId, Snapshot};
+use gputopo_scheduler_core::snapshot::{PodId, Snapshot};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -212,7 +211,7 @@ impl GangReservations {
             }
             for (node, mask) in &r.nodes {
                 let name = placeholder_name(&gang.to_string(), node);
-                if let Err(e) = hold(snapshot, &gang.namespace, &name, node, *mask) {
+                if let Err(e) = snapshot.hold_free_gpus(&gang.namespace, &name, node, *mask) {
                     warnings.push(format!("{gang}: {e}"));
                 }
             }
@@ -253,36 +252,6 @@ impl GangReservations {
 
 pub(super) fn placeholder_name(owner: &str, node: &str) -> String {
     format!("{PLACEHOLDER_PREFIX}{owner}:{node}")
-}
-
-/// Adds a placeholder pod `namespace/name` on `node` holding the GPUs of
-/// `mask` that are free there, at the highest priority.
-pub(super) fn hold(
-    snapshot: &mut Snapshot,
-    namespace: &str,
-    name: &str,
-    node: &str,
-    mask: u32,
-) -> Result<(), String> {
-    let Some(id) = snapshot.node_id(node) else {
-        return Err(format!("node {node} is gone from the cluster"));
-    };
-    let free = snapshot.node(id).free_gpus() & mask;
-    if free == 0 {
-        return Ok(());
-    }
-    let held: Vec<u32> = (0..32).filter(|i| free & (1 << i) != 0).collect();
-    let mut input = BoundPodInput::new(namespace, name, node);
-    input.requests = Resources {
-        gpus: i64::from(free.count_ones()),
-        ..Resources::default()
-    };
-    input.holding = GpuHolding::Whole(held);
-    input.priority = i32::MAX;
-    snapshot
-        .add_pod(input)
-        .map(|_| ())
-        .map_err(|e| format!("holding GPUs on {node}: {e}"))
 }
 
 #[cfg(test)]

@@ -399,8 +399,7 @@ fn hold_claimed(snapshot: &mut Snapshot, inventory: &DraInventory) -> Vec<String
         for (claim, mask) in claims {
             let (namespace, name) = claim.split_once('/').unwrap_or(("default", claim));
             let placeholder = format!("resourceclaim:{name}");
-            if let Err(e) = super::reservations::hold(snapshot, namespace, &placeholder, node, mask)
-            {
+            if let Err(e) = snapshot.hold_free_gpus(namespace, &placeholder, node, mask) {
                 warnings.push(format!("ResourceClaim {claim}: {e}"));
             }
         }
