@@ -114,12 +114,7 @@ impl<'a> NodeJudge<'a> {
     fn placement(&self, id: NodeId, fit: &Fit, parts: ScoreParts) -> Placement {
         let node = self.ctx.snapshot.node(id);
         let (gpus, bottleneck, shared, set_text) = describe_fit(&self.ctx, id, fit);
-        let uuids: Vec<String> = gpus.iter().map_while(|&g| node.gpu_uuid(g)).collect();
-        let gpu_uuids = if uuids.len() == gpus.len() {
-            uuids
-        } else {
-            Vec::new()
-        };
+        let gpu_uuids = node.gpu_uuids(&gpus);
         let score = parts.score();
         Placement {
             pod: self.ctx.pod.key(),

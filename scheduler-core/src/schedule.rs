@@ -296,12 +296,7 @@ pub(crate) fn placement(
     let inner = &snapshot.nodes[best.node.0 as usize];
     let (gpus, bottleneck, shared, set_text) = describe_fit(ctx, best.node, &best.fit);
     let topology_known = node.shape().is_some();
-    let gpu_uuids: Vec<String> = gpus.iter().map_while(|&g| node.gpu_uuid(g)).collect();
-    let gpu_uuids = if gpu_uuids.len() == gpus.len() {
-        gpu_uuids
-    } else {
-        Vec::new()
-    };
+    let gpu_uuids = node.gpu_uuids(&gpus);
     let score = best.parts.score();
     let mut explanation = format!(
         "node {}: {set_text}; node score {score} ({}); best of {feasible} feasible of {} nodes",

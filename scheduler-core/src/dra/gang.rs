@@ -53,13 +53,7 @@ pub fn schedule_claim_gang(
     let judged: Vec<PendingPod> = members
         .iter()
         .zip(claims)
-        .map(|(p, d)| {
-            let mut p = p.clone();
-            p.request.gpus = d.counted_gpus();
-            p.request.gpu_share = None;
-            p.requests.gpus = 0;
-            p
-        })
+        .map(|(p, d)| d.judged(p))
         .collect();
     let placements = match schedule_gang(&dra_only, &judged, config) {
         GangDecision::Placed(p) => p,
@@ -103,12 +97,7 @@ pub fn schedule_claim_gang(
         };
         *taken.entry(placement.node.clone()).or_default() |= fit.pick.gpus;
         let gpus = fit.gpus();
-        let uuids: Vec<String> = gpus.iter().map_while(|&g| node.gpu_uuid(g)).collect();
-        placement.gpu_uuids = if uuids.len() == gpus.len() {
-            uuids
-        } else {
-            Vec::new()
-        };
+        placement.gpu_uuids = node.gpu_uuids(&gpus);
         placement.gpus = gpus;
         placement.bottleneck = fit.pick.bottleneck;
         placement

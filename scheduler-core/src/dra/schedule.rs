@@ -58,6 +58,16 @@ impl DraPod {
             })
             .fold(0u32, u32::saturating_add)
     }
+
+    /// `pod` as the node filter and the gang rule see it: asking for the
+    /// claims' GPU count, whole, and not for the device plugin's resource.
+    pub fn judged(&self, pod: &PendingPod) -> PendingPod {
+        let mut judged = pod.clone();
+        judged.request.gpus = self.counted_gpus();
+        judged.request.gpu_share = None;
+        judged.requests.gpus = 0;
+        judged
+    }
 }
 
 /// Decides `pod` (its node constraints and `gputopo.dev/*` annotations)
@@ -96,11 +106,7 @@ fn decide(
     config: &SchedulerConfig,
     dra_nodes_only: bool,
 ) -> DraDecision {
-    let mut judged = pod.clone();
-    judged.request.gpus = dra.counted_gpus();
-    judged.request.gpu_share = None;
-    // The claims carry the GPUs: not the node's extended resource.
-    judged.requests.gpus = 0;
+    let judged = dra.judged(pod);
     let ctx = PodContext::new(snapshot, &judged, config);
     let scorer = Scorer::new(&ctx);
     let base = SetRequest::from_gpu_request(&judged.request);
@@ -153,7 +159,6 @@ fn decide(
     };
     let node = snapshot.node(id);
     let gpus = fit.gpus();
-    let uuids: Vec<String> = gpus.iter().map_while(|&g| node.gpu_uuid(g)).collect();
     let set_text = match node.shape() {
         Some(shape) => {
             let request = SetRequest {
@@ -169,11 +174,7 @@ fn decide(
         pod: pod.key(),
         node: node.name().to_string(),
         node_id: id,
-        gpu_uuids: if uuids.len() == gpus.len() {
-            uuids
-        } else {
-            Vec::new()
-        },
+        gpu_uuids: node.gpu_uuids(&gpus),
         gpus,
         shared: None,
         bottleneck: fit.pick.bottleneck,

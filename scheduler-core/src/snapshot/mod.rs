@@ -912,6 +912,17 @@ impl<'a> NodeRef<'a> {
         self.node().gpus.uuids.get(gpu)
     }
 
+    /// The UUIDs of `gpus`, in order, when the topology names every one;
+    /// empty otherwise (a partial list would misname the set).
+    pub fn gpu_uuids(&self, gpus: &[u32]) -> Vec<String> {
+        let uuids: Vec<String> = gpus.iter().map_while(|&g| self.gpu_uuid(g)).collect();
+        if uuids.len() == gpus.len() {
+            uuids
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The node's domain at each tier, outermost first (`tiers().len()` entries).
     pub fn domain_path(&self) -> &'a [Option<DomainId>] {
         &self.node().domains[..self.snapshot.tiers.len()]

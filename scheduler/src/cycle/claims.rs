@@ -73,8 +73,7 @@ impl Cycle {
                 // claims' size; the claims of the victims are released by
                 // the resourceclaim controller when they stop, and the pod
                 // fits once the watch shows it.
-                let mut judged = pending.clone();
-                judged.request.gpus = dra.counted_gpus();
+                let judged = dra.judged(&pending);
                 self.unplaced(
                     writes,
                     work,
