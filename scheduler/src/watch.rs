@@ -56,10 +56,12 @@ impl Watches {
     /// (and a log line saying what that means) until a restart.
     /// While the API server cannot be reached this waits (with backoff,
     /// saying so in `readiness`) rather than fail: a process that exits
-    /// would only crash-loop until it is back.
+    /// would only crash-loop until it is back. `secondary`: the secondary
+    /// scheduler's own kinds too (gang objects and DRA's), which the
+    /// extender leaves to kube-scheduler.
     pub async fn start(
         client: &kube::Client,
-        gangs: bool,
+        secondary: bool,
         on_event: impl Fn(bool) + Clone + Send + 'static,
         invalid: InvalidObjectsGauge,
         readiness: &Readiness,
@@ -75,7 +77,7 @@ impl Watches {
         };
         let groups = optional(
             client,
-            gangs,
+            secondary,
             "PodGroup",
             "podgroups.scheduling.x-k8s.io is not served; gangs of scheduler-plugins PodGroups wait until a restart after installing the CRD",
             &on_event,
@@ -84,7 +86,7 @@ impl Watches {
         .await;
         let upstream_groups = optional(
             client,
-            gangs,
+            secondary,
             "PodGroup (scheduling.k8s.io)",
             "podgroups.scheduling.k8s.io/v1beta1 is not served (the GenericWorkload feature, Kubernetes 1.35+); pods naming one in spec.schedulingGroup wait until a restart after it is enabled",
             &on_event,
@@ -93,7 +95,7 @@ impl Watches {
         .await;
         let jobsets = optional(
             client,
-            gangs,
+            secondary,
             "JobSet",
             "jobsets.jobset.x-k8s.io is not served; JobSet pods wait for their JobSet until a restart after installing JobSet",
             &on_event,
@@ -102,7 +104,7 @@ impl Watches {
         .await;
         let leader_worker_sets = optional(
             client,
-            gangs,
+            secondary,
             "LeaderWorkerSet",
             "leaderworkersets.leaderworkerset.x-k8s.io is not served; LeaderWorkerSet groups are sized from their pods' annotation",
             &on_event,
@@ -110,9 +112,33 @@ impl Watches {
         )
         .await;
         const NO_DRA: &str = "resource.k8s.io/v1 is not served (Kubernetes 1.34+); pods with ResourceClaims wait until a restart after it is";
-        let slices = optional(client, gangs, "ResourceSlice", NO_DRA, &on_event, readiness).await;
-        let claims = optional(client, gangs, "ResourceClaim", NO_DRA, &on_event, readiness).await;
-        let classes = optional(client, gangs, "DeviceClass", NO_DRA, &on_event, readiness).await;
+        let slices = optional(
+            client,
+            secondary,
+            "ResourceSlice",
+            NO_DRA,
+            &on_event,
+            readiness,
+        )
+        .await;
+        let claims = optional(
+            client,
+            secondary,
+            "ResourceClaim",
+            NO_DRA,
+            &on_event,
+            readiness,
+        )
+        .await;
+        let classes = optional(
+            client,
+            secondary,
+            "DeviceClass",
+            NO_DRA,
+            &on_event,
+            readiness,
+        )
+        .await;
         Watches {
             pods: reflect(
                 Api::all(client.clone()),
