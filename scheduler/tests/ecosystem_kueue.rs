@@ -177,30 +177,7 @@ async fn kueue_admits_ungates_and_gputopo_places_inside_the_leaf_kueue_assigned(
         "Kueue unsuspends what it admits"
     );
 
-    let leaf = cluster.assert_one_leaf("the admitted Job", &pods);
-    for p in &pods {
-        let spec = p.spec.as_ref().expect("a pod spec");
-        assert!(
-            spec.scheduling_gates.as_ref().is_none_or(|g| g.is_empty()),
-            "Kueue ungated {}: {:?}",
-            pod_name(p),
-            spec.scheduling_gates
-        );
-        let selector = spec.node_selector.clone().unwrap_or_default();
-        // The flavor's node label and the leaf Kueue's topology assignment chose.
-        assert_eq!(
-            selector.get("e2e-group"),
-            Some(&cluster.group),
-            "{selector:?}"
-        );
-        assert_eq!(
-            selector.get(LEAF_LABEL),
-            Some(&leaf),
-            "{} is in the leaf Kueue assigned: {selector:?}",
-            pod_name(p)
-        );
-    }
-    cluster.assert_optimal_sets("the admitted Job", &pods);
+    assert_placed_in_kueues_leaf(&cluster, "the admitted Job", &pods);
 
     // The quota is spent: a second Job waits, suspended, with no pods.
     create_object(&client, Some(&ns), queued_job("over-quota", queue, 1, 8)).await;
