@@ -277,6 +277,19 @@ fn a_claim_shared_by_two_pods_is_allocated_once_and_both_go_to_its_devices() {
     }
 }
 
+/// Two DRA nodes and the annotated gang `gang` of `size` members, member
+/// `i` with its own 8-GPU claim `c<i>`.
+fn claim_gang_world(gang: &str, size: u32) -> World {
+    let mut w = dra_world(2);
+    for i in 0..size {
+        w.dra
+            .claims
+            .push(Arc::new(claim(&format!("c{i}"), gpus(8))));
+        w.add(claim_member(gang, size, i, &format!("c{i}")));
+    }
+    w
+}
+
 /// Member `i` of the annotated gang `gang` of `size`, its GPUs from claim `claim`.
 fn claim_member(gang: &str, size: u32, i: u32, claim: &str) -> Pod {
     let p = claim_pod(&format!("{gang}-{i}"), claim);
@@ -286,13 +299,7 @@ fn claim_member(gang: &str, size: u32, i: u32, claim: &str) -> Pod {
 
 #[test]
 fn a_gang_of_claim_pods_is_decided_as_one_and_every_claim_written_before_any_binding() {
-    let mut w = dra_world(2);
-    for i in 0..2 {
-        w.dra
-            .claims
-            .push(Arc::new(claim(&format!("c{i}"), gpus(8))));
-        w.add(claim_member("ddp", 2, i, &format!("c{i}")));
-    }
+    let w = claim_gang_world("ddp", 2);
     let mut h = Harness::new(w, Settings::default());
     let (report, writes) = h.cycle();
     let kinds: Vec<&str> = writes
@@ -319,13 +326,7 @@ fn a_gang_of_claim_pods_is_decided_as_one_and_every_claim_written_before_any_bin
 
 #[test]
 fn a_claim_gang_that_cannot_fit_whole_writes_nothing() {
-    let mut w = dra_world(2);
-    for i in 0..3 {
-        w.dra
-            .claims
-            .push(Arc::new(claim(&format!("c{i}"), gpus(8))));
-        w.add(claim_member("big", 3, i, &format!("c{i}")));
-    }
+    let w = claim_gang_world("big", 3);
     let mut h = Harness::new(w, Harness::no_preemption());
     let (report, writes) = h.cycle();
     assert!(
@@ -344,13 +345,7 @@ fn a_claim_gang_that_cannot_fit_whole_writes_nothing() {
 
 #[test]
 fn a_failed_claim_write_in_a_gang_releases_every_claim_and_binds_none() {
-    let mut w = dra_world(2);
-    for i in 0..2 {
-        w.dra
-            .claims
-            .push(Arc::new(claim(&format!("c{i}"), gpus(8))));
-        w.add(claim_member("ddp", 2, i, &format!("c{i}")));
-    }
+    let w = claim_gang_world("ddp", 2);
     let mut h = Harness::new(w, Settings::default());
     h.writes
         .fail_once(WriteOp::ClaimReserve, "ml/c1", WriteErrorKind::Conflict);
