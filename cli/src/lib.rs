@@ -1,6 +1,7 @@
 //! `gputopo` as a library: the file formats and commands the binary runs, so
 //! tests and the simulator call them without a process per case.
 
+pub mod claims;
 pub mod cluster;
 pub mod place;
 pub mod report;

@@ -5,12 +5,14 @@
 //! naming what was wrong and what is accepted).
 
 use clap::{Parser, Subcommand, ValueEnum};
+use gputopo::claims;
 use gputopo::cluster::{self, Overrides};
 use gputopo::place::{self, PlaceRequest, parse_free, parse_level};
 use gputopo::report::ExplainReport;
 use gputopo::topology;
 use gputopo_api::Collective;
 use gputopo_api::k8s_openapi::jiff::Timestamp;
+use gputopo_scheduler_core::dra::DraConfig;
 use gputopo_scheduler_core::explain::explain_pod;
 use std::io::Write;
 use std::path::PathBuf;
@@ -72,10 +74,12 @@ enum Command {
         output: Output,
     },
     /// Every node's verdict for a pod on a cluster snapshot: chosen, feasible
-    /// (score, GPUs) or rejected (reason).
+    /// (score, GPUs, and for a pod with ResourceClaims the devices) or
+    /// rejected (reason).
     Explain {
         /// A cluster snapshot file (see fixtures/clusters/) or a `kind: List` of
-        /// Nodes, Pods, GpuTopologies and PodGroups.
+        /// Nodes, Pods, GpuTopologies, PodGroups, ResourceSlices,
+        /// ResourceClaims and DeviceClasses.
         #[arg(long)]
         cluster: PathBuf,
         /// The pod, as a Pod object (YAML or JSON).
@@ -300,7 +304,19 @@ fn run_explain(
         Ok(p) => p,
         Err(e) => return bad_input("explain", e),
     };
-    let explanation = explain_pod(&cluster.snapshot, &pod, &cluster.config);
+    let explanation = if claims::uses_claims(&pod) {
+        match claims::explain_pod_claims(&cluster, &pod, &DraConfig::default()) {
+            Ok((explanation, warnings)) => {
+                for warning in warnings {
+                    eprintln!("gputopo explain: warning: {warning}");
+                }
+                explanation
+            }
+            Err(e) => return bad_input("explain", format!("{}: {e}", pod_path.display())),
+        }
+    } else {
+        explain_pod(&cluster.snapshot, &pod, &cluster.config)
+    };
     // A malformed pod is bad input, not a verdict about nodes.
     if let Some(u) = explanation.decision.unschedulable()
         && u.invalid_pod.is_some()

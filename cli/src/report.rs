@@ -43,6 +43,21 @@ pub struct NodeReport {
     pub gpus: Vec<u32>,
     pub bottleneck: Option<String>,
     pub reason: String,
+    /// A pod with ResourceClaims: the devices its claims would get there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceReport>,
+}
+
+/// One device of a claim, as its allocation would name it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceReport {
+    /// `namespace/name`.
+    pub claim: String,
+    pub request: String,
+    /// `driver/pool/device`.
+    pub device: String,
+    pub gpu: Option<u32>,
 }
 
 impl ExplainReport {
@@ -73,6 +88,16 @@ impl ExplainReport {
                     gpus: r.gpus.clone(),
                     bottleneck: r.bottleneck.map(|b| b.to_string()),
                     reason: r.reason.clone(),
+                    devices: r
+                        .devices
+                        .iter()
+                        .map(|d| DeviceReport {
+                            claim: d.claim.clone(),
+                            request: d.request.clone(),
+                            device: d.device.clone(),
+                            gpu: d.gpu,
+                        })
+                        .collect(),
                 })
                 .collect(),
             reported_by_nodes: reported_by_nodes.to_vec(),

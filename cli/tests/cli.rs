@@ -3,9 +3,11 @@
 //! messages, every accepted topology form, and `explain` on the cluster
 //! fixtures agreeing with the library's decision.
 
+use gputopo::claims;
 use gputopo::cluster::{self, Overrides};
 use gputopo::topology;
 use gputopo_api::{GpuTopology, GpuTopologySpec, LinkClass};
+use gputopo_scheduler_core::dra::DraConfig;
 use gputopo_scheduler_core::schedule::schedule_pod;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -429,8 +431,29 @@ fn explain_on_every_cluster_fixture_matches_the_library() {
                 "json",
             ]);
             let pod = cluster::load_pod(&pod_path).unwrap();
-            let decision = schedule_pod(&loaded.snapshot, &pod, &loaded.config);
             let what = format!("{} {}", rel(&cluster_path), rel(&pod_path));
+            if claims::uses_claims(&pod) {
+                match claims::explain_pod_claims(&loaded, &pod, &DraConfig::default()) {
+                    // A cluster file without the pod's claims.
+                    Err(e) => {
+                        assert_eq!(out.status.code(), Some(2), "{what}");
+                        assert!(stderr(&out).contains(&e.to_string()), "{what}: {e}");
+                    }
+                    Ok((e, _)) => {
+                        assert!(out.status.success(), "{what}: {}", stderr(&out));
+                        let v = json(&out);
+                        let rows = v["nodes"].as_array().unwrap();
+                        assert_eq!(rows.len(), loaded.snapshot.len(), "{what}");
+                        assert_eq!(rows.len(), e.rows.len(), "{what}");
+                        for (row, r) in rows.iter().zip(&e.rows) {
+                            assert_eq!(row["node"], r.node.as_str(), "{what}");
+                            assert_eq!(row["verdict"], r.verdict.as_str(), "{what}");
+                        }
+                    }
+                }
+                continue;
+            }
+            let decision = schedule_pod(&loaded.snapshot, &pod, &loaded.config);
             if decision
                 .unschedulable()
                 .is_some_and(|u| u.invalid_pod.is_some())
@@ -620,4 +643,90 @@ fn explain_bad_inputs_exit_2() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("nodez"), "{}", stderr(&out));
+}
+
+/// `fixtures/clusters/dra-list.yaml` with `pods/dra-pair.yaml`.
+fn explain_dra(output: &str) -> Output {
+    gputopo(&[
+        "explain",
+        "--cluster",
+        "fixtures/clusters/dra-list.yaml",
+        "--pod",
+        "fixtures/clusters/pods/dra-pair.yaml",
+        "-o",
+        output,
+    ])
+}
+
+#[test]
+fn explain_names_the_devices_a_claim_would_get() {
+    let out = explain_dra("json");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out);
+    let placed = &v["decision"]["placed"];
+    assert_eq!(placed["node"], "pcie-a", "{v}");
+    assert_eq!(placed["gpus"], serde_json::json!([0, 1]), "{v}");
+    assert_eq!(placed["bottleneck"], "NV12", "{v}");
+    let explanation = placed["explanation"].as_str().unwrap();
+    assert!(
+        explanation.contains(
+            "devices pair: gpu.nvidia.com/pcie-a/gpu-0, pair: gpu.nvidia.com/pcie-a/gpu-1"
+        ),
+        "{explanation}"
+    );
+    let rows = v["nodes"].as_array().unwrap();
+    let row = |node: &str| {
+        rows.iter()
+            .find(|r| r["node"] == node)
+            .unwrap_or_else(|| panic!("no row for {node}: {v}"))
+    };
+    assert_eq!(rows[0]["node"], "pcie-a");
+    assert_eq!(
+        rows[0]["devices"],
+        serde_json::json!([
+            {"claim": "ml/pair", "request": "gpus", "device": "gpu.nvidia.com/pcie-a/gpu-0", "gpu": 0},
+            {"claim": "ml/pair", "request": "gpus", "device": "gpu.nvidia.com/pcie-a/gpu-1", "gpu": 1},
+        ])
+    );
+    // pcie-b: the other scheduler's claims hold 0 and 2; what is left crosses the sockets.
+    let b = row("pcie-b");
+    assert_eq!(b["verdict"], "feasible");
+    assert_eq!(b["gpus"], serde_json::json!([1, 3]));
+    assert_eq!(b["bottleneck"], "SYS");
+    let c = row("pcie-c");
+    assert_eq!(c["verdict"], "rejected");
+    assert!(c.get("devices").is_none(), "{c}");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("ml/pair") && reason.contains("gpus"),
+        "{reason}"
+    );
+
+    let text = explain_dra("text");
+    assert!(text.status.success(), "{}", stderr(&text));
+    let table = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        table.contains("pod ml/trainer: placed on pcie-a, GPUs 0,1 (bottleneck NV12)"),
+        "{table}"
+    );
+    assert!(table.contains("gpu.nvidia.com/pcie-b/gpu-1"), "{table}");
+}
+
+#[test]
+fn explain_refuses_a_claim_pod_whose_claim_is_not_in_the_cluster_file() {
+    let out = gputopo(&[
+        "explain",
+        "--cluster",
+        "fixtures/clusters/kube-list.yaml",
+        "--pod",
+        "fixtures/clusters/pods/dra-pair.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("dra-pair.yaml")
+            && err.contains("spec.resourceClaims")
+            && err.contains("ml/pair"),
+        "{err}"
+    );
 }

@@ -47,6 +47,22 @@ pub struct ExplainRow {
     /// Feasible: the GPU set and the score's parts; rejected: the reason.
     pub reason: String,
     pub filter_reason: Option<FilterReason>,
+    /// For a pod with ResourceClaims: the devices its claims would get
+    /// there, in the claims' order (empty otherwise).
+    pub devices: Vec<RowDevice>,
+}
+
+/// One device a claim would get on a row's node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowDevice {
+    /// The claim, `namespace/name`.
+    pub claim: String,
+    /// The claim's request the device serves.
+    pub request: String,
+    /// `driver/pool/device`, as the claim's allocation names it.
+    pub device: String,
+    /// The GPU index on the node's topology.
+    pub gpu: Option<u32>,
 }
 
 /// The decision and every node's row: the chosen node first, then feasible
@@ -83,6 +99,7 @@ pub fn explain(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) 
                     bottleneck: None,
                     reason: reason.to_string(),
                     filter_reason: Some(reason),
+                    devices: Vec::new(),
                 });
             }
         }
@@ -116,6 +133,7 @@ pub fn explain(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) 
                 bottleneck,
                 reason: format!("{text}; {}", c.parts),
                 filter_reason: None,
+                devices: Vec::new(),
             }
         })
         .collect();

@@ -74,6 +74,31 @@ impl<'a> NodeJudge<'a> {
         NodeJudge { ctx, scorer }
     }
 
+    pub fn snapshot(&self) -> &'a Snapshot {
+        self.ctx.snapshot
+    }
+
+    pub fn pod(&self) -> &'a PendingPod {
+        self.ctx.pod
+    }
+
+    pub fn config(&self) -> &'a SchedulerConfig {
+        self.ctx.config
+    }
+
+    /// The filter on node `id`: the node's fit, or why not and whether
+    /// evictions could change that.
+    pub(crate) fn fit(&self, id: NodeId) -> Result<Fit, NodeRejection> {
+        self.ctx
+            .filter(id.0 as usize)
+            .map_err(|r| self.rejection(id, r))
+    }
+
+    /// The node score of a fit [`NodeJudge::fit`] gave.
+    pub(crate) fn score(&self, id: NodeId, fit: &Fit) -> ScoreParts {
+        self.scorer.score(&self.ctx, id.0 as usize, fit)
+    }
+
     /// The verdict of the node named `node`.
     pub fn judge(&self, node: &str) -> NodeVerdict {
         let Some(id) = self.ctx.snapshot.node_id(node) else {

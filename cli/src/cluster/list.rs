@@ -1,8 +1,9 @@
 //! A cluster as a `kind: List` of Kubernetes objects (Nodes, Pods,
-//! GpuTopologies, PodGroups), as `kubectl get ... -o yaml` prints them.
+//! GpuTopologies, PodGroups, and DRA's ResourceSlices, ResourceClaims and
+//! DeviceClasses), as `kubectl get ... -o yaml` prints them.
 
 use super::reports::node_reports;
-use super::{Cluster, ClusterFileError, Overrides, apply_overrides, invalid};
+use super::{Cluster, ClusterDra, ClusterFileError, Overrides, apply_overrides, invalid};
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
@@ -13,7 +14,8 @@ use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// A `kind: List` of Nodes, Pods, GpuTopologies and PodGroups.
+/// A `kind: List` of Nodes, Pods, GpuTopologies, PodGroups, ResourceSlices,
+/// ResourceClaims and DeviceClasses.
 pub(super) fn load_list(
     path: &Path,
     value: &serde_yaml::Value,
@@ -28,6 +30,7 @@ pub(super) fn load_list(
     let mut nodes: Vec<Node> = Vec::new();
     let mut topologies: BTreeMap<String, GpuTopology> = BTreeMap::new();
     let mut pods: Vec<(usize, Pod)> = Vec::new();
+    let mut dra = ClusterDra::default();
     let mut builder = SnapshotBuilder::new(&config);
     for (i, item) in items.iter().enumerate() {
         let at = format!("items[{i}]");
@@ -79,11 +82,22 @@ pub(super) fn load_list(
                         .and_then(|m| u32::try_from(m).ok()),
                 });
             }
+            "ResourceSlice" => dra
+                .slices
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "ResourceClaim" => dra
+                .claims
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "DeviceClass" => dra
+                .classes
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
             other => {
                 return Err(invalid(
                     path,
                     &format!("{at}.kind"),
-                    format!("{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup"),
+                    format!(
+                        "{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup, ResourceSlice, ResourceClaim, DeviceClass"
+                    ),
                 ));
             }
         }
@@ -107,9 +121,11 @@ pub(super) fn load_list(
     let snapshot = builder
         .build()
         .map_err(|e| invalid(path, "(snapshot)", e))?;
+    dra.topologies = topologies.into_values().collect();
     Ok(Cluster {
         snapshot,
         config,
         reports,
+        dra,
     })
 }

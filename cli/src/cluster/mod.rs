@@ -1,7 +1,9 @@
 //! Cluster snapshot files (`fixtures/clusters/*.yaml`): a compact,
 //! hand-writable description of nodes, their topologies, the pods bound to
 //! them and PodGroups; or a `kind: List` of Kubernetes objects as `kubectl get
-//! nodes,pods,gputopologies,podgroups -A -o yaml` prints them.
+//! nodes,pods,gputopologies,podgroups -A -o yaml` prints them (with
+//! `resourceslices,resourceclaims,deviceclasses` for pods whose GPUs come
+//! through Dynamic Resource Allocation).
 //!
 //! ```yaml
 //! tiers: gputopo                  # a preset (gputopo, topograph, aws, each +gpu-clique)
@@ -41,7 +43,9 @@ mod reports;
 pub use reports::{GpuHeld, NodeReport};
 
 use crate::topology::{self, TopologyFileError};
+use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
+use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_api::keys::pod as pod_keys;
 use gputopo_api::{GpuRequest, GpuTopologySpec};
@@ -85,6 +89,18 @@ pub struct Cluster {
     /// What nodes report about held GPUs (a `kind: List` with GpuTopology
     /// statuses only; the compact format has no such reports).
     pub reports: Vec<NodeReport>,
+    /// Dynamic Resource Allocation's objects (a `kind: List` only).
+    pub dra: ClusterDra,
+}
+
+/// The ResourceSlices, ResourceClaims and DeviceClasses of a `kind: List`,
+/// with its `GpuTopology` objects the devices are placed on.
+#[derive(Default)]
+pub struct ClusterDra {
+    pub slices: Vec<ResourceSlice>,
+    pub claims: Vec<ResourceClaim>,
+    pub classes: Vec<DeviceClass>,
+    pub topologies: Vec<GpuTopology>,
 }
 
 /// Tiers as a preset name or a list of label keys.
@@ -376,6 +392,7 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
         snapshot,
         config,
         reports: Vec::new(),
+        dra: ClusterDra::default(),
     })
 }
 

@@ -47,8 +47,10 @@ mod claim;
 mod constraint;
 mod devices;
 mod error;
+mod explain;
 mod extended;
 mod gang;
+mod judge;
 pub mod matching;
 mod schedule;
 
@@ -64,10 +66,12 @@ pub use devices::{
     NodeDevices,
 };
 pub use error::{ClaimError, ClaimErrorKind, NodeReason};
+pub use explain::explain_claims;
 pub use extended::{
     EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedClaim, extended_claim, extended_resource_class,
 };
 pub use gang::{ClaimGangDecision, schedule_claim_gang};
+pub use judge::{DraJudge, DraRejection, rank};
 pub use schedule::{DraDecision, DraPlacement, hold_snapshot, schedule_claims, schedule_extended};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.

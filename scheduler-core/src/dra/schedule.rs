@@ -12,12 +12,11 @@
 use super::allocate::DraFit;
 use super::claim::{DraPod, Mode};
 use super::devices::DraInventory;
-use crate::config::{SchedulerConfig, TopologyManagerPolicy};
-use crate::filter::PodContext;
-use crate::gpuset::SetRequest;
+use super::judge::{DraJudge, rank};
+use crate::config::SchedulerConfig;
 use crate::pod::PendingPod;
 use crate::schedule::{Placement, message_from_counts};
-use crate::score::{ScoreParts, Scorer};
+use crate::score::ScoreParts;
 use crate::snapshot::{NodeId, Snapshot};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -107,48 +106,30 @@ fn decide(
     dra_nodes_only: bool,
 ) -> DraDecision {
     let judged = dra.judged(pod);
-    let ctx = PodContext::new(snapshot, &judged, config);
-    let scorer = Scorer::new(&ctx);
-    let base = SetRequest::from_gpu_request(&judged.request);
+    let mut judge = DraJudge::new(snapshot, inventory, dra, &judged, config);
+    if dra_nodes_only {
+        judge = judge.extended_only();
+    }
     let mut best: Option<(DraFit, ScoreParts, NodeId)> = None;
     let mut feasible = 0usize;
     let mut phrases: HashMap<String, usize> = HashMap::new();
-    for (i, node) in snapshot.nodes().enumerate() {
+    for i in 0..snapshot.len() {
         let id = NodeId(i as u32);
-        if dra_nodes_only && node.allocatable().gpus > 0 {
-            *phrases
-                .entry("GPUs served by a device plugin".to_string())
-                .or_default() += 1;
-            continue;
-        }
-        let fit = match ctx.filter(i) {
-            Ok(fit) => fit,
-            Err(rejection) => {
-                for phrase in ctx.reason(id, rejection).summaries() {
-                    *phrases.entry(phrase).or_default() += 1;
-                }
-                continue;
-            }
-        };
-        let request = SetRequest {
-            single_numa_node: node.topology_manager_policy(config.default_topology_manager_policy)
-                == TopologyManagerPolicy::SingleNumaNode,
-            ..base
-        };
-        let shape = node.shape().map(|s| s.as_ref());
-        match dra.fit(inventory, node.name(), shape, &request) {
-            Ok(dra_fit) => {
+        match judge.judge(id) {
+            Ok((fit, parts)) => {
                 feasible += 1;
-                let parts = scorer.score(&ctx, i, &fit);
+                // Nodes come in name order: a tie keeps the first.
                 let wins = best
                     .as_ref()
-                    .is_none_or(|(b, bp, _)| rank(&dra_fit, &parts, b, bp) == Ordering::Greater);
+                    .is_none_or(|(b, bp, _)| rank(&fit, &parts, b, bp) == Ordering::Greater);
                 if wins {
-                    best = Some((dra_fit, parts, id));
+                    best = Some((fit, parts, id));
                 }
             }
-            Err(reason) => {
-                *phrases.entry(reason.summary()).or_default() += 1;
+            Err(rejection) => {
+                for phrase in rejection.summaries() {
+                    *phrases.entry(phrase).or_default() += 1;
+                }
             }
         }
     }
@@ -157,38 +138,8 @@ fn decide(
             message: message_from_counts(snapshot.len(), phrases),
         };
     };
-    let node = snapshot.node(id);
-    let gpus = fit.gpus();
-    let set_text = match node.shape() {
-        Some(shape) => {
-            let request = SetRequest {
-                gpus: fit.pick.gpu_count(),
-                ..base
-            };
-            shape.describe(&request, &fit.pick).explanation
-        }
-        None => format!("GPUs {gpus:?}"),
-    };
-    let score = parts.score();
-    let placement = Placement {
-        pod: pod.key(),
-        node: node.name().to_string(),
-        node_id: id,
-        gpu_uuids: node.gpu_uuids(&gpus),
-        gpus,
-        shared: None,
-        bottleneck: fit.pick.bottleneck,
-        topology_known: node.shape().is_some(),
-        score,
-        explanation: format!(
-            "node {}: {set_text}; devices {}; node score {score} ({parts}); best of {feasible} feasible of {} nodes",
-            node.name(),
-            fit.devices_text(),
-            snapshot.len()
-        ),
-        parts,
-        feasible_nodes: feasible,
-    };
+    let context = format!("best of {feasible} feasible of {} nodes", snapshot.len());
+    let placement = judge.placement(id, &fit, parts, feasible, &context);
     DraDecision::Placed(Box::new(DraPlacement { placement, fit }))
 }
 
@@ -199,20 +150,4 @@ pub fn hold_snapshot(inventory: &mut DraInventory, snapshot: &Snapshot) {
     for node in snapshot.nodes() {
         inventory.hold(node.name(), node.gpus() & !node.free_gpus());
     }
-}
-
-/// `a` (with node score `ap`) against `b`: the GPU set's quality first.
-fn rank(a: &DraFit, ap: &ScoreParts, b: &DraFit, bp: &ScoreParts) -> Ordering {
-    let quality = |f: &DraFit| {
-        (
-            f.pick.bottleneck.is_none(),
-            f.pick.bottleneck,
-            std::cmp::Reverse(f.pick.numa_nodes),
-        )
-    };
-    quality(a)
-        .cmp(&quality(b))
-        .then(ap.total.total_cmp(&bp.total))
-        // The node whose name sorts first wins a tie (nodes come in name order).
-        .then(Ordering::Less)
 }

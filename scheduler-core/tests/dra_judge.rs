@@ -1,0 +1,227 @@
+//! A pod with claims judged node by node ([`DraJudge`]) and explained
+//! ([`explain_claims`]): the explanation's first row is the node
+//! [`schedule_claims`] picks, feasible rows name the devices, and a node
+//! whose devices cannot hold the claims says why.
+
+#[path = "common/dra.rs"]
+mod fixtures;
+
+use fixtures::*;
+use gputopo_api::k8s_openapi::api::core::v1::Node;
+use gputopo_api::k8s_openapi::api::resource::v1::ResourceClaim;
+use gputopo_scheduler_core::accounting::ReadingTrust;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::dra::{
+    DraConfig, DraDecision, DraInventory, DraJudge, DraPod, DraRejection, NodeReason,
+    explain_claims, hold_snapshot, schedule_claims,
+};
+use gputopo_scheduler_core::explain::Verdict;
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::schedule::Decision;
+use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::snapshot::{NodeId, Snapshot, SnapshotBuilder};
+use serde_json::json;
+
+/// A node whose GPUs only DRA publishes (no `nvidia.com/gpu` allocatable).
+fn dra_node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": "128", "memory": "1Ti", "pods": "110"}}
+    }))
+    .expect("a node")
+}
+
+struct World {
+    snapshot: Snapshot,
+    inventory: DraInventory,
+    claims: Vec<ResourceClaim>,
+    config: SchedulerConfig,
+}
+
+/// The three recorded machines as DRA nodes; `claims` every claim there is.
+fn world(claims: Vec<ResourceClaim>) -> World {
+    let config = SchedulerConfig::default();
+    let topologies: Vec<_> = MACHINES.iter().map(|m| topology(m)).collect();
+    let trust = ReadingTrust::at("2026-01-01T00:10:00Z".parse().expect("a time"));
+    let mut builder = SnapshotBuilder::new(&config);
+    for (m, t) in MACHINES.iter().zip(&topologies) {
+        builder.node(node_input(&dra_node(m.node), Some(t), trust).expect("a node input"));
+    }
+    let snapshot = builder.build().expect("a snapshot");
+    let slices: Vec<_> = MACHINES.iter().map(|m| slice(m)).collect();
+    let mut inventory = DraInventory::build(&DraConfig::default(), &slices, &topologies, &claims);
+    hold_snapshot(&mut inventory, &snapshot);
+    World {
+        snapshot,
+        inventory,
+        claims,
+        config,
+    }
+}
+
+impl World {
+    /// The pod using `uses` of the world's claims, read.
+    fn pod(&self, uses: &[&str]) -> (PendingPod, DraPod) {
+        let pod = pod("trainer", uses, json!({}));
+        let dra = DraPod::from_pod(
+            &pod,
+            |ns, name| {
+                self.claims.iter().find(|c| {
+                    c.metadata.namespace.as_deref() == Some(ns)
+                        && c.metadata.name.as_deref() == Some(name)
+                })
+            },
+            &classes(),
+        )
+        .expect("the claims are read");
+        (PendingPod::from_k8s(&pod).expect("a pod"), dra)
+    }
+}
+
+#[test]
+fn the_explanation_leads_with_the_decision_and_names_the_devices() {
+    let w = world(vec![claim("quad", json!({"requests": [gpus("gpus", 4)]}))]);
+    let (pod, dra) = w.pod(&["quad"]);
+    let DraDecision::Placed(placed) =
+        schedule_claims(&w.snapshot, &w.inventory, &dra, &pod, &w.config)
+    else {
+        panic!("four GPUs fit")
+    };
+    let e = explain_claims(&w.snapshot, &w.inventory, &dra, &pod, &w.config);
+    assert_eq!(e.pod, "default/trainer");
+    let Decision::Placed(p) = &e.decision else {
+        panic!("placed: {:?}", e.decision)
+    };
+    assert_eq!(*p, placed.placement, "explain and schedule agree");
+    assert_eq!(e.rows.len(), 3, "{:#?}", e.rows);
+    let chosen = &e.rows[0];
+    assert_eq!(chosen.verdict, Verdict::Chosen);
+    assert_eq!(chosen.node, placed.placement.node);
+    assert_eq!(chosen.gpus, placed.placement.gpus);
+    let device = format!(
+        "quad: gpu.nvidia.com/{}/gpu-{}",
+        chosen.node, chosen.gpus[0]
+    );
+    assert!(chosen.reason.contains(&device), "{}", chosen.reason);
+    let gpus: Vec<u32> = chosen.devices.iter().filter_map(|d| d.gpu).collect();
+    assert_eq!(gpus, chosen.gpus, "{:#?}", chosen.devices);
+    for d in &chosen.devices {
+        assert_eq!(
+            (d.claim.as_str(), d.request.as_str()),
+            ("default/quad", "gpus")
+        );
+        let gpu = d.gpu.expect("on the topology");
+        assert_eq!(
+            d.device,
+            format!("gpu.nvidia.com/{}/gpu-{gpu}", chosen.node)
+        );
+    }
+    assert!(
+        e.rows[1..].iter().all(|r| r.verdict == Verdict::Feasible),
+        "{:#?}",
+        e.rows
+    );
+    // Best first: no later row has a wider bottleneck than the chosen one.
+    assert!(
+        e.rows[1..]
+            .iter()
+            .all(|r| r.bottleneck <= chosen.bottleneck),
+        "{:#?}",
+        e.rows
+    );
+}
+
+#[test]
+fn a_node_whose_devices_are_taken_is_rejected_with_the_devices_reason() {
+    let taken: Vec<(&str, String)> = (0..8).map(|g| ("gpus", format!("gpu-{g}"))).collect();
+    let taken: Vec<(&str, &str)> = taken.iter().map(|(r, d)| (*r, d.as_str())).collect();
+    let elsewhere = allocated(
+        claim("elsewhere", json!({"requests": [gpus("gpus", 8)]})),
+        "dgx-a100",
+        &taken,
+    );
+    let w = world(vec![
+        elsewhere,
+        claim("quad", json!({"requests": [gpus("gpus", 4)]})),
+    ]);
+    let (pod, dra) = w.pod(&["quad"]);
+    let e = explain_claims(&w.snapshot, &w.inventory, &dra, &pod, &w.config);
+    let a100 = e
+        .rows
+        .iter()
+        .find(|r| r.node == "dgx-a100")
+        .expect("a row per node");
+    assert_eq!(a100.verdict, Verdict::Rejected);
+    assert!(a100.gpus.is_empty());
+    assert!(a100.filter_reason.is_none(), "not a node predicate");
+    assert!(a100.reason.contains("quad"), "{}", a100.reason);
+    let Decision::Placed(p) = &e.decision else {
+        panic!("another node takes it: {:?}", e.decision)
+    };
+    assert_ne!(p.node, "dgx-a100");
+
+    let judged = dra.judged(&pod);
+    let judge = DraJudge::new(&w.snapshot, &w.inventory, &dra, &judged, &w.config);
+    let id = w.snapshot.node_id("dgx-a100").expect("the node");
+    match judge.judge(id) {
+        Err(r @ DraRejection::Devices(NodeReason::TooFewDevices { busy: 8, .. })) => {
+            assert!(r.resolvable(), "evicting the holder frees the devices");
+            assert_eq!(
+                r.summaries(),
+                vec!["too few free devices for default/quad request gpus"]
+            );
+        }
+        other => panic!("too few devices, 8 busy: {other:?}"),
+    }
+}
+
+#[test]
+fn a_claim_no_node_holds_is_unschedulable_with_counted_reasons() {
+    let w = world(vec![claim("huge", json!({"requests": [gpus("gpus", 16)]}))]);
+    let (pod, dra) = w.pod(&["huge"]);
+    let e = explain_claims(&w.snapshot, &w.inventory, &dra, &pod, &w.config);
+    let Decision::Unschedulable(u) = &e.decision else {
+        panic!("16 GPUs fit no 8-GPU node: {:?}", e.decision)
+    };
+    assert!(
+        u.message.starts_with("0/3 nodes are available: 3 "),
+        "{}",
+        u.message
+    );
+    assert!(e.rows.iter().all(|r| r.verdict == Verdict::Rejected));
+    let DraDecision::Unschedulable { message } =
+        schedule_claims(&w.snapshot, &w.inventory, &dra, &pod, &w.config)
+    else {
+        panic!("unschedulable")
+    };
+    assert_eq!(message, u.message, "explain and schedule agree");
+}
+
+#[test]
+fn a_special_claim_is_not_served_on_a_device_plugin_node() {
+    let w = world(vec![claim("pair", json!({"requests": [gpus("gpus", 2)]}))]);
+    let mut plugin_node = dra_node("plugin-node");
+    plugin_node
+        .status
+        .as_mut()
+        .and_then(|s| s.allocatable.as_mut())
+        .expect("allocatable")
+        .insert(
+            "nvidia.com/gpu".into(),
+            gputopo_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity("8".into()),
+        );
+    let trust = ReadingTrust::at("2026-01-01T00:10:00Z".parse().expect("a time"));
+    let mut builder = SnapshotBuilder::new(&w.config);
+    builder.node(node_input(&plugin_node, None, trust).expect("a node input"));
+    let snapshot = builder.build().expect("a snapshot");
+    let (pod, dra) = w.pod(&["pair"]);
+    let judged = dra.judged(&pod);
+    let judge = DraJudge::new(&snapshot, &w.inventory, &dra, &judged, &w.config).extended_only();
+    let rejection = judge.judge(NodeId(0)).expect_err("a device plugin node");
+    assert_eq!(rejection, DraRejection::DevicePluginNode);
+    assert!(!rejection.resolvable());
+    assert_eq!(
+        rejection.summaries(),
+        vec!["GPUs served by a device plugin"]
+    );
+}
