@@ -13,7 +13,7 @@ use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{
     DraConfig, DraDecision, DraInventory, DraJudge, DraPod, DraRejection, NodeReason,
-    explain_claims, hold_snapshot, schedule_claims,
+    explain_claims, hold_snapshot, review_allocation, schedule_claims,
 };
 use gputopo_scheduler_core::explain::Verdict;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -223,5 +223,73 @@ fn a_special_claim_is_not_served_on_a_device_plugin_node() {
     assert_eq!(
         rejection.summaries(),
         vec!["GPUs served by a device plugin"]
+    );
+}
+
+/// `pair` allocated to `devices` of the PCIe box, as kube-scheduler's
+/// first-fit allocator might; reviewed against an inventory without it.
+fn review_pair(devices: &[u32]) -> Option<gputopo_scheduler_core::dra::AllocationReview> {
+    let names: Vec<String> = devices.iter().map(|g| format!("gpu-{g}")).collect();
+    let results: Vec<(&str, &str)> = names.iter().map(|n| ("gpus", n.as_str())).collect();
+    let pair = allocated(
+        claim("pair", json!({"requests": [gpus("gpus", 2)]})),
+        PCIE_2SOCKET.node,
+        &results,
+    );
+    // The inventory leaves the pod's own claim out, as at the bind.
+    let w = world(Vec::new());
+    let pod = pod("trainer", &["pair"], json!({}));
+    let pending = PendingPod::from_k8s(&pod).expect("a pod");
+    review_allocation(
+        &w.snapshot,
+        &w.inventory,
+        &[&pair],
+        &classes(),
+        &pending,
+        &w.config,
+    )
+}
+
+#[test]
+fn an_allocation_across_the_sockets_is_reviewed_against_gputopos_pair() {
+    let review = review_pair(&[0, 7]).expect("GPUs 0 and 7 cross the sockets");
+    assert_eq!(review.node, PCIE_2SOCKET.node);
+    assert_eq!(review.allocated.gpu_indices(), vec![0, 7]);
+    assert_eq!(review.allocated.numa_nodes, 2);
+    assert_eq!(review.best.numa_nodes, 1, "{review:?}");
+    assert!(
+        review.allocated.bottleneck < review.best.bottleneck,
+        "{review:?}"
+    );
+    let message = review.message();
+    assert!(
+        message.starts_with("kube-scheduler allocated GPUs 0,7 (bottleneck SYS, 2 NUMA nodes; devices pair: gpu.nvidia.com/rtx4090-pcie/gpu-0, pair: gpu.nvidia.com/rtx4090-pcie/gpu-7) on node rtx4090-pcie where gputopo would have chosen GPUs "),
+        "{message}"
+    );
+    // gputopo's own pair, allocated, is nothing to report.
+    let best = review.best.gpu_indices();
+    assert_eq!(review_pair(&best), None, "{best:?}");
+}
+
+#[test]
+fn one_device_is_nothing_to_review() {
+    let one = allocated(
+        claim("one", json!({"requests": [gpus("gpus", 1)]})),
+        PCIE_2SOCKET.node,
+        &[("gpus", "gpu-3")],
+    );
+    let w = world(Vec::new());
+    let pod = pod("trainer", &["one"], json!({}));
+    let pending = PendingPod::from_k8s(&pod).expect("a pod");
+    assert_eq!(
+        review_allocation(
+            &w.snapshot,
+            &w.inventory,
+            &[&one],
+            &classes(),
+            &pending,
+            &w.config
+        ),
+        None
     );
 }

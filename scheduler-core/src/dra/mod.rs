@@ -52,6 +52,7 @@ mod extended;
 mod gang;
 mod judge;
 pub mod matching;
+mod review;
 mod schedule;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
@@ -72,6 +73,7 @@ pub use extended::{
 };
 pub use gang::{ClaimGangDecision, schedule_claim_gang};
 pub use judge::{DraJudge, DraRejection, rank};
+pub use review::{AllocationReview, review_allocation};
 pub use schedule::{DraDecision, DraPlacement, hold_snapshot, schedule_claims, schedule_extended};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.
