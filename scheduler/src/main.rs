@@ -366,6 +366,7 @@ async fn extender(args: ExtenderArgs) -> Result<()> {
         limits: args.limits.limits(),
         scheduler_names: args.scheduler_name,
         accounting: settings.accounting,
+        dra: settings.dra,
     };
     extender::run(client, settings.core, options, shutdown)
         .await

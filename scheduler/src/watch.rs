@@ -43,7 +43,8 @@ pub struct Watches {
     upstream_groups: Store<Checked<UpstreamPodGroup>>,
     jobsets: Store<Checked<JobSet>>,
     leader_worker_sets: Store<Checked<LeaderWorkerSet>>,
-    /// `resource.k8s.io/v1`, for the secondary scheduler's claims.
+    /// `resource.k8s.io/v1`: the secondary scheduler allocates claims from
+    /// them; the extender judges claims' fit per node (both modes).
     slices: Store<Checked<ResourceSlice>>,
     claims: Store<Checked<ResourceClaim>>,
     classes: Store<Checked<DeviceClass>>,
@@ -57,8 +58,8 @@ impl Watches {
     /// While the API server cannot be reached this waits (with backoff,
     /// saying so in `readiness`) rather than fail: a process that exits
     /// would only crash-loop until it is back. `secondary`: the secondary
-    /// scheduler's own kinds too (gang objects and DRA's), which the
-    /// extender leaves to kube-scheduler.
+    /// scheduler's own kinds too (the gang objects), which the extender
+    /// leaves to kube-scheduler. DRA's kinds are watched in both modes.
     pub async fn start(
         client: &kube::Client,
         secondary: bool,
@@ -112,33 +113,9 @@ impl Watches {
         )
         .await;
         const NO_DRA: &str = "resource.k8s.io/v1 is not served (Kubernetes 1.34+); pods with ResourceClaims wait until a restart after it is";
-        let slices = optional(
-            client,
-            secondary,
-            "ResourceSlice",
-            NO_DRA,
-            &on_event,
-            readiness,
-        )
-        .await;
-        let claims = optional(
-            client,
-            secondary,
-            "ResourceClaim",
-            NO_DRA,
-            &on_event,
-            readiness,
-        )
-        .await;
-        let classes = optional(
-            client,
-            secondary,
-            "DeviceClass",
-            NO_DRA,
-            &on_event,
-            readiness,
-        )
-        .await;
+        let slices = optional(client, true, "ResourceSlice", NO_DRA, &on_event, readiness).await;
+        let claims = optional(client, true, "ResourceClaim", NO_DRA, &on_event, readiness).await;
+        let classes = optional(client, true, "DeviceClass", NO_DRA, &on_event, readiness).await;
         Watches {
             pods: reflect(
                 Api::all(client.clone()),

@@ -1197,16 +1197,35 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
 
 #[test]
 fn the_extenders_rbac_is_exactly_what_it_uses() {
-    // The extender watches what it decides from and posts the binding,
-    // which carries the GPU annotations; kube-scheduler writes the events, the pod conditions and
-    // does preemption. No PodGroups (no gangs in extender mode), no lease
-    // (one replica). `the_extender_binds_a_pod_with_exactly_the_charts_rbac`
-    // runs it under exactly these rules.
+    // The extender watches what it decides from (DRA's objects read only:
+    // kube-scheduler allocates claims) and posts the binding, which carries
+    // the GPU annotations; kube-scheduler writes the pod conditions and
+    // does preemption; the extender's one event says when kube-scheduler
+    // allocated a worse GPU set than gputopo would have. No PodGroups (no
+    // gangs in extender mode), no lease (one replica).
+    // `the_extender_binds_a_pod_with_exactly_the_charts_rbac` runs it under
+    // exactly these rules.
     let cluster_wide = triples(&[
         ("", "pods", &["get", "list", "watch"]),
         ("", "nodes", &["get", "list", "watch"]),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
+        (
+            "resource.k8s.io",
+            "resourceslices",
+            &["get", "list", "watch"],
+        ),
+        (
+            "resource.k8s.io",
+            "deviceclasses",
+            &["get", "list", "watch"],
+        ),
+        (
+            "resource.k8s.io",
+            "resourceclaims",
+            &["get", "list", "watch"],
+        ),
         ("", "pods/binding", &["create"]),
+        ("events.k8s.io", "events", &["create", "patch"]),
     ]);
     let docs = render_ok("team-a", "gpu-infra", Some(EXTENDER_VALUES));
     let role = scheduler_object(&docs, "ClusterRole").expect("a scheduler ClusterRole");

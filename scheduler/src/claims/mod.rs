@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What the watches hold of DRA (each empty where `resource.k8s.io/v1` is
-/// not served, or in the extender, which leaves claims to kube-scheduler).
+/// not served).
 #[derive(Clone, Debug, Default)]
 pub struct DraObjects {
     pub slices: Vec<Arc<ResourceSlice>>,
@@ -26,7 +26,7 @@ pub struct DraObjects {
 
 impl DraObjects {
     /// Whether the watches hold no DRA object at all (a cluster without
-    /// DRA, or the extender): the cycle then builds no inventory.
+    /// DRA): the cycle then builds no inventory.
     pub fn is_empty(&self) -> bool {
         self.slices.is_empty() && self.claims.is_empty()
     }

@@ -61,6 +61,7 @@ pub struct ExtenderMetrics {
     pub invalid_objects: crate::checked::InvalidObjectsGauge,
     pub handshakes: Family<HandshakeLabel, Counter>,
     pub refused: Family<RefusedLabel, Counter>,
+    pub suboptimal_dra_allocations: Counter,
 }
 
 impl ExtenderMetrics {
@@ -78,6 +79,7 @@ impl ExtenderMetrics {
         let invalid_objects = crate::serve::register_invalid_objects(&mut registry);
         let handshakes = Family::<HandshakeLabel, Counter>::default();
         let refused = Family::<RefusedLabel, Counter>::default();
+        let suboptimal_dra_allocations = Counter::default();
         registry.register(
             "extender_requests",
             "Extender requests from kube-scheduler by verb (filter, prioritize, bind) and result (ok, bad_request, not_ready, error)",
@@ -123,6 +125,11 @@ impl ExtenderMetrics {
             "Extender requests refused by a limit before any verb ran: too_large (413), timeout (408), overloaded (503)",
             refused.clone(),
         );
+        registry.register(
+            "extender_suboptimal_dra_allocations",
+            "Pods bound whose claims kube-scheduler allocated on a worse GPU set than gputopo would have chosen on the same node (each also a SuboptimalGPUAllocation event)",
+            suboptimal_dra_allocations.clone(),
+        );
         ExtenderMetrics {
             registry,
             requests,
@@ -135,6 +142,7 @@ impl ExtenderMetrics {
             invalid_objects,
             handshakes,
             refused,
+            suboptimal_dra_allocations,
         }
     }
 

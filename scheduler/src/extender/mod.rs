@@ -13,8 +13,11 @@
 //! - [`tls`]: the serving certificate, client-certificate authentication
 //!   and the listener that runs the handshakes;
 //! - [`server`]: the backend with its watches and API writes, and [`run`];
+//! - [`dra`]: what a pod's DRA claims are judged by, and the review of
+//!   kube-scheduler's allocation after a bind;
 //! - [`metrics`]: what `/metrics` says in this mode.
 
+pub mod dra;
 pub mod http;
 pub mod metrics;
 pub mod protocol;

@@ -11,9 +11,10 @@
 //! out again. If the binding fails after the annotations were written, they
 //! are taken off again.
 
+use super::dra::ExtenderDra;
 use super::http::{self, Backend, Limits};
 use super::metrics::ExtenderMetrics;
-use super::protocol::{BindingRequest, PlanError, binding, plan_binding};
+use super::protocol::{BindingRequest, PlanError, PodClaims, binding, plan_binding};
 use super::tls::{TlsListener, TlsServing};
 use crate::cluster::{AssumeCache, Assumed, Objects, ReadingTrust, build_snapshot, pod_key, usage};
 use crate::config::Accounting;
@@ -23,6 +24,7 @@ use crate::watch::{WatchError, Watches};
 use futures::future::BoxFuture;
 use gputopo_ops::Readiness;
 use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::dra::DraConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
@@ -98,6 +100,8 @@ pub struct ServeOptions {
     pub scheduler_names: Vec<String>,
     /// How far nodes' readings of the kubelet are trusted (the config file).
     pub accounting: Accounting,
+    /// The DRA drivers whose devices are GPUs (the config file's `dra`).
+    pub dra: DraConfig,
 }
 
 /// Where the extender listens.
@@ -137,6 +141,7 @@ pub struct Extender {
     binding: tokio::sync::Mutex<()>,
     readiness: Arc<Readiness>,
     metrics: Arc<ExtenderMetrics>,
+    dra: ExtenderDra,
 }
 
 impl Extender {
@@ -147,6 +152,7 @@ impl Extender {
         config: SchedulerConfig,
         accounting: Accounting,
         scheduler_names: Vec<String>,
+        dra: DraConfig,
         metrics: Arc<ExtenderMetrics>,
         readiness: Arc<Readiness>,
     ) -> Result<Arc<Extender>, ExtenderError> {
@@ -160,6 +166,7 @@ impl Extender {
         )
         .await;
         Ok(Arc::new(Extender {
+            dra: ExtenderDra::new(client.clone(), dra),
             client,
             config,
             accounting,
@@ -217,6 +224,12 @@ impl Extender {
         Ok(snapshot)
     }
 
+    fn pod_claims(&self, pod: &Pod, snapshot: &Snapshot) -> PodClaims {
+        let generation = self.generation.load(Ordering::SeqCst);
+        self.dra
+            .pod_claims(&self.watches, generation, pod, snapshot)
+    }
+
     /// The pod as the watch has it, waiting a little for a pod kube-scheduler
     /// has just seen (or for the uid the binding names).
     async fn cached_pod(&self, request: &BindingRequest) -> Result<Arc<Pod>, BindError> {
@@ -264,12 +277,14 @@ impl Extender {
             .get(&ObjectRef::<Pod>::new(&request.name).within(&request.namespace))
             .unwrap_or(waited);
         let snapshot = self.build().map_err(BindError::Snapshot)?;
+        let claims = self.pod_claims(&pod, &snapshot);
         let placement = plan_binding(
             &snapshot,
             &self.config,
             &self.scheduler_names,
             &pod,
             &request,
+            &claims,
         )?;
         let pending = PendingPod::from_k8s(&pod).map_err(PlanError::InvalidPod)?;
         let pods = Api::<Pod>::namespaced(self.client.clone(), &request.namespace);
@@ -300,6 +315,22 @@ impl Extender {
                 since: Instant::now(),
             },
         );
+        if !matches!(claims, PodClaims::Unjudged) && placement.gpus.is_empty() {
+            let reviewed = self
+                .dra
+                .review(
+                    &self.client,
+                    &self.watches,
+                    &snapshot,
+                    &self.config,
+                    &pod,
+                    &pending,
+                )
+                .await;
+            if reviewed.is_some() {
+                self.metrics.suboptimal_dra_allocations.inc();
+            }
+        }
         self.generation.fetch_add(1, Ordering::SeqCst);
         if let Ok(after) = self.build() {
             let u = usage(&after);
@@ -325,6 +356,10 @@ impl Backend for Extender {
 
     fn config(&self) -> &SchedulerConfig {
         &self.config
+    }
+
+    fn claims(&self, pod: &Pod, snapshot: &Snapshot) -> PodClaims {
+        self.pod_claims(pod, snapshot)
     }
 
     fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, String>> {
@@ -380,6 +415,7 @@ pub async fn run(
         config,
         options.accounting,
         options.scheduler_names.clone(),
+        options.dra.clone(),
         metrics.clone(),
         readiness.clone(),
     )

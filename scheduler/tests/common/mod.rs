@@ -7,6 +7,7 @@
 
 pub mod dra;
 pub mod ecosystem;
+pub mod extender;
 pub mod scheduler_process;
 #[allow(unused_imports)] // the extender tests start no scheduler process
 pub use scheduler_process::*;
@@ -40,6 +41,16 @@ pub fn fixture(path: &str) -> String {
     std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))
 }
 
+/// The `GpuTopology` the agent would publish for node `name` built from
+/// the recorded machine `topo`.
+pub fn topology(name: &str, topo: &str) -> GpuTopology {
+    let facts = facts_from_topo(&fixture(topo)).expect("the fixture parses");
+    GpuTopology::new(
+        name,
+        normalize(name, &facts).expect("the fixture normalizes"),
+    )
+}
+
 /// A kwok node built from a recorded machine, labelled, with the
 /// `GpuTopology` the agent would publish for it (owned by the node).
 pub async fn fixture_node(
@@ -60,8 +71,7 @@ pub async fn fixture_node_with(
     labels: &[(&str, &str)],
     device_plugin: bool,
 ) -> (Node, GpuTopology) {
-    let facts = facts_from_topo(&fixture(topo)).expect("the fixture parses");
-    let spec = normalize(name, &facts).expect("the fixture normalizes");
+    let spec = topology(name, topo).spec;
     let labels: BTreeMap<String, String> = labels
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

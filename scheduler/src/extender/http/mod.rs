@@ -31,6 +31,7 @@ use futures::future::BoxFuture;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
+use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -92,6 +93,11 @@ pub trait Backend: Send + Sync + 'static {
     /// seen bound; `Err(reason)` when it cannot be built.
     fn snapshot(&self) -> Result<Arc<Snapshot>, String>;
     fn config(&self) -> &SchedulerConfig;
+    /// What the pod's DRA claims are judged by on `snapshot` (none without
+    /// DRA objects).
+    fn claims(&self, _pod: &Pod, _snapshot: &Snapshot) -> protocol::PodClaims {
+        protocol::PodClaims::Unjudged
+    }
     /// Chooses the GPUs on the request's node, writes them on the pod and
     /// binds it; one bind at a time. `Err` is the message for kube-scheduler.
     fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, String>>;
@@ -270,7 +276,8 @@ async fn filter(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
             return json(StatusCode::OK, &ExtenderFilterResult::error(e));
         }
     };
-    let result = protocol::filter(&snapshot, s.backend.config(), &request);
+    let claims = s.backend.claims(&request.pod, &snapshot);
+    let result = protocol::filter(&snapshot, s.backend.config(), &request, &claims);
     let passed = result
         .node_names
         .as_ref()
@@ -320,7 +327,8 @@ async fn prioritize(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
             return text(StatusCode::INTERNAL_SERVER_ERROR, e);
         }
     };
-    let scores = protocol::prioritize(&snapshot, s.backend.config(), &request);
+    let claims = s.backend.claims(&request.pod, &snapshot);
+    let scores = protocol::prioritize(&snapshot, s.backend.config(), &request, &claims);
     debug!(pod = %request.pod_key(), ?scores, "prioritize");
     s.metrics
         .request(VERB, "ok", started.elapsed().as_secs_f64());

@@ -54,9 +54,15 @@ impl Backend for Fake {
             }))
             .map_err(|e| e.to_string())?;
             let served = [protocol::DEFAULT_SCHEDULER_NAME.to_string()];
-            let placement =
-                protocol::plan_binding(&self.snapshot, &self.config, &served, &pod, &request)
-                    .map_err(|e| e.to_string())?;
+            let placement = protocol::plan_binding(
+                &self.snapshot,
+                &self.config,
+                &served,
+                &pod,
+                &request,
+                &protocol::PodClaims::Unjudged,
+            )
+            .map_err(|e| e.to_string())?;
             self.binds.lock().map_err(|e| e.to_string())?.push(request);
             Ok(placement)
         })

@@ -17,15 +17,22 @@
 //!   kube-scheduler's preemption leaves that node alone.
 //! - **prioritize** ([`prioritize`]): scheduler-core's node score, 0–100,
 //!   rounded to 0–10 ([`extender_score`]).
+//! - **claims** ([`PodClaims`], `claims.rs`): a pod whose GPUs come through
+//!   DRA is filtered and scored by its claims' fit on each node's free
+//!   devices; kube-scheduler allocates the devices itself.
 //! - **bind** ([`plan_binding`]): the GPU set on the node kube-scheduler
 //!   chose, posted as the binding ([`binding`]) whose annotations carry
 //!   the GPUs: the API server copies them onto the pod as it binds it.
 //!   Only for the pod of the request's uid, and only when its
 //!   `schedulerName` is one this extender serves.
 
+mod claims;
+
 pub use crate::annotations::{assignment_annotations, bottleneck_text};
+pub use claims::PodClaims;
+use claims::{Judge, Verdict};
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::node_fit::{NodeJudge, NodeVerdict, PlaceError};
+use gputopo_scheduler_core::node_fit::{NodeJudge, PlaceError};
 use gputopo_scheduler_core::pod::{PendingPod, PodError};
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
@@ -237,11 +244,13 @@ fn invalid_pod_message(e: &PodError) -> String {
     format!("invalid {}: {e}", e.key())
 }
 
-/// Filters the candidates; see the module documentation.
+/// Filters the candidates; see the module documentation. `pod_claims`:
+/// what the pod's DRA claims are judged by (see [`claims`]).
 pub fn filter(
     snapshot: &Snapshot,
     config: &SchedulerConfig,
     request: &ExtenderRequest,
+    pod_claims: &PodClaims,
 ) -> ExtenderFilterResult {
     let names = request.candidates.names();
     let mut result = ExtenderFilterResult::default();
@@ -257,20 +266,20 @@ pub fn filter(
             }
         }
         Ok(pending) => {
-            let judge = NodeJudge::new(snapshot, &pending, config);
+            let judged = claims::judged_pod(&pending, pod_claims);
+            let judge = Judge::new(snapshot, config, &pending, &judged, pod_claims);
             for name in &names {
                 match judge.judge(name) {
-                    NodeVerdict::Fits { .. } => passed.push(name),
-                    NodeVerdict::Rejected(r) => {
-                        let text = r.reason.summaries().join(", ");
-                        let into = if r.resolvable {
+                    Verdict::Fits(_) => passed.push(name),
+                    Verdict::Fails { text, resolvable } => {
+                        let into = if resolvable {
                             &mut result.failed_nodes
                         } else {
                             &mut result.failed_and_unresolvable_nodes
                         };
                         into.insert((*name).to_string(), text);
                     }
-                    NodeVerdict::Unknown => {
+                    Verdict::Unknown => {
                         result
                             .failed_nodes
                             .insert((*name).to_string(), NODE_NOT_CACHED.into());
@@ -307,18 +316,22 @@ pub fn prioritize(
     snapshot: &Snapshot,
     config: &SchedulerConfig,
     request: &ExtenderRequest,
+    pod_claims: &PodClaims,
 ) -> Vec<HostPriority> {
     let names = request.candidates.names();
     let pending = PendingPod::from_k8s(&request.pod).ok();
-    let judge = pending
+    let judged = pending
         .as_ref()
-        .map(|p| NodeJudge::new(snapshot, p, config));
+        .map(|p| (p, claims::judged_pod(p, pod_claims)));
+    let judge = judged
+        .as_ref()
+        .map(|(p, j)| Judge::new(snapshot, config, p, j, pod_claims));
     names
         .into_iter()
         .map(|name| HostPriority {
             host: name.to_string(),
             score: match judge.as_ref().map(|j| j.judge(name)) {
-                Some(NodeVerdict::Fits { score, .. }) => extender_score(score),
+                Some(Verdict::Fits(score)) => extender_score(score),
                 _ => 0,
             },
         })
@@ -436,6 +449,7 @@ pub fn plan_binding(
     scheduler_names: &[String],
     pod: &Pod,
     request: &BindingRequest,
+    pod_claims: &PodClaims,
 ) -> Result<Placement, PlanError> {
     let key = request.pod_key();
     let actual = pod.metadata.uid.as_deref().unwrap_or("none");
@@ -466,6 +480,20 @@ pub fn plan_binding(
         });
     }
     let pending = PendingPod::from_k8s(pod).map_err(PlanError::InvalidPod)?;
+    // kube-scheduler's DRA plugin has allocated the devices by now: the
+    // node's other predicates still count, the GPUs are the claims'.
+    let through_dra = match pod_claims {
+        PodClaims::Unjudged => false,
+        PodClaims::Claims { .. } => true,
+        PodClaims::Extended { .. } => snapshot
+            .node_id(&request.node)
+            .is_some_and(|id| snapshot.node(id).allocatable().gpus == 0),
+    };
+    let pending = if through_dra {
+        claims::without_gpus(&pending)
+    } else {
+        pending
+    };
     NodeJudge::new(snapshot, &pending, config)
         .place_on(&request.node)
         .map_err(PlanError::Place)
@@ -495,3 +523,7 @@ pub fn binding(request: &BindingRequest, placement: &Placement) -> Binding {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "claims_tests.rs"]
+mod claims_tests;

@@ -1,6 +1,7 @@
 use super::*;
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::accounting::ReadingTrust;
+use gputopo_scheduler_core::node_fit::NodeVerdict;
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
@@ -73,7 +74,12 @@ fn filter_passes_the_nodes_that_fit_and_says_why_the_others_do_not() {
         "NodeNames": ["dgx1-a", "dgx1-full", "cordoned", "ghost", "dgx1-b"]
     })))
     .expect("a valid request");
-    let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+    let result = filter(
+        &cluster(),
+        &SchedulerConfig::default(),
+        &request,
+        &PodClaims::Unjudged,
+    );
     assert_eq!(
         serde_json::to_value(&result).expect("JSON"),
         json!({
@@ -97,7 +103,12 @@ fn a_gpu_set_no_node_can_ever_hold_is_unresolvable() {
         "NodeNames": ["dgx1-a", "dgx1-full"]
     })))
     .expect("a valid request");
-    let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+    let result = filter(
+        &cluster(),
+        &SchedulerConfig::default(),
+        &request,
+        &PodClaims::Unjudged,
+    );
     assert_eq!(
         serde_json::to_value(&result).expect("JSON"),
         json!({
@@ -126,7 +137,12 @@ fn filter_answers_in_the_form_it_was_asked() {
         "NodeNames": null
     })))
     .expect("a valid request");
-    let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+    let result = filter(
+        &cluster(),
+        &SchedulerConfig::default(),
+        &request,
+        &PodClaims::Unjudged,
+    );
     let value = serde_json::to_value(&result).expect("JSON");
     assert_eq!(value["Nodes"], json!({"items": [a]}));
     assert_eq!(value["NodeNames"], Value::Null);
@@ -143,7 +159,12 @@ fn a_pod_with_a_bad_annotation_fails_every_node_naming_the_key() {
         "NodeNames": ["dgx1-a", "dgx1-b"]
     })))
     .expect("the body itself is valid");
-    let result = filter(&cluster(), &SchedulerConfig::default(), &request);
+    let result = filter(
+        &cluster(),
+        &SchedulerConfig::default(),
+        &request,
+        &PodClaims::Unjudged,
+    );
     assert_eq!(result.node_names, Some(vec![]));
     assert!(result.failed_nodes.is_empty());
     let messages: Vec<&String> = result.failed_and_unresolvable_nodes.values().collect();
@@ -175,7 +196,13 @@ fn prioritize_maps_the_core_score_to_zero_to_ten() {
     // The busier node packs better; both fit two GPUs.
     assert_ne!(extender_score(a), extender_score(full), "{a} vs {full}");
     assert_eq!(
-        serde_json::to_value(prioritize(&snapshot, &config, &request)).expect("JSON"),
+        serde_json::to_value(prioritize(
+            &snapshot,
+            &config,
+            &request,
+            &PodClaims::Unjudged
+        ))
+        .expect("JSON"),
         json!([
             {"Host": "dgx1-a", "Score": extender_score(a)},
             {"Host": "dgx1-full", "Score": extender_score(full)},
@@ -297,6 +324,7 @@ fn binding_plans_the_nvlink_quad_on_the_chosen_node() {
         &served(),
         &pod,
         &bind_request("dgx1-b", "uid-1"),
+        &PodClaims::Unjudged,
     )
     .expect("dgx1-b holds four GPUs");
     assert_eq!(p.node, "dgx1-b");
@@ -341,6 +369,7 @@ fn binding_refuses_what_no_longer_holds() {
         &served(),
         &p,
         &bind_request("dgx1-full", "uid-1"),
+        &PodClaims::Unjudged,
     )
     .expect_err("two free GPUs")
     .to_string();
@@ -360,6 +389,7 @@ fn binding_refuses_what_no_longer_holds() {
         &served(),
         &p,
         &bind_request("ghost", "uid-1"),
+        &PodClaims::Unjudged,
     )
     .expect_err("unknown node")
     .to_string();
@@ -370,6 +400,7 @@ fn binding_refuses_what_no_longer_holds() {
         &served(),
         &p,
         &bind_request("dgx1-a", "uid-2"),
+        &PodClaims::Unjudged,
     )
     .expect_err("another pod")
     .to_string();
@@ -385,7 +416,8 @@ fn binding_refuses_what_no_longer_holds() {
             &config,
             &served(),
             &bound,
-            &bind_request("dgx1-b", "uid-1")
+            &bind_request("dgx1-b", "uid-1"),
+            &PodClaims::Unjudged,
         ),
         Err(PlanError::AlreadyBound {
             pod: "ml/train".into(),
@@ -402,7 +434,8 @@ fn binding_refuses_what_no_longer_holds() {
             &config,
             &served(),
             &theirs,
-            &bind_request("dgx1-b", "uid-1")
+            &bind_request("dgx1-b", "uid-1"),
+            &PodClaims::Unjudged,
         )
         .expect_err("another profile's pod")
         .to_string(),
@@ -416,7 +449,8 @@ fn binding_refuses_what_no_longer_holds() {
             &config,
             &names,
             &theirs,
-            &bind_request("dgx1-b", "uid-1")
+            &bind_request("dgx1-b", "uid-1"),
+            &PodClaims::Unjudged,
         )
         .is_ok()
     );
@@ -428,7 +462,8 @@ fn binding_refuses_what_no_longer_holds() {
             &config,
             &served(),
             &no_uid,
-            &bind_request("dgx1-b", "uid-1")
+            &bind_request("dgx1-b", "uid-1"),
+            &PodClaims::Unjudged,
         ),
         Err(PlanError::UidMismatch { .. })
     ));
@@ -439,6 +474,7 @@ fn binding_refuses_what_no_longer_holds() {
         &served(),
         &bad,
         &bind_request("dgx1-a", "uid-1"),
+        &PodClaims::Unjudged,
     )
     .expect_err("bad annotation")
     .to_string();
