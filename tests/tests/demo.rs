@@ -73,7 +73,7 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
         .skip(1)
         .take_while(|l| !l.is_empty())
         .collect();
-    assert_eq!(placed.len(), 9, "{stdout}");
+    assert_eq!(placed.len(), 11, "{stdout}");
     let cols = |name: &str| -> Vec<&str> {
         placed
             .iter()
@@ -111,6 +111,31 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
             && r.contains("0/7 nodes are available: 7 too few free GPUs.")),
         "{stdout}"
     );
+
+    // The JobSet's two workers, made by the real JobSet controller: one
+    // gang on one GPU model in one leaf, each on an NVLink-connected quad.
+    let workers: Vec<Vec<&str>> = placed
+        .iter()
+        .filter(|r| r.starts_with("jobset-train-workers-"))
+        .map(|r| r.split_whitespace().collect())
+        .collect();
+    assert_eq!(workers.len(), 2, "{stdout}");
+    let leaf = |node: &str| {
+        rows.iter()
+            .find(|r| r.starts_with(&format!("{node} ")))
+            .and_then(|r| r.split_whitespace().last())
+            .unwrap_or_else(|| panic!("no row for node {node}:\n{stdout}"))
+    };
+    assert_eq!(
+        leaf(workers[0][1]),
+        leaf(workers[1][1]),
+        "one leaf: {stdout}"
+    );
+    for w in &workers {
+        assert_eq!(w[2].split(',').count(), 4, "{stdout}");
+        assert!(w[3].starts_with("NV"), "{stdout}");
+        assert_eq!(w[4], "Successfully", "{stdout}");
+    }
 
     // Through DRA: a claim template's pod and a plain nvidia.com/gpu pod on
     // the node NVIDIA's DRA driver publishes, each on an NVLink set.

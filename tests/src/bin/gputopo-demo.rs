@@ -6,7 +6,8 @@
 //! workload (a 4-GPU DDP pod, a 2-pod gang of 8-GPU pods, three inference
 //! pods sharing GPUs, one impossible pod, and two pods on a node whose GPUs
 //! NVIDIA's DRA driver publishes: one through a ResourceClaim template, one
-//! a plain `nvidia.com/gpu` request served through DRA) and the demo prints
+//! a plain `nvidia.com/gpu` request served through DRA), beside a JobSet of
+//! two 4-GPU workers made by the real JobSet controller, and the demo prints
 //! where each went and why, and each claim's devices beside the GPU
 //! indices. The cluster stays up until Ctrl-C.
 //!
@@ -24,6 +25,8 @@ use std::time::{Duration, Instant};
 
 #[path = "demo/dra.rs"]
 mod dra;
+#[path = "demo/jobset.rs"]
+mod jobset;
 
 /// The simulated nodes: name, leaf, and what the agent reads: a real
 /// machine's `nvidia-smi topo -m` (`.txt`) or an NVML recording (`.yaml`).
@@ -221,16 +224,24 @@ async fn main() -> Result<()> {
 
     wait_untainted(&env).await?;
     dra::publish(&env, &list.items, DRA_NODE).await?;
+    eprintln!("starting the JobSet controller ...");
+    let _jobset_controller = jobset::start(&env).await?;
     let scheduler = start_scheduler(&env, &args.scheduler).await?;
     agents.0.push(scheduler);
     let placed = run_workload(&env).await?;
+    let width = placed
+        .iter()
+        .map(|r| r.pod.len())
+        .max()
+        .unwrap_or(0)
+        .max(14);
     println!(
-        "{:<14} {:<16} {:<16} {:<10} REASON",
+        "{:<width$} {:<16} {:<16} {:<10} REASON",
         "POD", "NODE", "GPUS", "BOTTLENECK"
     );
     for row in &placed {
         println!(
-            "{:<14} {:<16} {:<16} {:<10} {}",
+            "{:<width$} {:<16} {:<16} {:<10} {}",
             row.pod, row.node, row.gpus, row.bottleneck, row.reason
         );
     }
@@ -257,6 +268,9 @@ async fn main() -> Result<()> {
 
 /// The namespace the demo's workload runs in.
 const DEMO_NAMESPACE: &str = "demo";
+
+/// The `schedulerName` of the demo's pods.
+const SCHEDULER_NAME: &str = "gputopo-scheduler";
 
 /// Starts `gputopo-scheduler run` against the cluster and waits for `/readyz`.
 async fn start_scheduler(env: &TestEnv, bin: &Path) -> Result<Child> {
@@ -326,7 +340,7 @@ fn demo_pod(name: &str, gpus: u32, annotations: &[(&str, &str)]) -> Result<Pod> 
         "kind": "Pod",
         "metadata": {"name": name, "annotations": annotations},
         "spec": {
-            "schedulerName": "gputopo-scheduler",
+            "schedulerName": SCHEDULER_NAME,
             "containers": [{"name": "main", "image": "registry.invalid/demo:1",
                             "resources": {"limits": limits}}]
         }
@@ -385,6 +399,10 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
     let pods = Api::<Pod>::namespaced(client.clone(), DEMO_NAMESPACE);
     let events = Api::<Event>::namespaced(client, DEMO_NAMESPACE);
     let submitted = workload()?;
+    let mut names: Vec<String> = submitted
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect();
     // The ServiceAccount admission plugin needs the namespace's default
     // ServiceAccount, which the controller manager creates in a moment.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -403,8 +421,13 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
             }
         }
     }
+    jobset::create(env, DEMO_NAMESPACE, SCHEDULER_NAME).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
+        // The JobSet's pods, once its controller and the Job controller made them.
+        let jobset_pods = jobset::pod_names(&pods).await?;
+        names.truncate(submitted.len());
+        names.extend(jobset_pods.iter().cloned());
         let listed = events.list(&ListParams::default()).await?.items;
         let note = |pod: &str| {
             listed
@@ -415,8 +438,8 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
                 .and_then(|e| e.note.clone())
         };
         let mut rows = Vec::new();
-        for pod in &submitted {
-            let name = pod.metadata.name.clone().unwrap_or_default();
+        for name in &names {
+            let name = name.clone();
             let now = pods.get(&name).await?;
             let node = now.spec.as_ref().and_then(|s| s.node_name.clone());
             let annotation = |k: &str| {
@@ -444,14 +467,14 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
                 pod: name,
             });
         }
-        if rows.len() == submitted.len() {
+        if jobset_pods.len() == jobset::PODS && rows.len() == names.len() {
             return Ok(rows);
         }
         if Instant::now() > deadline {
             bail!(
                 "after 60 s, only {} of {} pods were placed or refused; see {}",
                 rows.len(),
-                submitted.len(),
+                submitted.len() + jobset::PODS,
                 env.dir().join("gputopo-scheduler.log").display()
             );
         }
