@@ -184,6 +184,25 @@ fn resolve(
     Ok(path)
 }
 
+/// A binary of this workspace that cargo built beside the running test
+/// (`target/<profile>/<name>`; `cargo test --workspace` builds every one).
+/// Panics naming how to build it when it is missing: a test cannot go on.
+pub fn workspace_binary(name: &str, package: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>-<hash>
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (cargo build -p {package}; cargo test --workspace does)",
+        path.display()
+    );
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,33 +4,13 @@
 //! where each pod went and why; the third lists the DRA claims' devices
 //! beside the GPUs gputopo chose.
 
-use std::path::PathBuf;
+use gputopo_testenv::binaries::workspace_binary;
 use std::process::Command;
-
-/// `target/<profile>/`, where cargo put this workspace's binaries.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    // target/<profile>/deps/<test>-<hash>
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
-}
 
 #[test]
 fn demo_brings_up_the_cluster_and_lists_every_topology() {
-    let agent = target_dir().join("gputopo-agent");
-    let scheduler = target_dir().join("gputopo-scheduler");
-    assert!(
-        scheduler.exists(),
-        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
-        scheduler.display()
-    );
-    assert!(
-        agent.exists(),
-        "{} is missing: build it first (cargo build -p gputopo-agent; cargo test --workspace does)",
-        agent.display()
-    );
+    let agent = workspace_binary("gputopo-agent", "gputopo-agent");
+    let scheduler = workspace_binary("gputopo-scheduler", "gputopo-scheduler");
     let out = Command::new(env!("CARGO_BIN_EXE_gputopo-demo"))
         .arg("--agent")
         .arg(&agent)

@@ -24,6 +24,7 @@
 //!
 //! Helm is the one `scripts/control-plane-binaries` builds (v3.19).
 
+use gputopo_testenv::binaries::workspace_binary;
 use gputopo_testenv::loopback::TlsClient;
 use gputopo_testenv::pki::Pki;
 use gputopo_testenv::{TestEnv, binaries, fake_gpu_node, process::Process};
@@ -852,15 +853,6 @@ fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
     Ok((code, body))
 }
 
-/// `target/<profile>/`, where cargo put this workspace's binaries.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
-}
-
 /// Applies (for real) the rendered objects of the given kinds.
 async fn apply_kinds(client: &kube::Client, docs: &[Value], wanted: &[&str]) {
     for doc in docs {
@@ -1488,12 +1480,7 @@ async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
     env.with_controller_manager().await;
     env.with_kwok().await;
     let admin = env.client().await;
-    let scheduler_bin = target_dir().join("gputopo-scheduler");
-    assert!(
-        scheduler_bin.exists(),
-        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
-        scheduler_bin.display()
-    );
+    let scheduler_bin = workspace_binary("gputopo-scheduler", "gputopo-scheduler");
 
     // A release of its own, with a scheduler name no other test's pods use.
     let namespace = env.create_namespace("gputopo-sched").await;
@@ -1775,12 +1762,7 @@ async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
     env.with_controller_manager().await;
     env.with_kwok().await;
     let admin = env.client().await;
-    let scheduler_bin = target_dir().join("gputopo-scheduler");
-    assert!(
-        scheduler_bin.exists(),
-        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
-        scheduler_bin.display()
-    );
+    let scheduler_bin = workspace_binary("gputopo-scheduler", "gputopo-scheduler");
 
     // A release of its own in extender mode; only its identity is applied.
     let namespace = env.create_namespace("gputopo-ext").await;

@@ -7,28 +7,14 @@
 //! gputopo on an optimal set at least as often as kube-scheduler, and the
 //! figures counted from the allocations they summarise.
 
+use gputopo_testenv::binaries::workspace_binary;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::process::Command;
-
-/// `target/<profile>/`, where cargo put this workspace's binaries.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
-}
 
 #[test]
 fn dra_side_by_side_on_one_node_per_model_keeps_the_invariants() {
-    let scheduler = target_dir().join("gputopo-scheduler");
-    assert!(
-        scheduler.exists(),
-        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
-        scheduler.display()
-    );
+    let scheduler = workspace_binary("gputopo-scheduler", "gputopo-scheduler");
     let dir = tempfile::tempdir().expect("a temp dir");
     let json = dir.path().join("dra.json");
     let out = Command::new(env!("CARGO_BIN_EXE_gputopo-dra-sidebyside"))

@@ -7,19 +7,10 @@
 //! no GPU given twice, no node over capacity, gputopo's gangs all-or-nothing
 //! and each on one leaf.
 
+use gputopo_testenv::binaries::workspace_binary;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::process::Command;
-
-/// `target/<profile>/`, where cargo put this workspace's binaries.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
-}
 
 const NODES_PER_LEAF: usize = 4;
 
@@ -31,12 +22,7 @@ fn leaf_of(nodes: &BTreeMap<String, usize>, node: &str) -> usize {
 
 #[test]
 fn side_by_side_on_twelve_nodes_keeps_the_invariants() {
-    let scheduler = target_dir().join("gputopo-scheduler");
-    assert!(
-        scheduler.exists(),
-        "{} is missing: build it first (cargo build -p gputopo-scheduler; cargo test --workspace does)",
-        scheduler.display()
-    );
+    let scheduler = workspace_binary("gputopo-scheduler", "gputopo-scheduler");
     let dir = tempfile::tempdir().expect("a temp dir");
     let json = dir.path().join("sidebyside.json");
     let out = Command::new(env!("CARGO_BIN_EXE_gputopo-sidebyside"))

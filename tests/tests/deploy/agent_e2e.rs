@@ -9,12 +9,7 @@ use super::*;
 async fn the_agent_publishes_with_exactly_the_charts_rbac() {
     let env = TestEnv::shared().await;
     let admin = env.client().await;
-    let agent_bin = target_dir().join("gputopo-agent");
-    assert!(
-        agent_bin.exists(),
-        "{} is missing: build it first (cargo build -p gputopo-agent; cargo test --workspace does)",
-        agent_bin.display()
-    );
+    let agent_bin = workspace_binary("gputopo-agent", "gputopo-agent");
 
     // A release of its own (names and policy apart from the other tests'),
     // in a namespace other than gputopo-system: the policy must follow it.

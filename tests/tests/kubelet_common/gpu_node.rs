@@ -8,31 +8,12 @@
 
 use gputopo_api::GpuTopologySpec;
 use gputopo_testenv::TestEnv;
+use gputopo_testenv::binaries::workspace_binary;
 use gputopo_testenv::kubelet_node::KubeletNode;
 use gputopo_testenv::process::{Process, tail};
 use gputopo_topology::discover::{Source, build, gather};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-
-/// `target/<profile>/`, where cargo put this workspace's binaries.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    // target/<profile>/deps/<test>-<hash>
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
-}
-
-fn binary(name: &str, package: &str) -> PathBuf {
-    let path = target_dir().join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build it first (cargo build -p {package}; cargo test --workspace does)",
-        path.display()
-    );
-    path
-}
 
 /// A recording under `fixtures/recorded/`.
 pub fn recording(name: &str) -> PathBuf {
@@ -76,7 +57,7 @@ impl Daemon {
         ];
         let process = Process::spawn(
             name,
-            &binary(name, package),
+            &workspace_binary(name, package),
             &args,
             &vars,
             dir.join(format!("{name}.log")),

@@ -144,6 +144,27 @@ impl World {
     }
 }
 
+/// kube-scheduler's bind of `pod` to `node`.
+fn bind_request(pod: &Pod, node: &str) -> BindingRequest {
+    BindingRequest {
+        namespace: "ml".into(),
+        name: pod.metadata.name.clone().expect("a name"),
+        uid: pod.metadata.uid.clone().expect("a uid"),
+        node: node.into(),
+    }
+}
+
+fn bind(w: &World, pod: &Pod, node: &str, claims: &PodClaims) -> Result<Placement, PlanError> {
+    plan_binding(
+        &w.snapshot,
+        &SchedulerConfig::default(),
+        &["default-scheduler".to_string()],
+        pod,
+        &bind_request(pod, node),
+        claims,
+    )
+}
+
 fn request(pod: &Pod) -> ExtenderRequest {
     decode_args(
         &serde_json::to_vec(&json!({
@@ -264,22 +285,7 @@ fn a_plain_gpu_pod_is_judged_by_the_plugin_or_its_special_claim_node_by_node() {
 
     // The bind: devices are kube-scheduler's on a DRA node (no GPU
     // annotations), gputopo's on the plugin node.
-    let bind = |node: &str| {
-        plan_binding(
-            &w.snapshot,
-            &SchedulerConfig::default(),
-            &["default-scheduler".to_string()],
-            &pod,
-            &BindingRequest {
-                namespace: "ml".into(),
-                name: "plain".into(),
-                uid: "uid-2".into(),
-                node: node.into(),
-            },
-            &claims,
-        )
-        .expect("placed")
-    };
+    let bind = |node: &str| bind(&w, &pod, node, &claims).expect("placed");
     assert!(bind("dra-dgx1").gpus.is_empty());
     assert_eq!(bind("plugin-dgx1").gpus.len(), 2);
 }
