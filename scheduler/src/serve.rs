@@ -46,6 +46,12 @@ pub struct NodeLabel {
     pub node: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// One of [`crate::cycle::HeldState::by_kind`]'s labels.
+    pub kind: &'static str,
+}
+
 /// The scheduler's metrics, in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -58,6 +64,7 @@ pub struct Metrics {
     /// From a gang's first member seen pending to its last member bound.
     pub gang_wait: Histogram,
     pub gang_recovery: Histogram,
+    pub held: Family<StateLabel, Gauge>,
     pub domain_utilization: Family<DomainLabels, Gauge<f64, AtomicU64>>,
     pub evictions: Family<EvictionLabels, Counter>,
     /// Pods found on other GPUs than chosen, by node (each difference once).
@@ -97,6 +104,12 @@ impl Metrics {
         let evictions = Family::<EvictionLabels, Counter>::default();
         let invalid_objects = register_invalid_objects(&mut registry);
         let assignment_mismatches = Family::<NodeLabel, Counter>::default();
+        let held = Family::<StateLabel, Gauge>::default();
+        registry.register(
+            "scheduler_state",
+            "What the scheduler carries between cycles, by kind: assumed_pods (bound, not yet seen bound), gang_reservations, nominations, waiting_gangs, partial_gangs; all 0 on an idle cluster",
+            held.clone(),
+        );
         registry.register(
             "assignment_mismatch",
             "Pods a node reports holding other GPUs than gputopo chose (gputopo.dev/assigned-gpus), by node; each difference counted once",
@@ -163,6 +176,7 @@ impl Metrics {
             bottlenecks,
             gang_wait,
             gang_recovery,
+            held,
             domain_utilization,
             evictions,
             assignment_mismatches,
@@ -221,6 +235,11 @@ impl Metrics {
                     result: e.metric_label(),
                 })
                 .inc();
+        }
+        for (kind, count) in report.held.by_kind() {
+            self.held
+                .get_or_create(&StateLabel { kind })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
         if let Some(u) = &report.usage {
             self.allocation.set(u.allocation_ratio);

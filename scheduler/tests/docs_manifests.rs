@@ -29,7 +29,7 @@ use gputopo_scheduler::extender::metrics::{
 };
 use gputopo_scheduler::gangs::{GangObjects, GangSize, JobSet, LeaderWorkerSet};
 use gputopo_scheduler::serve::{
-    AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, NodeLabel,
+    AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, NodeLabel, StateLabel,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{Job, JobTemplateSpec};
@@ -504,6 +504,9 @@ fn scheduler_metrics() -> Metrics {
         .assignment_mismatches
         .get_or_create(&NodeLabel { node: "n1".into() });
     let _ = m.invalid_objects.get_or_create(&invalid_object());
+    let _ = m.held.get_or_create(&StateLabel {
+        kind: "assumed_pods",
+    });
     m
 }
 

@@ -73,6 +73,7 @@ pub struct TestEnv {
     processes: Mutex<Vec<Process>>,
     /// How kube-apiserver was started, to start it again after [`TestEnv::stop_apiserver`].
     apiserver_command: Mutex<Option<(PathBuf, Vec<String>)>>,
+    etcd_command: Mutex<Option<(PathBuf, Vec<String>)>>,
     controller_manager: OnceCell<Result<(), String>>,
     scheduler: OnceCell<Result<(), String>>,
     kwok: OnceCell<Result<(), String>>,
@@ -136,6 +137,7 @@ impl TestEnv {
             kubeconfig,
             processes: Mutex::new(Vec::new()),
             apiserver_command: Mutex::new(None),
+            etcd_command: Mutex::new(None),
             controller_manager: OnceCell::new(),
             scheduler: OnceCell::new(),
             kwok: OnceCell::new(),
@@ -184,6 +186,9 @@ impl TestEnv {
             "--log-level=warn".to_owned(),
         ];
         self.spawn("etcd", etcd_bin, &etcd_args)?;
+        if let Ok(mut cmd) = self.etcd_command.lock() {
+            *cmd = Some((etcd_bin.to_path_buf(), etcd_args.clone()));
+        }
         self.wait_until("etcd", Duration::from_secs(60), || async {
             etcd_healthy(etcd_port)
         })
@@ -246,23 +251,50 @@ impl TestEnv {
 
     /// Starts kube-apiserver again, same port and flags, and waits for `/readyz`.
     pub async fn start_apiserver_again(&self) -> anyhow::Result<()> {
-        let (bin, args) = self
-            .apiserver_command
+        self.start_again("kube-apiserver", &self.apiserver_command)?;
+        self.wait_apiserver_ready().await
+    }
+
+    /// Kills etcd with SIGKILL (its data directory stays), as a crash
+    /// would. Only for an env of one's own, as [`TestEnv::stop_apiserver`].
+    pub fn stop_etcd(&self) {
+        assert!(
+            !self.shared,
+            "stop_etcd on the shared env would disturb other tests"
+        );
+        process_list(&self.processes).retain(|p| p.name != "etcd");
+    }
+
+    /// Starts etcd again, same ports, flags and data, and waits until
+    /// kube-apiserver is ready on it.
+    pub async fn start_etcd_again(&self) -> anyhow::Result<()> {
+        self.start_again("etcd", &self.etcd_command)?;
+        self.wait_apiserver_ready().await
+    }
+
+    /// Spawns `name` again with the command it first ran with; the first
+    /// run's log is kept beside the new one.
+    fn start_again(
+        &self,
+        name: &str,
+        command: &Mutex<Option<(PathBuf, Vec<String>)>>,
+    ) -> anyhow::Result<()> {
+        let (bin, args) = command
             .lock()
             .ok()
             .and_then(|c| c.clone())
-            .context("kube-apiserver was never started")?;
+            .with_context(|| format!("{name} was never started"))?;
         anyhow::ensure!(
-            !process_list(&self.processes)
-                .iter()
-                .any(|p| p.name == "kube-apiserver"),
-            "kube-apiserver is still running: stop_apiserver first"
+            !process_list(&self.processes).iter().any(|p| p.name == name),
+            "{name} is still running: stop it first"
         );
-        // Keep the first run's log: the new one goes beside it.
-        let log = self.dir.join("kube-apiserver.log");
-        let _ = std::fs::rename(&log, self.dir.join("kube-apiserver.1.log"));
-        self.spawn("kube-apiserver", &bin, &args)?;
-        self.wait_apiserver_ready().await
+        let log = self.dir.join(format!("{name}.log"));
+        let mut n = 1;
+        while self.dir.join(format!("{name}.{n}.log")).exists() {
+            n += 1;
+        }
+        let _ = std::fs::rename(&log, self.dir.join(format!("{name}.{n}.log")));
+        self.spawn(name, &bin, &args)
     }
 
     async fn wait_apiserver_ready(&self) -> anyhow::Result<()> {

@@ -98,6 +98,7 @@ impl Cycle {
         let mut report = self.schedule_due(objects, writes, clock).await;
         report.assignment_mismatches = mismatches.into_iter().map(|(_, m)| m).collect();
         self.write_gang_statuses(objects, writes, clock).await;
+        report.held = self.held_state();
         report
     }
 

@@ -232,6 +232,50 @@ pub struct CycleReport {
     pub snapshot_error: Option<String>,
     /// Pods found running on other GPUs than chosen, each reported once.
     pub assignment_mismatches: Vec<AssignmentMismatch>,
+    /// What the cycle carries to the next, after this one.
+    pub held: HeldState,
+}
+
+/// How much the cycle carries between cycles; every count is 0 on an idle
+/// cluster (`gputopo_scheduler_state`; the soak bench watches it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldState {
+    /// Pods bound (or being bound) that the watch has not shown bound yet.
+    pub assumed_pods: usize,
+    /// Gangs holding GPUs while they wait for members.
+    pub gang_reservations: usize,
+    /// Preemptors holding the GPUs their victims free.
+    pub nominations: usize,
+    /// Gangs waiting (first member seen pending, not all bound).
+    pub waiting_gangs: usize,
+    /// Gangs with some members bound and others pending.
+    pub partial_gangs: usize,
+}
+
+impl HeldState {
+    /// `(kind label, count)` for the gauge.
+    pub fn by_kind(&self) -> [(&'static str, usize); 5] {
+        [
+            ("assumed_pods", self.assumed_pods),
+            ("gang_reservations", self.gang_reservations),
+            ("nominations", self.nominations),
+            ("waiting_gangs", self.waiting_gangs),
+            ("partial_gangs", self.partial_gangs),
+        ]
+    }
+}
+
+impl Cycle {
+    /// See [`HeldState`].
+    pub fn held_state(&self) -> HeldState {
+        HeldState {
+            assumed_pods: self.assumed.len(),
+            gang_reservations: self.reservations.as_ref().map_or(0, GangReservations::len),
+            nominations: self.nominations.len(),
+            waiting_gangs: self.gang_since.len(),
+            partial_gangs: self.partial_since.len(),
+        }
+    }
 }
 
 impl CycleReport {

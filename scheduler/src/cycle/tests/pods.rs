@@ -41,6 +41,13 @@ fn a_pod_is_bound_with_a_best_gpu_set_and_says_why() {
         1,
         "assumed until the watch shows it bound"
     );
+    assert_eq!(
+        report.held,
+        crate::cycle::HeldState {
+            assumed_pods: 1,
+            ..Default::default()
+        }
+    );
     // The world now shows it bound: forgotten, nothing more to do.
     let (report, writes) = h.cycle();
     assert!(
@@ -48,6 +55,7 @@ fn a_pod_is_bound_with_a_best_gpu_set_and_says_why() {
         "{writes:?}"
     );
     assert_eq!(h.cycle.assumed(), 0);
+    assert_eq!(report.held, crate::cycle::HeldState::default(), "idle");
     assert_eq!(h.held_gpus().len(), 4);
 }
 
