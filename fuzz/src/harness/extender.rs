@@ -10,7 +10,7 @@ use crate::seeds::fixtures_dir;
 use crate::value::Documents;
 use gputopo::cluster::{Cluster, Overrides, load};
 use gputopo_scheduler::extender::protocol::{
-    binding, decode_args, decode_binding, filter, plan_binding, prioritize,
+    PodClaims, binding, decode_args, decode_binding, filter, plan_binding, prioritize,
 };
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
@@ -84,12 +84,14 @@ pub fn strategy() -> BoxedStrategy<Vec<u8>> {
 
 pub fn check(body: &[u8]) -> Verdict {
     with_cluster(|cluster| {
+        // The cluster files hold no DRA objects: claims are not judged.
+        let unjudged = PodClaims::Unjudged;
         let mut verdict = Verdict::Rejected;
         if let Ok(request) = decode_args(body) {
             verdict = Verdict::Accepted;
             let _ = request.pod_key();
-            let filtered = filter(&cluster.snapshot, &cluster.config, &request);
-            let scores = prioritize(&cluster.snapshot, &cluster.config, &request);
+            let filtered = filter(&cluster.snapshot, &cluster.config, &request, &unjudged);
+            let scores = prioritize(&cluster.snapshot, &cluster.config, &request, &unjudged);
             serde_json::to_string(&filtered).expect("a filter result serializes");
             serde_json::to_string(&scores).expect("scores serialize");
         }
@@ -102,9 +104,14 @@ pub fn check(body: &[u8]) -> Verdict {
             pod["metadata"]["uid"] = json!(request.uid);
             let pod: Pod = serde_json::from_value(pod).expect("a pod");
             let names = ["gputopo-scheduler".to_string()];
-            if let Ok(placement) =
-                plan_binding(&cluster.snapshot, &cluster.config, &names, &pod, &request)
-            {
+            if let Ok(placement) = plan_binding(
+                &cluster.snapshot,
+                &cluster.config,
+                &names,
+                &pod,
+                &request,
+                &unjudged,
+            ) {
                 serde_json::to_string(&binding(&request, &placement)).expect("JSON");
             }
         }
