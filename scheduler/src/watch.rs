@@ -18,6 +18,8 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -289,9 +291,26 @@ where
     store
 }
 
+/// Watch retries: 500 ms doubling to 5 s, jittered, reset after 30 s
+/// without an error. kube-runtime's default (client-go's: 0.8 s doubling to
+/// 30 s, reset after 2 minutes) can leave 13 s between the API server's
+/// return after an outage of a few seconds and the next list, most of the
+/// 15 s the scheduler has to be scheduling again (the fault runs,
+/// BENCHMARKS.md). While the API server is down this is one attempt per
+/// watch every 5 s at most.
+fn watch_backoff() -> ResetTimerBackoff<ExponentialBackoff> {
+    let exponential = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    ResetTimerBackoff::new(exponential.into(), Duration::from_secs(30))
+}
+
 /// Starts a reflector for `api` feeding a store; every event calls
 /// `on_event(changes(&event))`. Watch errors are logged and retried with
-/// kube-runtime's default backoff.
+/// [`watch_backoff`].
 pub fn reflect<K>(
     api: Api<K>,
     what: &'static str,
@@ -310,7 +329,7 @@ where
     let (store, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
+        watcher(api, watcher::Config::default()).backoff(watch_backoff()),
     );
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -346,6 +365,22 @@ pub fn always<K>(_: &watcher::Event<K>) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn watch_retries_start_within_a_second_and_never_wait_past_ten() {
+        let mut backoff = watch_backoff();
+        let delays: Vec<Duration> = (0..12).map(|_| backoff.next().expect("no limit")).collect();
+        assert!(delays[0] <= Duration::from_secs(1), "{delays:?}");
+        // 5 s at most, and the jitter adds at most as much again.
+        assert!(
+            delays.iter().all(|d| *d <= Duration::from_secs(10)),
+            "{delays:?}"
+        );
+        assert!(
+            delays[11] >= Duration::from_secs(5),
+            "it does grow: {delays:?}"
+        );
+    }
 
     fn pod(node: Option<&str>) -> Pod {
         serde_json::from_value(json!({
