@@ -16,6 +16,8 @@
 //! target/debug/gputopo-chaos --duration 300 --json results/chaos/chaos-300.json
 //! ```
 
+#[path = "bench/args.rs"]
+mod args;
 #[allow(dead_code)] // the side by side's cluster helpers; this uses a part
 #[path = "sidebyside/cluster.rs"]
 mod cluster;
@@ -78,15 +80,6 @@ const NS: &str = "chaos";
 
 fn log(msg: impl std::fmt::Display) {
     eprintln!("[chaos] {msg}");
-}
-
-/// splitmix64.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// One scheduler replica: its `POD_NAME` (the lease identity's prefix).
@@ -200,22 +193,8 @@ struct Outcome {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let fixtures = cli
-        .fixtures
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures")));
-    let bin = match &cli.scheduler {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("gputopo-scheduler"))
-            .unwrap_or_default(),
-    };
-    anyhow::ensure!(
-        bin.is_file(),
-        "{} not found: build gputopo-scheduler or pass --scheduler",
-        bin.display()
-    );
+    let fixtures = args::fixtures_dir(cli.fixtures.as_deref());
+    let bin = args::scheduler_binary(cli.scheduler.as_deref())?;
     let models = topo::MODEL_DEFS[1..3]
         .iter()
         .map(|d| topo::Model::load(d, &fixtures))
@@ -283,8 +262,8 @@ async fn main() -> Result<()> {
     while start.elapsed() < Duration::from_secs(cli.duration) {
         // An arrival: a single pod (60 %) or a gang of 2-3.
         let i = outcome.pods_created;
-        if next(&mut rng) % 100 < 60 {
-            let gpus = [1, 2, 4, 8][(next(&mut rng) % 4) as usize];
+        if args::next(&mut rng) % 100 < 60 {
+            let gpus = [1, 2, 4, 8][(args::next(&mut rng) % 4) as usize];
             let name = format!("p-{i:05}");
             if pods
                 .create(&PostParams::default(), &pod(&name, gpus, None)?)
@@ -295,8 +274,8 @@ async fn main() -> Result<()> {
                 outcome.pods_created += 1;
             }
         } else {
-            let size = 2 + (next(&mut rng) % 2) as u32;
-            let gpus = [4, 8][(next(&mut rng) % 2) as usize];
+            let size = 2 + (args::next(&mut rng) % 2) as u32;
+            let gpus = [4, 8][(args::next(&mut rng) % 2) as usize];
             let gang = format!("g-{:04}", outcome.gangs_created);
             let mut members = Vec::new();
             for m in 0..size {

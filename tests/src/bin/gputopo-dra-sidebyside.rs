@@ -23,6 +23,8 @@
 //! controller manager runs: the claims are named (no template), and the
 //! benchmark lifts the not-ready taint itself.
 
+#[path = "bench/args.rs"]
+mod args;
 #[allow(dead_code)]
 #[path = "sidebyside/cluster.rs"]
 mod cluster;
@@ -135,15 +137,6 @@ struct ClaimPlan {
     gpus: u32,
 }
 
-/// splitmix64: the same claims for every run of a seed.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Claims of 1 (15 %), 2 (30 %), 4 (35 %) and 8 (20 %) GPUs, by count,
 /// until `fill` of `capacity` GPUs is asked for.
 fn workload(capacity: u32, fill: f64, seed: u64) -> Vec<ClaimPlan> {
@@ -152,7 +145,7 @@ fn workload(capacity: u32, fill: f64, seed: u64) -> Vec<ClaimPlan> {
     let mut asked = 0;
     let mut plans = Vec::new();
     while asked < target {
-        let gpus = match next(&mut state) % 100 {
+        let gpus = match args::next(&mut state) % 100 {
             0..15 => 1,
             15..45 => 2,
             45..80 => 4,
@@ -518,23 +511,8 @@ fn table(trials: &[Trial]) -> String {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let fixtures = cli
-        .fixtures
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures")));
-    let scheduler_bin = match &cli.scheduler {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("gputopo-scheduler"))
-            .unwrap_or_default(),
-    };
-    if !scheduler_bin.is_file() {
-        bail!(
-            "{} not found: build it (cargo build --release -p gputopo-scheduler) or pass --scheduler PATH",
-            scheduler_bin.display()
-        );
-    }
+    let fixtures = args::fixtures_dir(cli.fixtures.as_deref());
+    let scheduler_bin = args::scheduler_binary(cli.scheduler.as_deref())?;
     let models = MODELS
         .iter()
         .map(|(def, _, _)| Model::load(def, &fixtures))
