@@ -14,7 +14,10 @@ use crate::snapshot::{NodeId, Snapshot};
 use std::collections::HashMap;
 
 /// Explains `pod` with its claims `dra` on `snapshot` and `inventory` (whose
-/// held GPUs mirror the snapshot's: see [`super::hold_snapshot`]).
+/// held GPUs mirror the snapshot's: see [`super::hold_snapshot`]). An
+/// unschedulable decision's `rejections` are the node-predicate ones: a
+/// node whose devices fall short has its reason in its row, not a
+/// `FilterReason`.
 pub fn explain_claims(
     snapshot: &Snapshot,
     inventory: &DraInventory,
