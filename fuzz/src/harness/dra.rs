@@ -1,16 +1,28 @@
-//! Dynamic Resource Allocation's inputs (scheduler-core `dra/`, not yet
-//! wired into the scheduler's watches): a driver's ResourceSlice, a user's
-//! ResourceClaim with its CEL selectors and constraints, a DeviceClass;
-//! then the inventory built and one pod fitted on the slice's node.
+//! Dynamic Resource Allocation's inputs (scheduler-core `dra/`): a
+//! driver's ResourceSlice, a user's ResourceClaim with its CEL selectors and
+//! constraints, a DeviceClass; then the inventory built, one pod fitted on
+//! the slice's node, and the pod decided over every node as the scheduler
+//! decides it (`schedule_claims`), explained as `gputopo explain` does, and
+//! an allocation of the fitted devices reviewed as the extender reviews
+//! kube-scheduler's.
 
 use crate::mutate::texts;
 use crate::run::Verdict;
 use crate::seeds::{SPECS, fixture_texts};
 use crate::value::Documents;
 use gputopo_api::GpuTopology;
+use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use gputopo_scheduler_core::dra::{DraConfig, DraInventory, DraPod};
+use gputopo_scheduler_core::accounting::ReadingTrust;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::dra::{
+    DraConfig, DraDecision, DraFit, DraInventory, DraPod, explain_claims, hold_snapshot, pin,
+    review_allocation, schedule_claims,
+};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
+use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::snapshot::{Snapshot, SnapshotBuilder};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::sync::{Arc, LazyLock};
@@ -128,6 +140,31 @@ static TOPOLOGIES: LazyLock<Vec<GpuTopology>> = LazyLock::new(|| {
     out
 });
 
+/// The topologies' nodes, GPUs published by DRA only (no device plugin).
+static SNAPSHOT: LazyLock<Snapshot> = LazyLock::new(|| {
+    let trust = ReadingTrust::at("2026-01-01T00:00:00Z".parse().expect("a time"));
+    let mut builder = SnapshotBuilder::new(&SchedulerConfig::default());
+    for t in TOPOLOGIES.iter() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": t.spec.node_name},
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}}
+        }))
+        .expect("a node");
+        builder.node(node_input(&node, Some(t), trust).expect("a node input"));
+    }
+    builder.build().expect("a snapshot")
+});
+
+/// The pod using the claim `c`.
+static POD: LazyLock<Pod> = LazyLock::new(|| {
+    serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default", "uid": "uid-p"},
+        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimName": "c"}],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "gpus"}]}}]}
+    }))
+    .expect("a pod")
+});
+
 #[derive(Clone, Debug)]
 pub struct Case {
     pub slice: String,
@@ -180,8 +217,63 @@ pub fn check(c: &Case) -> Verdict {
     let spec = TOPOLOGIES.iter().find(|t| t.spec.node_name == node);
     let shape = spec.and_then(|t| NodeShape::from_spec(&t.spec).ok());
     let request = SetRequest::new(3, gputopo_api::Collective::Ring);
-    match pod.fit(&inventory, &node, shape.as_ref(), &request) {
+    let fit = pod.fit(&inventory, &node, shape.as_ref(), &request);
+    decide(&inventory, &pod, &claim, &class_of(c), fit.as_ref().ok());
+    match fit {
         Ok(_) => Verdict::Accepted,
         Err(_) => Verdict::Rejected,
     }
+}
+
+fn class_of(c: &Case) -> DeviceClass {
+    serde_json::from_value(class(&c.class_expression)).expect("read once already")
+}
+
+/// The whole-cluster decision, its explanation (which must agree with it),
+/// and a review of `fit`'s devices written as another allocator's.
+fn decide(
+    inventory: &DraInventory,
+    dra: &DraPod,
+    claim: &ResourceClaim,
+    class: &DeviceClass,
+    fit: Option<&DraFit>,
+) {
+    let Ok(pending) = PendingPod::from_k8s(&POD) else {
+        return;
+    };
+    let config = SchedulerConfig::default();
+    let mut inventory = inventory.clone();
+    hold_snapshot(&mut inventory, &SNAPSHOT);
+    let decision = schedule_claims(&SNAPSHOT, &inventory, dra, &pending, &config);
+    let explained = explain_claims(&SNAPSHOT, &inventory, dra, &pending, &config);
+    match (&decision, explained.decision.placement()) {
+        (DraDecision::Placed(d), Some(p)) => assert_eq!(d.placement.node, p.node),
+        (DraDecision::Unschedulable { .. }, None) => {}
+        (d, p) => panic!("schedule_claims and explain_claims disagree: {d:?} / {p:?}"),
+    }
+    // The fitted devices, as kube-scheduler's allocator would have written them.
+    let Some(fit) = fit else { return };
+    let results: Vec<Value> = fit
+        .claims
+        .iter()
+        .flat_map(|c| &c.devices)
+        .map(|d| {
+            json!({"request": d.request, "driver": d.device.driver,
+                "pool": d.device.pool, "device": d.device.device})
+        })
+        .collect();
+    let mut allocated = claim.clone();
+    allocated.status = serde_json::from_value(json!({"allocation": {
+        "devices": {"results": results},
+        "nodeSelector": pin(&fit.node),
+    }}))
+    .ok();
+    let _ = review_allocation(
+        &SNAPSHOT,
+        &inventory,
+        &[&allocated],
+        [class],
+        &pending,
+        &config,
+    );
 }

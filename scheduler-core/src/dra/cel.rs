@@ -105,6 +105,13 @@ pub struct Selector {
 /// seconds (found by fuzzing).
 pub const MAX_EXPRESSION_BYTES: usize = 10 * 1024;
 
+/// The most `.`, `[` and `(` an expression may hold, string literals
+/// included (counting them too keeps the guard simple and strict). Each is
+/// one level of the parser's and the evaluator's recursion: a chain of 650
+/// `.a` selections, 5 KiB, overflowed an 8 MiB stack (found by fuzzing),
+/// and the API server's own recursion limit is 250.
+pub const MAX_EXPRESSION_NESTING: usize = 200;
+
 impl Selector {
     /// Parses `expression` and checks every function it calls is one the
     /// evaluator has; errors name `object` and `field`.
@@ -114,6 +121,17 @@ impl Selector {
                 object,
                 &field,
                 ClaimErrorKind::CelTooLong(expression.len()),
+            ));
+        }
+        let nesting = expression
+            .bytes()
+            .filter(|b| matches!(b, b'.' | b'[' | b'('))
+            .count();
+        if nesting > MAX_EXPRESSION_NESTING {
+            return Err(ClaimError::new(
+                object,
+                &field,
+                ClaimErrorKind::CelTooDeep(nesting),
             ));
         }
         let program = Program::compile(expression).map_err(|e| {
@@ -287,6 +305,29 @@ fn string_literals(expression: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chain_past_the_nesting_limit_is_refused_before_parsing() {
+        let deep = ".inf".repeat(650);
+        let e = Selector::compile(&deep, "ResourceClaim ml/c", "f".into())
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind, ClaimErrorKind::CelTooDeep(650));
+        assert_eq!(e.field, "f");
+    }
+
+    #[test]
+    fn a_chain_at_the_nesting_limit_parses_on_a_small_stack() {
+        // A tokio worker's stack (2 MiB), in a debug build: the worst case.
+        let chain = format!("device{}", ".a".repeat(MAX_EXPRESSION_NESTING));
+        let parsed = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || Selector::compile(&chain, "o", "f".into()).map(|_| ()))
+            .expect("a thread")
+            .join()
+            .expect("no stack overflow");
+        parsed.expect("a plain member chain is a valid expression");
+    }
 
     #[test]
     fn literals_are_found() {

@@ -66,6 +66,10 @@ pub enum ClaimErrorKind {
     )]
     CelTooLong(usize),
     #[error(
+        "the CEL expression has {0} member selections, index operations and calls ('.', '[', '('); accepted: at most 200 (a longer chain overflows the parser's stack; real selectors have a few dozen)"
+    )]
+    CelTooDeep(usize),
+    #[error(
         "CEL function {0}() is not supported by gputopo's evaluator; accepted: the CEL standard functions and macros, and Kubernetes' quantity, semver, strings, lists, regex and sets libraries"
     )]
     CelFunction(String),
