@@ -9,7 +9,7 @@
 #[path = "common/cluster.rs"]
 mod cluster;
 
-use cluster::{cluster, pod};
+use cluster::{cluster, pod, shared_pod};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -55,15 +55,26 @@ fn percentiles(
     );
 }
 
+/// Every pod size the target names: whole 8, 4, 2 and 1 GPUs, and
+/// a quarter of one GPU.
+fn cases() -> Vec<(&'static str, PendingPod)> {
+    vec![
+        ("8-gpu-pod", pod(8)),
+        ("4-gpu-pod", pod(4)),
+        ("2-gpu-pod", pod(2)),
+        ("1-gpu-pod", pod(1)),
+        ("gpu-share-pod", shared_pod()),
+    ]
+}
+
 fn bench(c: &mut Criterion) {
     let config = SchedulerConfig::default();
     let snapshot = cluster(5_000);
-    for k in [8u32, 4, 1] {
-        let p = pod(k);
+    for (name, p) in cases() {
         let d = schedule(&snapshot, &p, &config);
         let placed = d.placement().expect("some node fits");
         eprintln!(
-            "{k}-GPU pod: {} feasible of {} nodes; chose {} GPUs {:?} score {}",
+            "{name}: {} feasible of {} nodes; chose {} GPUs {:?} score {}",
             placed.feasible_nodes,
             snapshot.len(),
             placed.node,
@@ -71,7 +82,7 @@ fn bench(c: &mut Criterion) {
             placed.score
         );
         percentiles(
-            &format!("schedule-5000x8/{k}-gpu-pod"),
+            &format!("schedule-5000x8/{name}"),
             2_000,
             &snapshot,
             &p,
@@ -90,9 +101,8 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("schedule-5000x8");
     group.throughput(Throughput::Elements(snapshot.len() as u64));
-    for k in [8u32, 4, 1] {
-        let p = pod(k);
-        group.bench_function(format!("{k}-gpu-pod"), |b| {
+    for (name, p) in cases() {
+        group.bench_function(name, |b| {
             b.iter(|| black_box(schedule(black_box(&snapshot), black_box(&p), &config)))
         });
     }

@@ -675,7 +675,7 @@ impl<'a> PodContext<'a> {
     }
 
     fn fit_gpus(&self, index: usize, hot: &Hot) -> Result<Fit, Rejection> {
-        let node_vendor = self.snapshot.nodes[index].gpus.vendor;
+        let node_vendor = hot.vendor;
         if !matches!(self.gpu, GpuAsk::None)
             && hot.kind != Hot::NONE
             && node_vendor != self.pod.request.vendor

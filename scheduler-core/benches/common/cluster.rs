@@ -143,15 +143,33 @@ pub fn cluster_with(nodes: usize, with_pods: bool) -> Snapshot {
 }
 
 pub fn pod(gpus: u32) -> PendingPod {
+    pod_with(gpus, &[("gputopo.dev/workload", "training")])
+}
+
+/// An inference pod sharing a quarter of one GPU.
+pub fn shared_pod() -> PendingPod {
+    let mut p = pod_with(
+        1,
+        &[
+            ("gputopo.dev/workload", "inference"),
+            ("gputopo.dev/gpu-share", "0.25"),
+        ],
+    );
+    p.requests = Resources::from_list([("cpu", "4"), ("memory", "32Gi")], "bench").expect("valid");
+    p.requests.gpus = 1;
+    p.requests.pods = 1;
+    p
+}
+
+fn pod_with(gpus: u32, annotations: &[(&str, &str)]) -> PendingPod {
+    let annotations: BTreeMap<String, String> = annotations
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let mut p = PendingPod::new(
         "ml",
         "train",
-        GpuRequest::parse(
-            Some(gpus),
-            &[("gputopo.dev/workload".to_string(), "training".to_string())].into(),
-            &BTreeMap::new(),
-        )
-        .expect("valid"),
+        GpuRequest::parse(Some(gpus), &annotations, &BTreeMap::new()).expect("valid"),
     );
     p.requests =
         Resources::from_list([("cpu", "32"), ("memory", "256Gi")], "bench").expect("valid");

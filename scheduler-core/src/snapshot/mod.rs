@@ -537,6 +537,9 @@ pub(crate) struct Hot {
     pub(crate) spot: bool,
     /// 0 when unknown.
     pub(crate) generation: u8,
+    /// The node's GPU vendor, here so that the filter's vendor check does
+    /// not read the node's full record (a cache miss per node).
+    pub(crate) vendor: gputopo_api::GpuVendor,
 }
 
 impl Hot {
@@ -573,6 +576,7 @@ impl Hot {
             unschedulable: node.unschedulable,
             spot: node.spot,
             generation: node.generation.unwrap_or(0),
+            vendor: node.gpus.vendor,
         }
     }
 
