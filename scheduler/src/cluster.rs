@@ -107,6 +107,11 @@ impl AssumeCache {
         self.pods.contains_key(key)
     }
 
+    /// Forgets an assumption whose binding failed.
+    pub fn forget(&mut self, key: &str) {
+        self.pods.remove(key);
+    }
+
     /// The node an assumed pod was bound to.
     pub fn node_of(&self, key: &str) -> Option<&str> {
         self.pods.get(key).map(|a| a.input.node.as_str())

@@ -162,6 +162,10 @@ struct RunArgs {
     /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
     #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
     log_json: bool,
+    /// The most bindings outstanding at once: the next pod is decided while
+    /// the API server answers, its GPUs already held.
+    #[arg(long, value_name = "N", env = "GPUTOPO_SCHEDULER_MAX_BINDS_IN_FLIGHT", default_value_t = gputopo_scheduler::cycle::DEFAULT_BINDS_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_binds_in_flight: u32,
     #[command(flatten)]
     leader: LeaderArgs,
 }
@@ -297,6 +301,7 @@ async fn run(args: RunArgs) -> Result<()> {
         let (_leader_tx, leader_rx) = watch::channel(true);
         return Scheduler::new(client.clone(), settings, metrics)
             .with_eviction_client(eviction_client)
+            .with_binds_in_flight(args.max_binds_in_flight as usize)
             .run(readiness, shutdown, leader_rx)
             .await
             .context("scheduling");
@@ -314,6 +319,7 @@ async fn run(args: RunArgs) -> Result<()> {
     let (leader_tx, leader_rx) = watch::channel(false);
     let scheduling = Scheduler::new(client, settings, metrics)
         .with_eviction_client(eviction_client)
+        .with_binds_in_flight(args.max_binds_in_flight as usize)
         .run(readiness, shutdown, leader_rx);
     // Whichever ends first wins; losing the lease drops the scheduling
     // future at once, mid-cycle if need be, so no bind follows.

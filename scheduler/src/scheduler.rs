@@ -66,6 +66,12 @@ impl Scheduler {
         }
     }
 
+    /// At most `n` bindings outstanding at once (`cycle/binds.rs`).
+    pub fn with_binds_in_flight(mut self, n: usize) -> Scheduler {
+        self.cycle = self.cycle.with_binds_in_flight(n);
+        self
+    }
+
     /// Evictions through `client`, which should not retry 429 Too Many
     /// Requests (see [`KubeWrites`]).
     pub fn with_eviction_client(mut self, client: kube::Client) -> Scheduler {

@@ -43,6 +43,8 @@ pub(super) struct Work<'a> {
     report: CycleReport,
     /// The snapshot's build time, charged to the cycle's first decision.
     build_time: Duration,
+    /// Bindings sent and not yet answered (`binds.rs`).
+    pub(super) binds: super::binds::InFlight<'a>,
 }
 
 impl Work<'_> {
@@ -102,10 +104,10 @@ impl Cycle {
         report
     }
 
-    async fn schedule_due<W: ClusterWrites>(
+    async fn schedule_due<'a, W: ClusterWrites>(
         &mut self,
-        objects: &Objects<'_>,
-        writes: &W,
+        objects: &Objects<'a>,
+        writes: &'a W,
         clock: Clock,
     ) -> CycleReport {
         let started = Instant::now();
@@ -136,6 +138,7 @@ impl Cycle {
             clock,
             report: CycleReport::default(),
             build_time: started.elapsed(),
+            binds: Default::default(),
         };
         let mut handled: HashSet<String> = HashSet::new();
         for q in ready {
@@ -176,15 +179,16 @@ impl Cycle {
                 }
             }
         }
+        self.await_binds(writes, &mut work).await;
         work.report.usage = Some(usage(&work.snapshot));
         work.report.domains = domain_use(&work.snapshot);
         work.report
     }
 
-    async fn one_pod<W: ClusterWrites>(
+    async fn one_pod<'a, W: ClusterWrites>(
         &mut self,
-        writes: &W,
-        work: &mut Work<'_>,
+        writes: &'a W,
+        work: &mut Work<'a>,
         member: Member,
         core: &SchedulerConfig,
         preemption: &Preemption,
@@ -207,9 +211,7 @@ impl Cycle {
         let decision = schedule(&work.snapshot, &member.1, core);
         work.decided(t);
         match decision {
-            Decision::Placed(p) => {
-                self.bind_all(writes, work, vec![(member, p)]).await;
-            }
+            Decision::Placed(p) => self.bind_later(writes, work, member, p).await,
             Decision::Unschedulable(u) => {
                 self.restore_holds(&mut work.snapshot, None, &own);
                 let (pod, pending) = member;
@@ -454,36 +456,6 @@ impl Cycle {
             };
             self.finish(writes, work, pod, Some(pending), outcome).await;
         }
-    }
-
-    /// Binds every pod, its GPUs written by the same request, then says so
-    /// in an event. A gang member whose binding fails after others
-    /// succeeded cannot undo theirs: it is retried alone. Returns whether
-    /// every pod was bound.
-    pub(super) async fn bind_all<W: ClusterWrites>(
-        &mut self,
-        writes: &W,
-        work: &mut Work<'_>,
-        all: Vec<(Member, Placement)>,
-    ) -> bool {
-        let mut all_bound = true;
-        for ((pod, pending), p) in all {
-            let outcome = match writes.bind(&pod, &p).await {
-                Ok(()) => {
-                    self.assume(&mut work.snapshot, &pod, &pending, &p, work.clock.now);
-                    info!(pod = %p.pod, node = %p.node, gpus = %p.assigned_gpus(), score = p.score, "scheduled");
-                    Outcome::Scheduled(Box::new(p))
-                }
-                Err(e) => {
-                    warn!(error = %e, "binding failed");
-                    all_bound = false;
-                    Outcome::BindFailed(e)
-                }
-            };
-            self.finish(writes, work, &pod, Some(&pending), outcome)
-                .await;
-        }
-        all_bound
     }
 
     /// The writes and bookkeeping every outcome ends with: the queue, the

@@ -26,10 +26,10 @@ use tracing::{info, warn};
 impl Cycle {
     /// Decides `member` when a DeviceClass serves `nvidia.com/gpu` and DRA
     /// objects exist; returns the member back (not handled) otherwise.
-    pub(super) async fn one_extended_pod<W: ClusterWrites>(
+    pub(super) async fn one_extended_pod<'a, W: ClusterWrites>(
         &mut self,
-        writes: &W,
-        work: &mut Work<'_>,
+        writes: &'a W,
+        work: &mut Work<'a>,
         member: Member,
         core: &SchedulerConfig,
         preemption: &Preemption,
@@ -80,14 +80,14 @@ impl Cycle {
         work.decided(t);
         match (by_plugin, through_dra) {
             (Some(Decision::Placed(p)), DraDecision::Placed(d)) if !dra_wins(&d.placement, &p) => {
-                self.bind_all(writes, work, vec![((pod, pending), p)]).await;
+                self.bind_later(writes, work, (pod, pending), p).await;
             }
             (_, DraDecision::Placed(d)) => {
                 self.bind_extended(writes, work, (pod, pending), &ext, *d)
                     .await;
             }
             (Some(Decision::Placed(p)), DraDecision::Unschedulable { .. }) => {
-                self.bind_all(writes, work, vec![((pod, pending), p)]).await;
+                self.bind_later(writes, work, (pod, pending), p).await;
             }
             (plugin, DraDecision::Unschedulable { message }) => {
                 self.restore_holds(&mut work.snapshot, None, &own);

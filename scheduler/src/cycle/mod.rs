@@ -18,6 +18,7 @@
 //! recording [`ClusterWrites`] that fails on demand.
 
 pub mod accounting;
+mod binds;
 mod claims;
 mod drive;
 mod extended;
@@ -35,6 +36,7 @@ pub mod writes;
 #[cfg(test)]
 mod tests;
 
+pub use binds::DEFAULT_BINDS_IN_FLIGHT;
 pub use outcome::Outcome;
 pub use writes::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 
@@ -106,6 +108,8 @@ pub struct Cycle {
     node_trust: node_trust::NodeTrustChecks,
     /// Claims written and not yet seen by the watch.
     claims_assumed: crate::claims::AssumedClaims,
+    /// The most bindings outstanding at once (`binds.rs`).
+    binds_in_flight: usize,
 }
 
 impl Cycle {
@@ -123,8 +127,15 @@ impl Cycle {
             gang_status_sent: HashMap::new(),
             node_trust: node_trust::NodeTrustChecks::default(),
             claims_assumed: crate::claims::AssumedClaims::default(),
+            binds_in_flight: DEFAULT_BINDS_IN_FLIGHT,
             settings: Arc::new(settings),
         }
+    }
+
+    /// At most `n` bindings outstanding at once (at least one).
+    pub fn with_binds_in_flight(mut self, n: usize) -> Cycle {
+        self.binds_in_flight = n.max(1);
+        self
     }
 
     pub fn settings(&self) -> &Settings {

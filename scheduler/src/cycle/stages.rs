@@ -248,6 +248,17 @@ impl Cycle {
         );
     }
 
+    /// Takes back an assumption whose binding failed: its GPUs are free
+    /// again for this cycle's later decisions and the next cycles.
+    pub fn unassume(&mut self, snapshot: &mut Snapshot, key: &str) {
+        self.assumed.forget(key);
+        if let Some((namespace, name)) = key.split_once('/')
+            && let Some(id) = snapshot.pod_id(namespace, name)
+        {
+            snapshot.remove_pod(id);
+        }
+    }
+
     /// The queue's bookkeeping after `outcome`: a placed pod (or one gone)
     /// leaves, a failed binding backs off, anything else waits for a change.
     pub fn record(&mut self, pod: &str, outcome: &Outcome, now: Instant) {

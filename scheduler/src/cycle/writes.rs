@@ -6,8 +6,9 @@ use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::Pod;
 use std::future::Future;
 
-/// Every write the scheduling cycle makes.
-pub trait ClusterWrites {
+/// Every write the scheduling cycle makes. `Sync`: several bindings are
+/// outstanding at once (`binds.rs`), each holding a reference.
+pub trait ClusterWrites: Sync {
     /// Binds `pod` to `placement.node` through `pods/binding`, carrying the
     /// GPUs as the binding's annotations (the API server copies them onto
     /// the pod): node and GPUs are written by one request.

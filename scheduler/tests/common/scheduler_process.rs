@@ -79,6 +79,33 @@ impl SchedulerProcess {
         config_extra: &str,
         extra: impl FnOnce(u16) -> (Vec<String>, Vec<(&'static str, String)>),
     ) -> SchedulerProcess {
+        let mut s = SchedulerProcess::spawn(env, name, config_extra, extra).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Err(e) = s.process.check_running() {
+                panic!("{e}");
+            }
+            if let Some((200, _)) = s.get("/readyz").await {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gputopo-scheduler not ready after 60 s:\n{}",
+                tail(&s.process.log, 40)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        s
+    }
+
+    /// The process, started and not waited for: for a test that expects it
+    /// to exit (a failpoint) before anyone could ask whether it is ready.
+    pub async fn spawn(
+        env: &TestEnv,
+        name: &str,
+        config_extra: &str,
+        extra: impl FnOnce(u16) -> (Vec<String>, Vec<(&'static str, String)>),
+    ) -> SchedulerProcess {
         let lease_namespace = lease_namespace(env).await;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -123,23 +150,7 @@ impl SchedulerProcess {
             dir.join("scheduler.log"),
         )
         .expect("starting gputopo-scheduler");
-        let mut s = SchedulerProcess { process, port };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Err(e) = s.process.check_running() {
-                panic!("{e}");
-            }
-            if let Some((200, _)) = s.get("/readyz").await {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gputopo-scheduler not ready after 60 s:\n{}",
-                tail(&s.process.log, 40)
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        s
+        SchedulerProcess { process, port }
     }
 
     /// A plain HTTP GET on the scheduler's port: (status, body).

@@ -84,6 +84,30 @@ pub struct FakeWrites {
     failures: Mutex<Vec<Failure>>,
     /// Every write fails as if the API server were unreachable.
     down: Mutex<bool>,
+    /// How many times a binding is pending before it is answered (0: at
+    /// once), so that several are outstanding as over a network.
+    bind_delay: Mutex<u32>,
+    /// Bindings outstanding now, and the most at once.
+    binds_outstanding: Mutex<(u32, u32)>,
+}
+
+/// Pending `n` times (waking itself each time), then ready.
+struct PendingTimes(u32);
+
+impl std::future::Future for PendingTimes {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 == 0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 -= 1;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -109,6 +133,16 @@ impl FakeWrites {
             kind,
             times: Some(1),
         });
+    }
+
+    /// Every binding is pending `polls` times before it is answered.
+    pub fn delay_binds(&self, polls: u32) {
+        *lock(&self.bind_delay) = polls;
+    }
+
+    /// The most bindings that were outstanding at once.
+    pub fn most_binds_outstanding(&self) -> u32 {
+        lock(&self.binds_outstanding).1
     }
 
     pub fn clear_failures(&self) {
@@ -158,6 +192,14 @@ impl FakeWrites {
 
 impl ClusterWrites for FakeWrites {
     async fn bind(&self, pod: &Pod, placement: &Placement) -> Result<(), WriteError> {
+        {
+            let mut o = lock(&self.binds_outstanding);
+            o.0 += 1;
+            o.1 = o.1.max(o.0);
+        }
+        let delay = *lock(&self.bind_delay);
+        PendingTimes(delay).await;
+        lock(&self.binds_outstanding).0 -= 1;
         let key = pod_key(pod);
         let r = self.check(WriteOp::Bind, &key);
         self.push(Write::Bind {

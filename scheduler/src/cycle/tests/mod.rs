@@ -3,6 +3,7 @@
 //! milliseconds, plus the failures a real server produces only by chance.
 
 mod accounting;
+mod binds;
 mod claims;
 mod extended;
 pub mod fake;
