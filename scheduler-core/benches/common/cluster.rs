@@ -54,11 +54,24 @@ pub fn cluster(nodes: usize) -> Snapshot {
 
 /// As [`cluster`], optionally without bound pods.
 pub fn cluster_with(nodes: usize, with_pods: bool) -> Snapshot {
-    let config = SchedulerConfig::default();
+    let (nodes, pods) = cluster_inputs(nodes, with_pods);
+    let mut b = SnapshotBuilder::new(&SchedulerConfig::default());
+    for n in nodes {
+        b.node(n);
+    }
+    for p in pods {
+        b.pod(p);
+    }
+    b.build().expect("valid cluster")
+}
+
+/// The inputs [`cluster_with`] builds from.
+pub fn cluster_inputs(nodes: usize, with_pods: bool) -> (Vec<NodeInput>, Vec<BoundPodInput>) {
     let h100 = spec(|_, _| LinkClass::Nv(18));
     let dgx1 = spec(dgx1_class);
     let mut rng = Rng(7);
-    let mut b = SnapshotBuilder::new(&config);
+    let mut node_inputs = Vec::with_capacity(nodes);
+    let mut pod_inputs = Vec::new();
     let allocatable = Resources::allocatable(
         [
             ("cpu", "192"),
@@ -104,7 +117,7 @@ pub fn cluster_with(nodes: usize, with_pods: bool) -> Snapshot {
         .collect();
         let mut model = model.clone();
         model.node_name.clone_from(&name);
-        b.node(NodeInput {
+        node_inputs.push(NodeInput {
             name: name.clone(),
             labels,
             taints: vec![Taint::new(
@@ -136,10 +149,10 @@ pub fn cluster_with(nodes: usize, with_pods: bool) -> Snapshot {
             pod.requests.gpus = gpus.len() as i64;
             pod.requests.pods = 1;
             pod.holding = GpuHolding::Whole(gpus);
-            b.pod(pod);
+            pod_inputs.push(pod);
         }
     }
-    b.build().expect("valid cluster")
+    (node_inputs, pod_inputs)
 }
 
 pub fn pod(gpus: u32) -> PendingPod {

@@ -1,11 +1,11 @@
 //! Building a [`Snapshot`] from plain inputs, and changing it one pod at a time.
 
 use super::intern::{Interner, Sym};
+use super::node_pods::NodeReports;
 use super::{
     Amounts, BoundPod, Domain, DomainId, GpuKind, GpuUuids, Node, NodeGpus, NodeId, PodGroup,
     PodId, ShapeEntry, SharedHold, SharedUse, Signals, Snapshot, SnapshotError, SnapshotWarning,
 };
-use crate::accounting::{ReportedGpus, reported_gpus};
 use crate::config::{MAX_TIERS, NetworkTiers, SchedulerConfig, TopologyManagerPolicy};
 use crate::gpuset::{MAX_GPUS, NodeShape, ShapeCatalog};
 use crate::resources::Resources;
@@ -195,82 +195,51 @@ impl SnapshotBuilder {
             tiers,
             pod_groups: groups,
             warnings: Vec::new(),
+            warning_parts: Default::default(),
             signals: Signals::default(),
         };
         let mut state = BuildState::default();
-        let mut reported: HashMap<(NodeId, String), ReportedGpus> = HashMap::new();
-        let mut observed_at: Vec<Option<Timestamp>> = Vec::with_capacity(nodes.len());
+        let mut reports: Vec<NodeReports> = Vec::with_capacity(nodes.len());
         for (i, input) in nodes.into_iter().enumerate() {
-            let id = NodeId(i as u32);
-            if input.allocations_observed_at.is_some() {
-                for (pod, r) in reported_gpus(&input.gpu_allocations) {
-                    reported.insert((id, pod.to_string()), r);
-                }
-            }
-            observed_at.push(input.allocations_observed_at);
-            let node = snapshot.make_node(id, input, &spot_instance_types, &mut state);
+            reports.push(NodeReports::new(
+                &input.gpu_allocations,
+                input.allocations_observed_at,
+            ));
+            let node =
+                snapshot.make_node(NodeId(i as u32), input, &spot_instance_types, &mut state);
             snapshot.nodes.push(node);
             snapshot.refresh(i);
         }
         snapshot.update_signals();
+        snapshot.warning_parts.nodes = snapshot.warnings.clone();
 
-        // What the kubelet reports a pod holds (the GpuTopology status) is
-        // what it holds, whatever the pod's annotation asked for.
-        let pods: Vec<BoundPodInput> = pods
-            .into_iter()
-            .map(|mut pod| {
-                let Some(node) = snapshot.node_id(&pod.node) else {
-                    return pod;
-                };
-                // A reading from before the pod started is about another pod.
-                let read_after_start = match (observed_at[node.0 as usize], pod.start_time) {
-                    (Some(read), Some(started)) => started <= read,
-                    _ => false,
-                };
-                let key = (node, format!("{}/{}", pod.namespace, pod.name));
-                if let (true, Some(r)) = (read_after_start, reported.get(&key)) {
-                    pod.holding = apply_reported(*r, std::mem::take(&mut pod.holding));
-                }
-                pod
-            })
-            .collect();
-        // Pods whose GPUs are known first, so a pod of unknown GPUs is charged
-        // to GPUs nobody is known to hold.
-        let (known, unknown): (Vec<_>, Vec<_>) = pods
-            .into_iter()
-            .partition(|p| !matches!(p.holding, GpuHolding::Unknown(_)));
-        for pod in known.into_iter().chain(unknown) {
-            match snapshot.insert_pod(pod) {
-                Ok(_) => {}
-                Err(SnapshotError::UnknownNode { pod, node }) => snapshot
-                    .warnings
-                    .push(SnapshotWarning::UnknownNode { pod, node }),
-                Err(SnapshotError::DuplicatePod { pod }) => snapshot
-                    .warnings
-                    .push(SnapshotWarning::DuplicatePod { pod }),
-                Err(other) => return Err(other),
+        // Node by node, each node's pods in the canonical order
+        // (`node_pods.rs`), so the same pods give the same snapshot in any
+        // order; pods on nodes the snapshot lacks are named, by name.
+        let mut by_node: Vec<Vec<BoundPodInput>> = vec![Vec::new(); snapshot.nodes.len()];
+        let mut orphans: Vec<BoundPodInput> = Vec::new();
+        for pod in pods {
+            match snapshot.node_id(&pod.node) {
+                Some(id) => by_node[id.0 as usize].push(pod),
+                None => orphans.push(pod),
             }
         }
-        Ok(snapshot)
-    }
-}
-
-/// A pod's holding, corrected by what the kubelet reports it holds.
-fn apply_reported(reported: ReportedGpus, holding: GpuHolding) -> GpuHolding {
-    match holding {
-        GpuHolding::Shared { share, gpu } => GpuHolding::Shared {
-            gpu: if reported.any.count_ones() == 1 {
-                Some(reported.any.trailing_zeros())
-            } else {
-                gpu
-            },
-            share,
-        },
-        GpuHolding::Whole(_) | GpuHolding::Unknown(_) if reported.whole != 0 => {
-            GpuHolding::Whole(bit_indices(reported.whole))
+        for (i, pods) in by_node.into_iter().enumerate() {
+            let warnings = snapshot.insert_node_pods(NodeId(i as u32), pods, &reports[i])?;
+            if !warnings.is_empty() {
+                snapshot.warning_parts.pods.insert(i as u32, warnings);
+            }
         }
-        // MIG slices and devices other than whole GPUs are not whole GPUs.
-        other => other,
+        orphans.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        for pod in orphans {
+            let warning = SnapshotWarning::UnknownNode {
+                pod: format!("{}/{}", pod.namespace, pod.name),
+                node: pod.node,
+            };
+            snapshot.warnings.push(warning.clone());
+            snapshot.warning_parts.orphans.push(warning);
+        }
+        Ok(snapshot)
     }
 }
 
@@ -664,7 +633,7 @@ impl Snapshot {
         Some(pod)
     }
 
-    fn shift_domain_usage(&mut self, node_index: usize, before: u32, after: u32) {
+    pub(crate) fn shift_domain_usage(&mut self, node_index: usize, before: u32, after: u32) {
         let path = self.nodes[node_index].domains;
         for d in path.iter().flatten() {
             let domain = &mut self.domains[d.index()];
@@ -672,7 +641,7 @@ impl Snapshot {
         }
     }
 
-    fn insert_pod(&mut self, input: BoundPodInput) -> Result<PodId, SnapshotError> {
+    pub(crate) fn insert_pod(&mut self, input: BoundPodInput) -> Result<PodId, SnapshotError> {
         let key = format!("{}/{}", input.namespace, input.name);
         let Some(node_id) = self.node_id(&input.node) else {
             return Err(SnapshotError::UnknownNode {
@@ -914,7 +883,7 @@ fn gpu_model(
 }
 
 /// GPUs of a node held whole or in shared use.
-fn used_gpus(node: &Node) -> u32 {
+pub(crate) fn used_gpus(node: &Node) -> u32 {
     ((node.gpus.held | node.gpus.shared_mask) & node.gpus.present).count_ones()
 }
 

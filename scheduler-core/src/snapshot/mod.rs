@@ -48,10 +48,13 @@ mod build;
 mod hold;
 pub(crate) mod intern;
 pub mod kube;
+mod live;
+mod node_pods;
 mod plausible;
 pub use plausible::implausible_topology;
 
 pub use build::{BoundPodInput, GpuHolding, NodeInput, SnapshotBuilder, share_amounts};
+pub use live::{LiveCounts, LiveSnapshot};
 
 use crate::config::{MAX_TIERS, NetworkTiers, TopologyManagerPolicy};
 use crate::gpuset::{NodeShape, ShapeError};
@@ -646,7 +649,22 @@ pub struct Snapshot {
     pub(crate) tiers: NetworkTiers,
     pub(crate) pod_groups: Vec<PodGroup>,
     pub(crate) warnings: Vec<SnapshotWarning>,
+    /// Where `warnings` came from, so that one node's pods can be inserted
+    /// again ([`LiveSnapshot`]) without repeating or losing theirs.
+    pub(crate) warning_parts: WarningParts,
     pub(crate) signals: Signals,
+}
+
+/// [`Snapshot::warnings`] by source, in the order they are listed: the
+/// nodes', then each node's pods' (in node order), then pods on unknown
+/// nodes. Pods added later ([`Snapshot::add_pod`]) add to the list only.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WarningParts {
+    pub(crate) nodes: Vec<SnapshotWarning>,
+    /// By node index, only nodes whose pods raised any: rejoining costs
+    /// the warnings, not the cluster's size.
+    pub(crate) pods: std::collections::BTreeMap<u32, Vec<SnapshotWarning>>,
+    pub(crate) orphans: Vec<SnapshotWarning>,
 }
 
 impl Snapshot {

@@ -1,0 +1,276 @@
+//! A snapshot kept up to date change by change instead of rebuilt: what a
+//! scheduler's watch events feed. A pod added, changed or gone, or a node's
+//! kubelet reading of who holds which GPU, touches only that node: its pods
+//! are taken off and inserted again in the canonical order
+//! (`node_pods.rs`), microseconds whatever the cluster's size. Anything that
+//! moves nodes or domains (a node added, removed or relabelled, a topology
+//! or PodGroup changed) marks the snapshot stale, and the next read builds
+//! it whole, as [`SnapshotBuilder::build`] would.
+//!
+//! The promise, property-tested: after any sequence of changes,
+//! [`LiveSnapshot::snapshot`] equals a fresh build of the same inputs.
+
+use super::node_pods::NodeReports;
+use super::{
+    BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError, SnapshotWarning,
+};
+use crate::config::SchedulerConfig;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// `(namespace, name)`.
+type PodKey = (String, String);
+
+/// How the snapshot has been kept up to date (for metrics and benches).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveCounts {
+    /// Whole builds: the first, and after each change that moved nodes.
+    pub full_builds: u64,
+    /// Nodes whose pods were inserted again after a change on that node.
+    pub node_updates: u64,
+    /// Changes that changed nothing the snapshot holds (a node's status
+    /// heartbeat, a pod rewritten with the same binding).
+    pub unchanged: u64,
+}
+
+/// See the module docs.
+#[derive(Clone, Debug)]
+pub struct LiveSnapshot {
+    config: SchedulerConfig,
+    nodes: BTreeMap<String, NodeInput>,
+    pods: HashMap<PodKey, BoundPodInput>,
+    /// Each node name's pods (also for names no node has yet).
+    pods_by_node: HashMap<String, BTreeSet<PodKey>>,
+    groups: BTreeMap<PodKey, PodGroup>,
+    /// `None`: stale, built whole on the next read.
+    built: Option<Snapshot>,
+    counts: LiveCounts,
+}
+
+impl LiveSnapshot {
+    /// An empty cluster, read with `config`'s network tiers and spot instance types.
+    pub fn new(config: &SchedulerConfig) -> LiveSnapshot {
+        LiveSnapshot {
+            config: config.clone(),
+            nodes: BTreeMap::new(),
+            pods: HashMap::new(),
+            pods_by_node: HashMap::new(),
+            groups: BTreeMap::new(),
+            built: None,
+            counts: LiveCounts::default(),
+        }
+    }
+
+    pub fn counts(&self) -> LiveCounts {
+        self.counts
+    }
+
+    /// Adds or replaces a node. A change to its kubelet reading alone
+    /// (`gpu_allocations`, `allocations_observed_at`) touches that node;
+    /// any other change makes the snapshot stale.
+    pub fn set_node(&mut self, node: NodeInput) {
+        let name = node.name.clone();
+        match self.nodes.get(&name) {
+            Some(old) if *old == node => {
+                self.counts.unchanged += 1;
+            }
+            Some(old) if same_but_reading(old, &node) => {
+                self.nodes.insert(name.clone(), node);
+                self.update_node(&name);
+            }
+            _ => {
+                self.nodes.insert(name, node);
+                self.built = None;
+            }
+        }
+    }
+
+    /// Removes a node (its pods stay, named as on an unknown node, until
+    /// they go too).
+    pub fn remove_node(&mut self, name: &str) {
+        if self.nodes.remove(name).is_some() {
+            self.built = None;
+        }
+    }
+
+    /// Adds or replaces a bound pod (by namespace and name).
+    pub fn set_pod(&mut self, pod: BoundPodInput) {
+        let key = (pod.namespace.clone(), pod.name.clone());
+        let old_node = match self.pods.get(&key) {
+            Some(old) if *old == pod => {
+                self.counts.unchanged += 1;
+                return;
+            }
+            Some(old) => Some(old.node.clone()),
+            None => None,
+        };
+        let node = pod.node.clone();
+        if let Some(old) = &old_node
+            && *old != node
+            && let Some(set) = self.pods_by_node.get_mut(old)
+        {
+            set.remove(&key);
+        }
+        self.pods_by_node
+            .entry(node.clone())
+            .or_default()
+            .insert(key.clone());
+        self.pods.insert(key, pod);
+        if let Some(old) = old_node.filter(|o| *o != node) {
+            self.update_node(&old);
+        }
+        self.update_node(&node);
+    }
+
+    /// Removes a bound pod (deleted, finished, or no longer holding anything).
+    pub fn remove_pod(&mut self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(old) = self.pods.remove(&key) else {
+            return;
+        };
+        if let Some(set) = self.pods_by_node.get_mut(&old.node) {
+            set.remove(&key);
+            if set.is_empty() {
+                self.pods_by_node.remove(&old.node);
+            }
+        }
+        self.update_node(&old.node);
+    }
+
+    /// Adds or replaces a PodGroup (the snapshot becomes stale).
+    pub fn set_pod_group(&mut self, group: PodGroup) {
+        let key = (group.namespace.clone(), group.name.clone());
+        if self.groups.get(&key) != Some(&group) {
+            self.groups.insert(key, group);
+            self.built = None;
+        }
+    }
+
+    pub fn remove_pod_group(&mut self, namespace: &str, name: &str) {
+        if self
+            .groups
+            .remove(&(namespace.to_string(), name.to_string()))
+            .is_some()
+        {
+            self.built = None;
+        }
+    }
+
+    /// The snapshot as of every change so far, built whole only when stale.
+    pub fn snapshot(&mut self) -> Result<&Snapshot, SnapshotError> {
+        if self.built.is_none() {
+            self.built = Some(self.fresh()?);
+            self.counts.full_builds += 1;
+        }
+        match &self.built {
+            Some(s) => Ok(s),
+            None => unreachable!("built just above"),
+        }
+    }
+
+    /// A snapshot of the same inputs built from scratch: what
+    /// [`LiveSnapshot::snapshot`] must equal.
+    pub fn fresh(&self) -> Result<Snapshot, SnapshotError> {
+        let mut b = SnapshotBuilder::new(&self.config);
+        for n in self.nodes.values() {
+            b.node(n.clone());
+        }
+        for p in self.pods.values() {
+            b.pod(p.clone());
+        }
+        for g in self.groups.values() {
+            b.pod_group(g.clone());
+        }
+        b.build()
+    }
+
+    /// `name`'s pods inserted again, when the snapshot is built (a stale
+    /// one is built whole later anyway).
+    fn update_node(&mut self, name: &str) {
+        let Some(snapshot) = self.built.as_mut() else {
+            return;
+        };
+        let Some(id) = snapshot.node_id(name) else {
+            // Pods on a node the snapshot lacks are only named: rename them.
+            snapshot.warning_parts.orphans =
+                orphan_warnings(&self.pods, &self.pods_by_node, &self.nodes);
+            rejoin_warnings(snapshot);
+            self.counts.node_updates += 1;
+            return;
+        };
+        let Some(input) = self.nodes.get(name) else {
+            self.built = None;
+            return;
+        };
+        let reports = NodeReports::new(&input.gpu_allocations, input.allocations_observed_at);
+        let pods: Vec<BoundPodInput> = self
+            .pods_by_node
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k).cloned())
+            .collect();
+        snapshot.clear_node_pods(id);
+        match snapshot.insert_node_pods(id, pods, &reports) {
+            Ok(warnings) => {
+                let parts = &mut snapshot.warning_parts.pods;
+                if parts.get(&id.0).map_or(&[][..], Vec::as_slice) != warnings.as_slice() {
+                    if warnings.is_empty() {
+                        parts.remove(&id.0);
+                    } else {
+                        parts.insert(id.0, warnings);
+                    }
+                    rejoin_warnings(snapshot);
+                } else {
+                    // `insert_node_pods` appended them again: take them off.
+                    let keep = snapshot.warnings.len() - warnings.len();
+                    snapshot.warnings.truncate(keep);
+                }
+                self.counts.node_updates += 1;
+            }
+            Err(_) => self.built = None,
+        }
+    }
+}
+
+/// Whether two inputs of one node differ at most in the kubelet's reading.
+fn same_but_reading(a: &NodeInput, b: &NodeInput) -> bool {
+    a.name == b.name
+        && a.labels == b.labels
+        && a.taints == b.taints
+        && a.unschedulable == b.unschedulable
+        && a.allocatable == b.allocatable
+        && a.topology == b.topology
+}
+
+/// The warnings for pods on nodes the cluster lacks, by pod name.
+fn orphan_warnings(
+    pods: &HashMap<PodKey, BoundPodInput>,
+    pods_by_node: &HashMap<String, BTreeSet<PodKey>>,
+    nodes: &BTreeMap<String, NodeInput>,
+) -> Vec<SnapshotWarning> {
+    let mut orphans: Vec<&BoundPodInput> = pods_by_node
+        .iter()
+        .filter(|(node, _)| !nodes.contains_key(*node))
+        .flat_map(|(_, keys)| keys.iter().filter_map(|k| pods.get(k)))
+        .collect();
+    orphans.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    orphans
+        .into_iter()
+        .map(|p| SnapshotWarning::UnknownNode {
+            pod: format!("{}/{}", p.namespace, p.name),
+            node: p.node.clone(),
+        })
+        .collect()
+}
+
+/// [`Snapshot::warnings`] from its parts again.
+fn rejoin_warnings(snapshot: &mut Snapshot) {
+    let parts = &snapshot.warning_parts;
+    snapshot.warnings = parts
+        .nodes
+        .iter()
+        .chain(parts.pods.values().flatten())
+        .chain(&parts.orphans)
+        .cloned()
+        .collect();
+}
