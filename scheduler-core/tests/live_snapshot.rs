@@ -178,60 +178,9 @@ fn apply(live: &mut LiveSnapshot, nodes: &mut [Option<NodeInput>], c: &Change) {
     }
 }
 
-/// Everything a decision can read, by name (ids and interned symbols may
-/// differ between two snapshots of the same cluster).
+/// Everything a decision can read, by name.
 fn view(s: &Snapshot) -> String {
-    let mut out = String::new();
-    for n in s.nodes() {
-        let mut pods: Vec<String> = n
-            .pods()
-            .map(|(_, p)| {
-                format!(
-                    "{}/{} gpus {:b} shared {:?} requests {:?} request {:?}",
-                    p.namespace, p.name, p.gpus, p.shared, p.requests, p.request
-                )
-            })
-            .collect();
-        pods.sort();
-        let shared: Vec<_> = (0..n.gpus().count_ones())
-            .map(|g| n.shared_use(g))
-            .collect();
-        out.push_str(&format!(
-            "node {} requested {:?} held {} shared {} free {} shared use {:?} training {} inference {} domains {:?}\n  {}\n",
-            n.name(),
-            n.requested(),
-            n.held_gpus(),
-            n.shared_gpus(),
-            n.free_gpus(),
-            shared,
-            n.training_pods(),
-            n.inference_pods(),
-            n.domain_path()
-                .iter()
-                .flatten()
-                .map(|d| s.domain(*d).name().to_string())
-                .collect::<Vec<_>>(),
-            pods.join("\n  ")
-        ));
-    }
-    for (_, d) in s.domains() {
-        out.push_str(&format!(
-            "domain {} tier {} gpus {} used {} nodes {:?}\n",
-            d.name(),
-            d.tier(),
-            d.gpu_count(),
-            d.gpus_used(),
-            d.nodes()
-                .iter()
-                .map(|id| s.node(*id).name().to_string())
-                .collect::<Vec<_>>()
-        ));
-    }
-    out.push_str(&format!("groups {:?}\n", s.pod_groups()));
-    for w in s.warnings() {
-        out.push_str(&format!("warning {w}\n"));
-    }
-    out
+    s.state_text()
 }
 
 fn probes() -> Vec<PendingPod> {

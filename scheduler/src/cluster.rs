@@ -146,6 +146,11 @@ impl AssumeCache {
     fn inputs(&self) -> impl Iterator<Item = &BoundPodInput> {
         self.pods.values().map(|a| &a.input)
     }
+
+    /// Each assumed pod's `namespace/name` and placement.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &BoundPodInput)> {
+        self.pods.iter().map(|(k, a)| (k.as_str(), &a.input))
+    }
 }
 
 /// The watched objects, as one cycle reads them.

@@ -14,6 +14,7 @@ pub mod extender;
 pub mod gangs;
 pub mod kube_writes;
 pub mod leader;
+pub mod live_cluster;
 pub mod scheduler;
 pub mod serve;
 pub mod watch;

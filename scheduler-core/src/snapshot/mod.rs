@@ -45,6 +45,7 @@
 //! is never lost, and a warning says so.
 
 mod build;
+mod describe;
 mod hold;
 pub(crate) mod intern;
 pub mod kube;

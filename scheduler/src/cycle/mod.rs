@@ -110,6 +110,8 @@ pub struct Cycle {
     claims_assumed: crate::claims::AssumedClaims,
     /// The most bindings outstanding at once (`binds.rs`).
     binds_in_flight: usize,
+    /// The snapshot kept from cycle to cycle (`live_cluster.rs`).
+    live: crate::live_cluster::LiveCluster,
 }
 
 impl Cycle {
@@ -128,6 +130,7 @@ impl Cycle {
             node_trust: node_trust::NodeTrustChecks::default(),
             claims_assumed: crate::claims::AssumedClaims::default(),
             binds_in_flight: DEFAULT_BINDS_IN_FLIGHT,
+            live: crate::live_cluster::LiveCluster::new(&settings.core),
             settings: Arc::new(settings),
         }
     }

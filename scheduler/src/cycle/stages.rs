@@ -7,7 +7,7 @@ use super::queue::QueuedPod;
 use super::reservations::GangReservations;
 use super::{Clock, Cycle, DomainUse, NOMINATION_TTL, Outcome};
 use crate::cluster::{
-    Assumed, Objects, ReadingTrust, build_snapshot, is_pending_for, nominated_node, pod_key, queued,
+    Assumed, Objects, ReadingTrust, is_pending_for, nominated_node, pod_key, queued,
 };
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::DraInventory;
@@ -100,16 +100,15 @@ impl Cycle {
             now: clock.wall,
             max_age: self.settings.accounting.reported_allocations_max_age,
         };
-        let (mut snapshot, warnings) =
-            match build_snapshot(objects, &self.assumed, &self.settings.core, trust) {
-                Ok(s) => s,
-                Err(e) => {
-                    for q in &ready {
-                        self.queue.retry_later(&q.key, now);
-                    }
-                    return Err(format!("building the cluster snapshot: {e}"));
+        let (mut snapshot, warnings) = match self.live.sync(objects, &self.assumed, trust) {
+            Ok(s) => s,
+            Err(e) => {
+                for q in &ready {
+                    self.queue.retry_later(&q.key, now);
                 }
-            };
+                return Err(format!("building the cluster snapshot: {e}"));
+            }
+        };
         let mut warnings: HashSet<String> = warnings.into_iter().collect();
         self.claims_assumed.reconcile(objects.dra);
         let assumed = &self.claims_assumed;

@@ -9,6 +9,7 @@ mod extended;
 pub mod fake;
 pub mod fixtures;
 mod gangs;
+mod live;
 mod node_trust;
 mod pods;
 mod preemption;

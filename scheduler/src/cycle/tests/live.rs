@@ -1,0 +1,175 @@
+//! The cycle's snapshot kept from cycle to cycle (`live_cluster.rs`) equals
+//! the snapshot built whole from the same objects, after every change of a
+//! seeded random walk: pods bound (with and without their GPUs recorded),
+//! changed and gone, assumptions made and dropped, nodes relabelled,
+//! removed and back, kubelet readings fresh and stale, PodGroups.
+
+use super::fixtures::{World, node, pod, pod_group, topology};
+use crate::cluster::{AssumeCache, Assumed, ReadingTrust, build_snapshot};
+use crate::live_cluster::LiveCluster;
+use gputopo_api::{GpuAllocation, PodResourcesReading};
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::snapshot::{BoundPodInput, GpuHolding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+const NODES: u64 = 4;
+const PODS: u64 = 10;
+
+fn step(w: &mut World, assumed: &mut AssumeCache, now: Timestamp, rng: &mut Rng) -> String {
+    let name = format!("p{}", rng.below(PODS));
+    let n = format!("n{}", 1 + rng.below(NODES));
+    match rng.below(9) {
+        0 | 1 => {
+            // Bound with its GPUs recorded (`0..k`), or by another
+            // scheduler without them.
+            w.remove(&name);
+            let k = 1 + rng.below(4) as u32;
+            let mut p = pod(&name, k, Some(&n), 0);
+            if rng.below(2) == 0 {
+                p.metadata.annotations = None;
+            }
+            w.add(p);
+            format!("bind {name} to {n}")
+        }
+        2 => {
+            w.remove(&name);
+            format!("{name} gone")
+        }
+        3 => {
+            // Pending, and assumed on a node by this scheduler.
+            w.remove(&name);
+            w.add(pod(&name, 2, None, 0));
+            let mut input = BoundPodInput::new("ml", &name, &n);
+            input.requests.gpus = 2;
+            input.holding = GpuHolding::Whole(vec![6, 7]);
+            assumed.assume(
+                format!("ml/{name}"),
+                Assumed {
+                    uid: Some(format!("uid-{name}")),
+                    input,
+                    since: Instant::now(),
+                },
+            );
+            format!("assume {name} on {n}")
+        }
+        4 => {
+            // A pending pod (no assumption).
+            w.remove(&name);
+            w.add(pod(&name, 1, None, 0));
+            format!("{name} pending")
+        }
+        5 => {
+            let leaf = format!("leaf-{}", rng.below(2));
+            w.nodes
+                .retain(|x| x.metadata.name.as_deref() != Some(n.as_str()));
+            w.nodes.push(Arc::new(node(&n, &leaf)));
+            format!("{n} on {leaf}")
+        }
+        6 => {
+            w.nodes
+                .retain(|x| x.metadata.name.as_deref() != Some(n.as_str()));
+            w.topologies
+                .retain(|x| x.metadata.name.as_deref() != Some(n.as_str()));
+            format!("{n} removed")
+        }
+        7 => {
+            // The kubelet's reading: fresh, or ten minutes old.
+            let age = if rng.below(3) == 0 { 600 } else { 5 };
+            let mut t = topology(&n);
+            let status = t.status.get_or_insert_default();
+            status.allocations = vec![GpuAllocation {
+                gpu: rng.below(8) as u32,
+                pods: vec![format!("ml/{name}")],
+                holders: Vec::new(),
+            }];
+            status.pod_resources = Some(PodResourcesReading {
+                observed_at: Time(now - SignedDuration::from_secs(age)),
+                last_error: None,
+                unknown_devices: Vec::new(),
+            });
+            w.topologies
+                .retain(|x| x.metadata.name.as_deref() != Some(n.as_str()));
+            w.topologies.push(Arc::new(t));
+            if !w
+                .nodes
+                .iter()
+                .any(|x| x.metadata.name.as_deref() == Some(n.as_str()))
+            {
+                w.nodes.push(Arc::new(node(&n, "leaf-1")));
+            }
+            format!("{n} read {age}s ago")
+        }
+        _ => {
+            let g = pod_group(&format!("g{}", rng.below(2)), 1 + rng.below(3) as u32, None);
+            w.gangs
+                .pod_groups
+                .retain(|x| x.metadata.name != g.metadata.name);
+            w.gangs.pod_groups.push(Arc::new(g));
+            "a PodGroup".into()
+        }
+    }
+}
+
+#[test]
+fn the_kept_snapshot_equals_one_built_whole_after_every_change() {
+    let config = SchedulerConfig::default();
+    for seed in 1..=6u64 {
+        let mut rng = Rng(seed);
+        let mut w = World::dgx(NODES as usize, 2);
+        let mut assumed = AssumeCache::default();
+        let mut live = LiveCluster::new(&config);
+        let start = Timestamp::from_second(1_767_225_600).expect("a time");
+        for i in 0..150u32 {
+            let now = start + SignedDuration::from_secs(i64::from(i) * 7);
+            let what = step(&mut w, &mut assumed, now, &mut rng);
+            // As every cycle does first: assumptions seen bound or gone end.
+            let by_key = w
+                .pods
+                .iter()
+                .map(|p| (crate::cluster::pod_key(p), p.clone()))
+                .collect();
+            assumed.reconcile(&by_key);
+            let trust = ReadingTrust {
+                now,
+                max_age: Duration::from_secs(120),
+            };
+            let (kept, kept_warnings) = live
+                .sync(&w.objects(), &assumed, trust)
+                .expect("no duplicate names");
+            let (whole, whole_warnings) =
+                build_snapshot(&w.objects(), &assumed, &config, trust).expect("builds");
+            assert_eq!(
+                kept.state_text(),
+                whole.state_text(),
+                "seed {seed}, step {i}: {what}"
+            );
+            let set = |v: Vec<String>| v.into_iter().collect::<BTreeSet<_>>();
+            assert_eq!(
+                set(kept_warnings),
+                set(whole_warnings),
+                "seed {seed}, step {i}: {what}"
+            );
+        }
+        let counts = live.counts();
+        assert!(
+            counts.node_updates > counts.full_builds,
+            "most changes touched one node: {counts:?}"
+        );
+    }
+}
