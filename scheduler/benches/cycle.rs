@@ -1,0 +1,160 @@
+//! The scheduling cycle's preparation on 5,000 and 20,000 DGX A100 nodes
+//! with two bound pods each: from the watched objects to the pods due and
+//! the snapshot the decisions read (`Cycle::prepare`), when one pod changed
+//! since the last cycle. Beside it, the snapshot built whole from the same
+//! objects (`build_snapshot`), which every cycle paid before the snapshot
+//! was kept from cycle to cycle.
+//!
+//! `cargo bench -p gputopo-scheduler --bench cycle`
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use gputopo_api::GpuTopology;
+use gputopo_scheduler::cluster::{AssumeCache, Objects, ReadingTrust, build_snapshot};
+use gputopo_scheduler::config::Settings;
+use gputopo_scheduler::cycle::{Clock, Cycle};
+use gputopo_scheduler::gangs::GangObjects;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::normalize::normalize;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::json;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Cluster {
+    nodes: Vec<Arc<Node>>,
+    topologies: Vec<Arc<GpuTopology>>,
+    pods: Vec<Arc<Pod>>,
+}
+
+fn pod(name: &str, node: Option<&str>, gpus: &str) -> Pod {
+    let annotations = match node {
+        Some(_) => json!({"gputopo.dev/assigned-gpus": gpus}),
+        None => json!({}),
+    };
+    let count = gpus.split(',').count();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "jobs", "uid": format!("uid-{name}"),
+            "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+        "spec": {
+            "schedulerName": "gputopo-scheduler",
+            "nodeName": node,
+            "containers": [{"name": "main", "resources": {
+                "requests": {"cpu": "8", "memory": "64Gi"},
+                "limits": {"nvidia.com/gpu": count.to_string()}}}]
+        },
+        "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
+    }))
+    .expect("a pod")
+}
+
+fn cluster(size: usize) -> Cluster {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/nvidia/dgx-a100-mlx5-names-12nic-topo-m.txt"
+    );
+    let text = std::fs::read_to_string(path).expect("the DGX A100 fixture");
+    let spec = normalize("dgx-a100", &facts_from_topo(&text).expect("parses")).expect("normal");
+    let mut c = Cluster {
+        nodes: Vec::new(),
+        topologies: Vec::new(),
+        pods: Vec::new(),
+    };
+    for i in 0..size {
+        let name = format!("gpu-{i:05}");
+        c.nodes.push(Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {
+                    "gputopo.dev/spine": format!("spine-{}", i / 1000),
+                    "gputopo.dev/leaf": format!("leaf-{}", i / 100)}},
+                "status": {"allocatable": {"cpu": "192", "memory": "2Ti", "pods": "110", "nvidia.com/gpu": "8"}}
+            }))
+            .expect("a node"),
+        ));
+        let mut s = spec.clone();
+        s.node_name.clone_from(&name);
+        c.topologies.push(Arc::new(GpuTopology::new(&name, s)));
+        c.pods
+            .push(Arc::new(pod(&format!("{name}-a"), Some(&name), "0,1")));
+        c.pods
+            .push(Arc::new(pod(&format!("{name}-b"), Some(&name), "4,5,6,7")));
+    }
+    c.pods.push(Arc::new(pod("pending", None, "0,1,2,3")));
+    c
+}
+
+fn bench(c: &mut Criterion) {
+    let gangs = GangObjects::default();
+    let dra = gputopo_scheduler::claims::DraObjects::default();
+    for size in [5_000usize, 20_000] {
+        let mut cl = cluster(size);
+        let mut group = c.benchmark_group(format!("cycle-prepare-{size}-nodes"));
+        group.sample_size(10);
+        fn objects<'a>(
+            cl: &'a Cluster,
+            gangs: &'a GangObjects,
+            dra: &'a gputopo_scheduler::claims::DraObjects,
+        ) -> Objects<'a> {
+            Objects {
+                nodes: &cl.nodes,
+                topologies: &cl.topologies,
+                pods: &cl.pods,
+                gangs,
+                dra,
+            }
+        }
+        let trust = ReadingTrust {
+            now: k8s_openapi::jiff::Timestamp::now(),
+            max_age: Duration::from_secs(120),
+        };
+        let config = SchedulerConfig::default();
+        group.bench_function("snapshot-built-whole", |b| {
+            b.iter(|| {
+                black_box(
+                    build_snapshot(
+                        &objects(&cl, &gangs, &dra),
+                        &AssumeCache::default(),
+                        &config,
+                        trust,
+                    )
+                    .expect("builds"),
+                )
+            })
+        });
+        let mut cycle = Cycle::new(Settings::default());
+        let first = cycle
+            .prepare(&objects(&cl, &gangs, &dra), Clock::system())
+            .expect("prepares");
+        assert!(first.is_some(), "the pending pod is due");
+        // One bound pod changes between cycles: its GPUs move.
+        let changed = size / 2;
+        let name = format!("gpu-{changed:05}");
+        let versions = [
+            Arc::new(pod(&format!("{name}-a"), Some(&name), "2,3")),
+            Arc::new(pod(&format!("{name}-a"), Some(&name), "0,1")),
+        ];
+        let mut turn = 0;
+        group.bench_function("one-pod-changed", |b| {
+            b.iter(|| {
+                turn ^= 1;
+                cl.pods[changed * 2] = versions[turn].clone();
+                black_box(
+                    cycle
+                        .prepare(&objects(&cl, &gangs, &dra), Clock::system())
+                        .expect("prepares"),
+                )
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4));
+    targets = bench
+}
+criterion_main!(benches);
