@@ -111,6 +111,21 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
+    // The scale model's check (BENCHMARKS.md): a decision's cost follows
+    // the feasible nodes, so 20,000 nodes should cost about four times 5,000.
+    let large = cluster(20_000);
+    let mut group = c.benchmark_group("schedule-20000x8");
+    group.sample_size(20);
+    for (name, p) in cases() {
+        if name == "8-gpu-pod" || name == "1-gpu-pod" {
+            group.bench_function(name, |b| {
+                b.iter(|| black_box(schedule(black_box(&large), black_box(&p), &config)))
+            });
+        }
+    }
+    group.finish();
+    drop(large);
+
     let mut group = c.benchmark_group("snapshot-build");
     group.sample_size(10);
     group.bench_function("5000x8", |b| b.iter(|| black_box(cluster(5_000))));

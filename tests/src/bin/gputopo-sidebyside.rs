@@ -29,6 +29,8 @@
 //! 10 CPUs and 96 GiB per GPU; submitted with `--concurrency` creates in
 //! flight. kube-scheduler gets the same pods with `schedulerName:
 //! default-scheduler`: the annotations mean nothing to it (no gangs).
+//! `--mix one-gpu` submits the same GPU demand as 1-GPU pods only (the shape
+//! of `scheduler_perf`'s SchedulingBasic: a scheduler's raw rate).
 
 mod sidebyside;
 
@@ -94,6 +96,10 @@ struct Cli {
     /// Also submit this many pods of 9 GPUs, which fit no node (for tests).
     #[arg(long, default_value_t = 0)]
     too_big: usize,
+    /// The workload: `mixed` (gangs, 4-, 2- and 1-GPU pods) or `one-gpu`
+    /// (1-GPU pods only, like scheduler_perf's SchedulingBasic).
+    #[arg(long, value_enum, default_value = "mixed")]
+    mix: workload::Mix,
     /// Copy each control plane's logs (audit log, components) to DIR/<scheduler>/.
     #[arg(long, value_name = "DIR")]
     keep_logs: Option<PathBuf>,
@@ -138,6 +144,7 @@ fn parse_args() -> Result<Args> {
         fill: cli.fill,
         seed: cli.seed,
         too_big: cli.too_big,
+        mix: cli.mix,
         backlog: cli.backlog,
         concurrency: cli.concurrency,
         timeout_s: cli.timeout,
@@ -351,6 +358,11 @@ fn print_table(trials: &[(&Trial, Throughput, Vec<Analysis>)]) {
             .as_ref()
             .map_or("-".into(), |w| w.max_in_flight.to_string())
     });
+    row("scheduler peak RSS, MiB", &|_, t, _| {
+        t.timings
+            .scheduler_peak_rss_mib
+            .map_or("-".into(), |m| format!("{m:.1}"))
+    });
     row("  server time in them per second of binding", &|_, t, _| {
         t.api_writes
             .as_ref()
@@ -371,7 +383,7 @@ async fn main() -> Result<()> {
         .map(|d| Model::load(d, &s.fixtures))
         .collect::<Result<_>>()?;
     let nodes = cluster::layout(s.nodes, s.nodes_per_leaf, s.leaves_per_spine, &models);
-    let plans = workload::generate(s.nodes, s.fill, s.seed, s.too_big);
+    let plans = workload::generate(s.nodes, s.fill, s.seed, s.too_big, s.mix);
     eprintln!(
         "cluster: {} nodes ({} GPUs), {} leaves, {} spines; workload: {} pods, {} GPUs",
         nodes.len(),

@@ -56,6 +56,8 @@ pub struct Settings {
     pub seed: u64,
     /// Pods of 9 GPUs added to the workload (no node holds one).
     pub too_big: usize,
+    /// The mixed workload, or 1-GPU pods only.
+    pub mix: super::workload::Mix,
     /// Create every pod first, then start the scheduler: its drain rate
     /// without pod creation competing for the API server and the cores.
     pub backlog: bool,
@@ -114,6 +116,8 @@ pub struct Timings {
     /// Load average (1 min) before the pods and at the end.
     pub loadavg_before: Option<f64>,
     pub loadavg_after: Option<f64>,
+    /// The scheduler process's peak resident memory (`VmHWM`), MiB.
+    pub scheduler_peak_rss_mib: Option<f64>,
 }
 
 /// Everything one trial measured.
@@ -167,6 +171,21 @@ pub fn loadavg() -> Option<f64> {
 
 fn log(which: Which, msg: impl std::fmt::Display) {
     eprintln!("[{}] {msg}", which.name());
+}
+
+/// A process's peak resident memory so far (`VmHWM` in
+/// `/proc/<pid>/status`), MiB.
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
 }
 
 /// Starts `which` and waits until it is ready: (process, metrics port).
@@ -412,6 +431,7 @@ pub async fn run_trial(
         timings.create_s = (done - start).as_secs_f64();
     }
     timings.loadavg_after = loadavg();
+    timings.scheduler_peak_rss_mib = peak_rss_mib(scheduler.pid());
     log(
         which,
         format!("ended ({ended}) after {:.1} s", timings.wait_s),

@@ -51,6 +51,16 @@ pub const SHARES: [(Kind, f64); 4] = [
     (Kind::One, 0.15),
 ];
 
+/// Which workload: the mixed one above, or only 1-GPU pods (the shape of
+/// kube-scheduler's `scheduler_perf` SchedulingBasic, which measures a
+/// scheduler's raw rate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mix {
+    Mixed,
+    OneGpu,
+}
+
 /// Gang sizes (members) and their weights.
 const GANG_SIZES: [(u32, u32); 4] = [(2, 4), (4, 3), (8, 2), (16, 1)];
 
@@ -81,9 +91,13 @@ impl Rng {
 /// a quarter of the nodes); jobs shuffled by `seed`, each gang's members
 /// kept together; each name prefixed with its place in that order
 /// (`p0042-ddp4-0007`); then `too_big` pods of 9 GPUs, which no node can hold.
-pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize) -> Vec<PodPlan> {
+pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize, mix: Mix) -> Vec<PodPlan> {
     let mut rng = Rng::new(seed);
     let demand = fill * (nodes as f64) * 8.0;
+    let shares: &[(Kind, f64)] = match mix {
+        Mix::Mixed => &SHARES,
+        Mix::OneGpu => &[(Kind::Gang, 0.0), (Kind::One, 1.0)],
+    };
     let max_gang = ((nodes / 4) as u32).clamp(2, 16);
     let sizes: Vec<(u32, u32)> = GANG_SIZES
         .iter()
@@ -94,7 +108,7 @@ pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize) -> Vec<PodPl
     let mut jobs: Vec<Vec<PodPlan>> = Vec::new();
 
     // Gangs until the next would overshoot the gang share.
-    let gang_target = demand * SHARES[0].1;
+    let gang_target = demand * shares[0].1;
     let mut gang_gpus = 0.0;
     let mut g = 0;
     loop {
@@ -129,7 +143,7 @@ pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize) -> Vec<PodPl
         gang_gpus += f64::from(size * 8);
         g += 1;
     }
-    for (kind, share) in &SHARES[1..] {
+    for (kind, share) in &shares[1..] {
         let count = (demand * share / f64::from(kind.gpus())).round() as usize;
         let prefix = match kind {
             Kind::Ddp4 => "ddp4",
