@@ -8,6 +8,7 @@ use crate::cycle::gang_status::GangStatusWrite;
 use crate::cycle::node_trust::NodeConditionWrite;
 use crate::cycle::writes::truncate;
 use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
+use crate::event_queue::EventQueue;
 use crate::gangs::{PodGroup, UpstreamPodGroup};
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodCondition};
@@ -52,6 +53,8 @@ pub struct KubeWrites {
     /// new note gets a new recorder, hence a new event, as client-go's
     /// aggregation does.
     recorders: Mutex<Recorders>,
+    /// Events waiting to be published (`event_queue.rs`).
+    events: EventQueue,
     exit_after_binds: Option<u32>,
     binds: AtomicU32,
     exit_after_claims: Option<u32>,
@@ -68,6 +71,7 @@ impl KubeWrites {
                     .or_else(|| std::env::var("HOSTNAME").ok()),
             },
             recorders: Mutex::new(HashMap::new()),
+            events: EventQueue::default(),
             exit_after_binds: std::env::var(FAILPOINT_EXIT_AFTER_BINDS)
                 .ok()
                 .and_then(|v| v.parse().ok()),
@@ -79,6 +83,11 @@ impl KubeWrites {
             client,
             eviction_client,
         }
+    }
+
+    /// Events dropped because too many were waiting, since the last call.
+    pub fn take_dropped_events(&self) -> u64 {
+        self.events.take_dropped()
     }
 
     /// Forgets the event series of pods `keep` says no longer matter.
@@ -101,7 +110,7 @@ impl KubeWrites {
         };
         let reference = bad.reference.clone();
         let name = bad.name.clone();
-        tokio::spawn(
+        self.events.push(
             async move {
                 if let Err(e) = recorder.publish(&event, &reference).await {
                     warn!(object = %name, error = %e, "event not written");
@@ -408,8 +417,8 @@ impl ClusterWrites for KubeWrites {
             secondary: None,
         };
         // Published in the background (the recorder serializes its own
-        // series updates).
-        tokio::spawn(
+        // series updates), through the bounded queue.
+        self.events.push(
             async move {
                 if let Err(e) = recorder.publish(&event, &reference).await {
                     warn!(pod = %key, reason, error = %e, "event not written");

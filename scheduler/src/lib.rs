@@ -10,6 +10,7 @@ pub mod claims;
 pub mod cluster;
 pub mod config;
 pub mod cycle;
+pub mod event_queue;
 pub mod extender;
 pub mod gangs;
 pub mod kube_writes;

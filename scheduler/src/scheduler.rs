@@ -174,6 +174,9 @@ impl Scheduler {
             .run(&objects, &self.writes, Clock::system())
             .await;
         self.metrics.observe(&report);
+        self.metrics
+            .events_dropped
+            .inc_by(self.writes.take_dropped_events());
         let cycle = &self.cycle;
         self.writes.retain_events(|pod| cycle.is_queued(pod));
     }

@@ -73,6 +73,8 @@ pub struct Metrics {
     /// leader election), 0 on a standby.
     pub leader: Gauge,
     pub invalid_objects: InvalidObjectsGauge,
+    /// Events not published because too many were waiting.
+    pub events_dropped: Counter,
 }
 
 /// Registers `gputopo_invalid_objects{kind,reason}` (both modes have it).
@@ -166,6 +168,12 @@ impl Metrics {
             "1 on the replica that holds the leader lease and binds, 0 on a standby",
             leader.clone(),
         );
+        let events_dropped = Counter::default();
+        registry.register(
+            "events_dropped",
+            "Events not published because 1,000 were already waiting for the API server",
+            events_dropped.clone(),
+        );
         Metrics {
             registry,
             duration,
@@ -182,6 +190,7 @@ impl Metrics {
             assignment_mismatches,
             leader,
             invalid_objects,
+            events_dropped,
         }
     }
 }
