@@ -231,8 +231,8 @@ mod tests {
 
     #[test]
     fn deterministic_and_close_to_the_demand() {
-        let a = generate(1000, 0.9, 42, 0);
-        let b = generate(1000, 0.9, 42, 0);
+        let a = generate(1000, 0.9, 42, 0, Mix::Mixed);
+        let b = generate(1000, 0.9, 42, 0, Mix::Mixed);
         assert_eq!(
             a.iter().map(|p| &p.name).collect::<Vec<_>>(),
             b.iter().map(|p| &p.name).collect::<Vec<_>>()
@@ -254,8 +254,18 @@ mod tests {
     }
 
     #[test]
+    fn one_gpu_is_the_same_demand_in_single_gpus() {
+        let w = generate(1000, 0.9, 42, 0, Mix::OneGpu);
+        assert_eq!(w.len(), 7200);
+        assert!(
+            w.iter()
+                .all(|p| p.gpus == 1 && p.gang.is_none() && p.kind == Kind::One)
+        );
+    }
+
+    #[test]
     fn small_cluster() {
-        let w = generate(12, 0.4, 7, 1);
+        let w = generate(12, 0.4, 7, 1, Mix::Mixed);
         assert_eq!(w.last().map(|p| p.gpus), Some(9));
         assert!(w.iter().all(|p| p.gang.as_ref().is_none_or(|g| g.1 <= 3)));
         assert!(w.len() >= 8 && w.len() <= 20, "{}", w.len());
