@@ -160,7 +160,8 @@ where
             #[serde(default)]
             metadata: ObjectMeta,
         }
-        let raw = serde_json::Value::deserialize(d)?;
+        let mut raw = serde_json::Value::deserialize(d)?;
+        strip_managed_fields(&mut raw);
         let Meta { metadata } = Meta::deserialize(&raw).map_err(de::Error::custom)?;
         let value = serde_path_to_error::deserialize::<_, K>(raw)
             .map(Arc::new)
@@ -179,6 +180,18 @@ where
                 },
             });
         Ok(Checked { metadata, value })
+    }
+}
+
+/// Drops `metadata.managedFields` before the object is decoded: the
+/// scheduler never reads it, and it is most of a watched object's memory
+/// (kube-scheduler's informers strip it too).
+fn strip_managed_fields(raw: &mut serde_json::Value) {
+    if let Some(meta) = raw
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        meta.remove("managedFields");
     }
 }
 
@@ -215,6 +228,23 @@ mod tests {
     use crate::gangs::PodGroup;
     use gputopo_api::GpuTopology;
     use serde_json::json;
+
+    #[test]
+    fn managed_fields_are_not_kept() {
+        let ok: Checked<PodGroup> = serde_json::from_value(json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "a", "namespace": "ml", "managedFields": [{
+                "manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:minMember": {}}}
+            }]},
+            "spec": {"minMember": 2}
+        }))
+        .expect("never fails");
+        assert_eq!(ok.metadata.managed_fields, None);
+        let value = ok.value.expect("valid");
+        assert_eq!(value.metadata.managed_fields, None);
+        assert_eq!(value.spec.min_member, 2);
+    }
 
     #[test]
     fn a_valid_object_decodes_and_a_bad_one_names_its_field() {

@@ -4,8 +4,7 @@
 //! in a bounded queue, at most [`EVENTS_IN_FLIGHT`] published at once;
 //! when [`MAX_QUEUED_EVENTS`] are waiting, a new one is dropped and counted
 //! (`gputopo_events_dropped_total`), as client-go's event broadcaster does.
-//! An unbounded backlog held a task, an event and a request per pod: at
-//! 5,000 nodes it doubled the scheduler's peak memory.
+//! Unbounded, a backlog would hold a task, an event and a request per pod.
 
 use futures::future::BoxFuture;
 use std::future::Future;

@@ -15,12 +15,12 @@ use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -327,9 +327,14 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
+    // Without `managedFields`: the scheduler never reads them, and they are
+    // most of a watched pod's memory once its kubelet has written its
+    // status (kube-scheduler's informers strip them too).
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).backoff(watch_backoff()),
+        watcher(api, watcher::Config::default())
+            .backoff(watch_backoff())
+            .modify(|o| o.managed_fields_mut().clear()),
     );
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
