@@ -10,7 +10,6 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduler_killed_with_bindings_in_flight_assigns_no_gpu_twice_after_restart() {
@@ -51,16 +50,8 @@ async fn a_scheduler_killed_with_bindings_in_flight_assigns_no_gpu_twice_after_r
         )
     })
     .await;
-    wait_for(
-        "the first scheduler to abort with bindings in flight",
-        Duration::from_secs(60),
-        || {
-            let exited = s.process.check_running().is_err();
-            async move { exited.then_some(()) }
-        },
-        String::new,
-    )
-    .await;
+    s.wait_exit("the first scheduler to abort with bindings in flight")
+        .await;
     let list = pods.list(&ListParams::default()).await.expect("pods").items;
     let bound_before: BTreeSet<(String, String)> = list
         .iter()

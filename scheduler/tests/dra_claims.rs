@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_claim_gets_an_nvlink_set_and_is_released_and_reused() {
@@ -237,16 +236,9 @@ async fn a_crash_between_the_claim_and_the_binding_allocates_no_device_twice() {
     })
     .await;
     create(&pods, &claim_pod("first", &sched, &group, "four", true)).await;
-    wait_for(
-        "the first scheduler to abort after the claim write",
-        Duration::from_secs(60),
-        || {
-            let exited = first.process.check_running().is_err();
-            async move { exited.then_some(()) }
-        },
-        String::new,
-    )
-    .await;
+    first
+        .wait_exit("the first scheduler to abort after the claim write")
+        .await;
     let pod = pods.get("first").await.expect("the pod");
     assert!(node_of(&pod).is_none(), "not bound before the crash");
     let c = claim_of(&client, &ns, &pod).await;

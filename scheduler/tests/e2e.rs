@@ -1096,16 +1096,7 @@ async fn a_scheduler_killed_mid_gang_completes_it_after_restart_and_assigns_no_g
         )
         .await;
     }
-    wait_for(
-        "the first scheduler to abort mid-gang",
-        Duration::from_secs(60),
-        || {
-            let exited = s.process.check_running().is_err();
-            async move { exited.then_some(()) }
-        },
-        String::new,
-    )
-    .await;
+    s.wait_exit("the first scheduler to abort mid-gang").await;
     let list = pods.list(&ListParams::default()).await.expect("pods").items;
     let bound_now = list.iter().filter(|p| node_of(p).is_some()).count();
     assert_eq!(

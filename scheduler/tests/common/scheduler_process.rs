@@ -161,6 +161,21 @@ impl SchedulerProcess {
     pub fn log(&self) -> String {
         tail(&self.process.log, 60)
     }
+
+    /// Waits (up to a minute) for the process to exit on its own: a
+    /// failpoint's abort. `what` names the wait in a timeout's message.
+    pub async fn wait_exit(&mut self, what: &str) {
+        wait_for(
+            what,
+            Duration::from_secs(60),
+            || {
+                let exited = self.process.check_running().is_err();
+                async move { exited.then_some(()) }
+            },
+            String::new,
+        )
+        .await;
+    }
 }
 
 pub async fn bound(pods: &Api<Pod>, name: &str, s: &SchedulerProcess) -> Pod {
