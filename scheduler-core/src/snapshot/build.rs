@@ -1,7 +1,7 @@
 //! Building a [`Snapshot`] from plain inputs, and changing it one pod at a time.
 
 use super::intern::{Interner, Sym};
-use super::node_pods::NodeReports;
+use super::node_pods::{NodeReports, orphan_warnings};
 use super::{
     Amounts, BoundPod, Domain, DomainId, GpuKind, GpuUuids, Node, NodeGpus, NodeId, PodGroup,
     PodId, ShapeEntry, SharedHold, SharedUse, Signals, Snapshot, SnapshotError, SnapshotWarning,
@@ -211,7 +211,7 @@ impl SnapshotBuilder {
             snapshot.refresh(i);
         }
         snapshot.update_signals();
-        snapshot.warning_parts.nodes = snapshot.warnings.clone();
+        snapshot.warning_parts.nodes = std::mem::take(&mut snapshot.warnings);
 
         // Node by node, each node's pods in the canonical order
         // (`node_pods.rs`), so the same pods give the same snapshot in any
@@ -225,20 +225,12 @@ impl SnapshotBuilder {
             }
         }
         for (i, pods) in by_node.into_iter().enumerate() {
-            let warnings = snapshot.insert_node_pods(NodeId(i as u32), pods, &reports[i])?;
-            if !warnings.is_empty() {
-                snapshot.warning_parts.pods.insert(i as u32, warnings);
-            }
+            let id = NodeId(i as u32);
+            let warnings = snapshot.insert_node_pods(id, pods, &reports[i])?;
+            snapshot.set_pod_warnings(id, warnings);
         }
-        orphans.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        for pod in orphans {
-            let warning = SnapshotWarning::UnknownNode {
-                pod: format!("{}/{}", pod.namespace, pod.name),
-                node: pod.node,
-            };
-            snapshot.warnings.push(warning.clone());
-            snapshot.warning_parts.orphans.push(warning);
-        }
+        snapshot.warning_parts.orphans = orphan_warnings(&orphans);
+        snapshot.rejoin_warnings();
         Ok(snapshot)
     }
 }

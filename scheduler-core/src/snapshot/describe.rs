@@ -1,9 +1,10 @@
-//! The snapshot as text, by name: what every decision can read (each node's
-//! GPUs, resources, pods and domains, the domains' use, the PodGroups, the
-//! warnings), without the ids and interned symbols that differ between two
-//! snapshots of the same cluster. Two snapshots give the same text exactly
-//! when no decision can tell them apart, which is what the tests of the
-//! snapshot kept up to date ([`super::LiveSnapshot`]) compare.
+//! The snapshot as text, by name: each node's facts (labels, taints,
+//! allocatable, GPU model, price), its GPUs, resources, pods and domains,
+//! the domains' use, the PodGroups and the warnings, without the ids and
+//! interned symbols that differ between two snapshots of the same cluster.
+//! The tests of the snapshot kept up to date ([`super::LiveSnapshot`])
+//! compare it with a fresh build's (and compare decisions besides: the
+//! text leaves out the topology tables, which come from the same inputs).
 
 use super::Snapshot;
 use std::fmt::Write;
@@ -39,10 +40,23 @@ impl Snapshot {
                 .flatten()
                 .map(|d| self.domain(*d).name())
                 .collect();
+            // Sorted by key: the snapshot orders them by interned symbol.
+            let mut labels: Vec<(&str, &str)> = n.labels().collect();
+            labels.sort_unstable();
             let _ = writeln!(
                 out,
-                "node {} requested {:?} held {:b} shared {:b} free {:b} shared use {:?} training {} inference {} domains {:?}",
+                "node {} labels {labels:?} taints {:?} unschedulable {} allocatable {:?} model {:?} cost {:?} spot {}",
                 n.name(),
+                n.taints(),
+                n.unschedulable(),
+                n.allocatable(),
+                n.gpu_model(),
+                n.cost_per_hour(),
+                n.is_spot(),
+            );
+            let _ = writeln!(
+                out,
+                "  requested {:?} held {:b} shared {:b} free {:b} shared use {:?} training {} inference {} domains {:?}",
                 n.requested(),
                 n.held_gpus(),
                 n.shared_gpus(),
@@ -53,7 +67,7 @@ impl Snapshot {
                 domains,
             );
             for p in pods {
-                let _ = writeln!(out, "  {p}");
+                let _ = writeln!(out, "    {p}");
             }
         }
         for (_, d) in self.domains() {

@@ -10,10 +10,8 @@
 //! The promise, property-tested: after any sequence of changes,
 //! [`LiveSnapshot::snapshot`] equals a fresh build of the same inputs.
 
-use super::node_pods::NodeReports;
-use super::{
-    BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError, SnapshotWarning,
-};
+use super::node_pods::{NodeReports, orphan_warnings};
+use super::{BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError};
 use crate::config::SchedulerConfig;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -157,14 +155,14 @@ impl LiveSnapshot {
 
     /// The snapshot as of every change so far, built whole only when stale.
     pub fn snapshot(&mut self) -> Result<&Snapshot, SnapshotError> {
-        if self.built.is_none() {
-            self.built = Some(self.fresh()?);
-            self.counts.full_builds += 1;
-        }
-        match &self.built {
-            Some(s) => Ok(s),
-            None => unreachable!("built just above"),
-        }
+        let snapshot = match self.built.take() {
+            Some(s) => s,
+            None => {
+                self.counts.full_builds += 1;
+                self.fresh()?
+            }
+        };
+        Ok(self.built.insert(snapshot))
     }
 
     /// A snapshot of the same inputs built from scratch: what
@@ -189,16 +187,16 @@ impl LiveSnapshot {
         let Some(snapshot) = self.built.as_mut() else {
             return;
         };
-        let Some(id) = snapshot.node_id(name) else {
-            // Pods on a node the snapshot lacks are only named: rename them.
-            snapshot.warning_parts.orphans =
-                orphan_warnings(&self.pods, &self.pods_by_node, &self.nodes);
-            rejoin_warnings(snapshot);
-            self.counts.node_updates += 1;
-            return;
-        };
-        let Some(input) = self.nodes.get(name) else {
-            self.built = None;
+        self.counts.node_updates += 1;
+        let (Some(id), Some(input)) = (snapshot.node_id(name), self.nodes.get(name)) else {
+            // Pods on a node the snapshot lacks are only named.
+            let orphans = self
+                .pods_by_node
+                .iter()
+                .filter(|(node, _)| !self.nodes.contains_key(*node))
+                .flat_map(|(_, keys)| keys.iter().filter_map(|k| self.pods.get(k)));
+            snapshot.warning_parts.orphans = orphan_warnings(orphans);
+            snapshot.rejoin_warnings();
             return;
         };
         let reports = NodeReports::new(&input.gpu_allocations, input.allocations_observed_at);
@@ -211,66 +209,34 @@ impl LiveSnapshot {
             .collect();
         snapshot.clear_node_pods(id);
         match snapshot.insert_node_pods(id, pods, &reports) {
+            // Rejoining walks every warning: only when this node's changed.
             Ok(warnings) => {
-                let parts = &mut snapshot.warning_parts.pods;
-                if parts.get(&id.0).map_or(&[][..], Vec::as_slice) != warnings.as_slice() {
-                    if warnings.is_empty() {
-                        parts.remove(&id.0);
-                    } else {
-                        parts.insert(id.0, warnings);
-                    }
-                    rejoin_warnings(snapshot);
-                } else {
-                    // `insert_node_pods` appended them again: take them off.
-                    let keep = snapshot.warnings.len() - warnings.len();
-                    snapshot.warnings.truncate(keep);
+                if snapshot.set_pod_warnings(id, warnings) {
+                    snapshot.rejoin_warnings();
                 }
-                self.counts.node_updates += 1;
             }
             Err(_) => self.built = None,
         }
     }
 }
 
-/// Whether two inputs of one node differ at most in the kubelet's reading.
+/// Whether two inputs of one node differ at most in the kubelet's reading
+/// (every other field named, so that a new one cannot be missed).
 fn same_but_reading(a: &NodeInput, b: &NodeInput) -> bool {
-    a.name == b.name
-        && a.labels == b.labels
-        && a.taints == b.taints
-        && a.unschedulable == b.unschedulable
-        && a.allocatable == b.allocatable
-        && a.topology == b.topology
-}
-
-/// The warnings for pods on nodes the cluster lacks, by pod name.
-fn orphan_warnings(
-    pods: &HashMap<PodKey, BoundPodInput>,
-    pods_by_node: &HashMap<String, BTreeSet<PodKey>>,
-    nodes: &BTreeMap<String, NodeInput>,
-) -> Vec<SnapshotWarning> {
-    let mut orphans: Vec<&BoundPodInput> = pods_by_node
-        .iter()
-        .filter(|(node, _)| !nodes.contains_key(*node))
-        .flat_map(|(_, keys)| keys.iter().filter_map(|k| pods.get(k)))
-        .collect();
-    orphans.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    orphans
-        .into_iter()
-        .map(|p| SnapshotWarning::UnknownNode {
-            pod: format!("{}/{}", p.namespace, p.name),
-            node: p.node.clone(),
-        })
-        .collect()
-}
-
-/// [`Snapshot::warnings`] from its parts again.
-fn rejoin_warnings(snapshot: &mut Snapshot) {
-    let parts = &snapshot.warning_parts;
-    snapshot.warnings = parts
-        .nodes
-        .iter()
-        .chain(parts.pods.values().flatten())
-        .chain(&parts.orphans)
-        .cloned()
-        .collect();
+    let NodeInput {
+        name,
+        labels,
+        taints,
+        unschedulable,
+        allocatable,
+        topology,
+        gpu_allocations: _,
+        allocations_observed_at: _,
+    } = a;
+    *name == b.name
+        && *labels == b.labels
+        && *taints == b.taints
+        && *unschedulable == b.unschedulable
+        && *allocatable == b.allocatable
+        && *topology == b.topology
 }

@@ -56,6 +56,21 @@ impl NodeReports {
     }
 }
 
+/// The warnings for `pods`, bound to nodes the snapshot lacks, by pod name.
+pub(crate) fn orphan_warnings<'a>(
+    pods: impl IntoIterator<Item = &'a BoundPodInput>,
+) -> Vec<SnapshotWarning> {
+    let mut orphans: Vec<&BoundPodInput> = pods.into_iter().collect();
+    orphans.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    orphans
+        .into_iter()
+        .map(|p| SnapshotWarning::UnknownNode {
+            pod: format!("{}/{}", p.namespace, p.name),
+            node: p.node.clone(),
+        })
+        .collect()
+}
+
 /// A pod's holding, corrected by what the kubelet reports it holds.
 fn apply_reported(reported: ReportedGpus, holding: GpuHolding) -> GpuHolding {
     match holding {
@@ -78,7 +93,9 @@ fn apply_reported(reported: ReportedGpus, holding: GpuHolding) -> GpuHolding {
 impl Snapshot {
     /// Inserts `pods`, all bound to `node`, in the canonical order, after
     /// correcting them by `reports`. Returns the warnings their insertion
-    /// raised (also added to [`Snapshot::warnings`]).
+    /// raised, for the node's part of [`super::WarningParts`] (they are not
+    /// left in [`Snapshot::warnings`]: [`Snapshot::rejoin_warnings`] lists
+    /// them).
     pub(crate) fn insert_node_pods(
         &mut self,
         node: NodeId,
@@ -101,7 +118,38 @@ impl Snapshot {
                 Err(other) => return Err(other),
             }
         }
-        Ok(self.warnings[first..].to_vec())
+        Ok(self.warnings.split_off(first))
+    }
+
+    /// [`Snapshot::warnings`] listed again from its parts: the nodes', each
+    /// node's pods' in node order, then pods on unknown nodes.
+    pub(crate) fn rejoin_warnings(&mut self) {
+        let parts = &self.warning_parts;
+        self.warnings = parts
+            .nodes
+            .iter()
+            .chain(parts.pods.values().flatten())
+            .chain(&parts.orphans)
+            .cloned()
+            .collect();
+    }
+
+    /// Sets the warnings of `node`'s pods; returns whether they changed.
+    pub(crate) fn set_pod_warnings(
+        &mut self,
+        node: NodeId,
+        warnings: Vec<SnapshotWarning>,
+    ) -> bool {
+        let parts = &mut self.warning_parts.pods;
+        if parts.get(&node.0).map_or(&[][..], Vec::as_slice) == warnings.as_slice() {
+            return false;
+        }
+        if warnings.is_empty() {
+            parts.remove(&node.0);
+        } else {
+            parts.insert(node.0, warnings);
+        }
+        true
     }
 
     /// Takes every pod off `node`: its GPUs, resources and workload counts
