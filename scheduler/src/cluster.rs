@@ -186,16 +186,10 @@ pub fn build_snapshot(
         match node_input(node, topology, trust) {
             Ok(input) => {
                 let status = topology.and_then(|t| t.status.as_ref());
-                if let ReadingState::Stale { observed_at, .. } = trust.state(status) {
-                    // Stable text: the cycle logs a warning once, when new.
-                    warnings.push(format!(
-                        "node {name}: its kubelet allocations were read at {observed_at}, more than {} ago: the pods' assigned-gpus count instead",
-                        humantime::format_duration(trust.max_age)
-                    ));
-                }
+                warnings.extend(stale_reading_warning(name, trust.state(status), trust));
                 builder.node(input);
             }
-            Err(e) => warnings.push(format!("node left out: {e}")),
+            Err(e) => warnings.push(node_left_out(&e)),
         }
     }
     for pod in objects.pods {
@@ -204,7 +198,7 @@ pub fn build_snapshot(
                 builder.pod(input);
             }
             Ok(None) => {}
-            Err(e) => warnings.push(format!("bound pod left out: {e}")),
+            Err(e) => warnings.push(pod_left_out(&e)),
         }
     }
     for input in assumed.inputs() {
@@ -218,6 +212,32 @@ pub fn build_snapshot(
     let snapshot = builder.build()?;
     warnings.extend(snapshot.warnings().iter().map(ToString::to_string));
     Ok((snapshot, warnings))
+}
+
+/// The warning for a node whose kubelet reading is too old to count, if it
+/// is. Stable text: the cycle logs a warning once, when new.
+pub fn stale_reading_warning(
+    name: &str,
+    state: ReadingState,
+    trust: ReadingTrust,
+) -> Option<String> {
+    let ReadingState::Stale { observed_at, .. } = state else {
+        return None;
+    };
+    Some(format!(
+        "node {name}: its kubelet allocations were read at {observed_at}, more than {} ago: the pods' assigned-gpus count instead",
+        humantime::format_duration(trust.max_age)
+    ))
+}
+
+/// The warning for a node that cannot be read.
+pub fn node_left_out(e: &impl std::fmt::Display) -> String {
+    format!("node left out: {e}")
+}
+
+/// The warning for a bound pod that cannot be read.
+pub fn pod_left_out(e: &impl std::fmt::Display) -> String {
+    format!("bound pod left out: {e}")
 }
 
 /// GPU use over the snapshot, for the gauges.

@@ -15,7 +15,9 @@
 //! What it returns equals [`crate::cluster::build_snapshot`] of the same
 //! objects (`tests` below), warnings included as a set.
 
-use crate::cluster::{AssumeCache, Objects, ReadingTrust};
+use crate::cluster::{
+    AssumeCache, Objects, ReadingTrust, node_left_out, pod_left_out, stale_reading_warning,
+};
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::accounting::ReadingState;
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -61,8 +63,6 @@ struct FedPod {
     pod: Arc<Pod>,
     /// `namespace/name`.
     key: String,
-    /// Its bound input, when it is bound and readable.
-    input: Option<BoundPodInput>,
     seen: u64,
 }
 
@@ -139,27 +139,17 @@ impl LiveCluster {
                 fed.seen = self.pass;
                 continue;
             }
-            let warning_key = format!("node {name}");
-            self.object_warnings.remove(&warning_key);
-            match node_input(node, topology.map(AsRef::as_ref), trust) {
+            let warning = match node_input(node, topology.map(AsRef::as_ref), trust) {
                 Ok(input) => {
-                    if let ReadingState::Stale { observed_at, .. } = reading {
-                        self.object_warnings.insert(
-                            warning_key,
-                            format!(
-                                "node {name}: its kubelet allocations were read at {observed_at}, more than {} ago: the pods' assigned-gpus count instead",
-                                humantime::format_duration(trust.max_age)
-                            ),
-                        );
-                    }
                     self.live.set_node(input);
+                    stale_reading_warning(name, reading, trust)
                 }
                 Err(e) => {
-                    self.object_warnings
-                        .insert(warning_key, format!("node left out: {e}"));
                     self.live.remove_node(name);
+                    Some(node_left_out(&e))
                 }
-            }
+            };
+            self.set_warning(format!("node {name}"), warning);
             self.nodes.insert(
                 name.to_string(),
                 FedNode {
@@ -173,13 +163,11 @@ impl LiveCluster {
         let pass = self.pass;
         let gone: Vec<String> = self
             .nodes
-            .iter()
-            .filter(|(_, f)| f.seen != pass)
-            .map(|(n, _)| n.clone())
+            .extract_if(|_, f| f.seen != pass)
+            .map(|(name, _)| name)
             .collect();
         for name in gone {
-            self.nodes.remove(&name);
-            self.object_warnings.remove(&format!("node {name}"));
+            self.set_warning(format!("node {name}"), None);
             self.live.remove_node(&name);
         }
     }
@@ -199,19 +187,14 @@ impl LiveCluster {
                 continue;
             }
             let key = crate::cluster::pod_key(pod);
-            let warning_key = format!("pod {key}");
-            self.object_warnings.remove(&warning_key);
-            let input = match bound_pod_input(pod) {
-                Ok(input) => input,
-                Err(e) => {
-                    self.object_warnings
-                        .insert(warning_key, format!("bound pod left out: {e}"));
-                    None
-                }
+            let (bound, warning) = match bound_pod_input(pod) {
+                Ok(input) => (input.is_some(), None),
+                Err(e) => (false, Some(pod_left_out(&e))),
             };
+            self.set_warning(format!("pod {key}"), warning);
             touched.push(key.clone());
             let id = id.into_owned();
-            if input.is_some() {
+            if bound {
                 self.bound_keys.insert(key.clone(), id.clone());
             } else if self.bound_keys.get(&key) == Some(&id) {
                 self.bound_keys.remove(&key);
@@ -221,26 +204,18 @@ impl LiveCluster {
                 FedPod {
                     pod: pod.clone(),
                     key,
-                    input,
                     seen: self.pass,
                 },
             );
         }
         let pass = self.pass;
-        let gone: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, f)| f.seen != pass)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in gone {
-            if let Some(fed) = self.pods.remove(&id) {
-                self.object_warnings.remove(&format!("pod {}", fed.key));
-                if self.bound_keys.get(&fed.key) == Some(&id) {
-                    self.bound_keys.remove(&fed.key);
-                }
-                touched.push(fed.key);
+        let gone: Vec<(String, FedPod)> = self.pods.extract_if(|_, f| f.seen != pass).collect();
+        for (id, fed) in gone {
+            self.set_warning(format!("pod {}", fed.key), None);
+            if self.bound_keys.get(&fed.key) == Some(&id) {
+                self.bound_keys.remove(&fed.key);
             }
+            touched.push(fed.key);
         }
         touched
     }
@@ -268,11 +243,13 @@ impl LiveCluster {
         touched.sort();
         touched.dedup();
         for key in touched {
+            // Read again from the pod (only for the keys touched) rather
+            // than kept: the live snapshot holds the input already.
             let watched = self
                 .bound_keys
                 .get(&key)
                 .and_then(|id| self.pods.get(id))
-                .and_then(|f| f.input.clone());
+                .and_then(|f| bound_pod_input(&f.pod).ok().flatten());
             match watched.or_else(|| self.assumed.get(&key).cloned()) {
                 Some(input) => self.live.set_pod(input),
                 None => {
@@ -304,6 +281,20 @@ impl LiveCluster {
             self.live.set_pod_group(g.clone());
         }
         self.groups = now;
+    }
+}
+
+impl LiveCluster {
+    /// Sets (or with `None` clears) the warning about one object.
+    fn set_warning(&mut self, object: String, warning: Option<String>) {
+        match warning {
+            Some(w) => {
+                self.object_warnings.insert(object, w);
+            }
+            None => {
+                self.object_warnings.remove(&object);
+            }
+        }
     }
 }
 

@@ -107,10 +107,7 @@ impl Cycle {
             result,
         } = done;
         let outcome = match result {
-            Ok(()) => {
-                info!(pod = %p.pod, node = %p.node, gpus = %p.assigned_gpus(), score = p.score, "scheduled");
-                Outcome::Scheduled(Box::new(p))
-            }
+            Ok(()) => scheduled(p),
             Err(e) => {
                 warn!(error = %e, "binding failed: its GPUs are free again");
                 self.unassume(&mut work.snapshot, &pod_key(&pod));
@@ -136,8 +133,7 @@ impl Cycle {
             let outcome = match writes.bind(&pod, &p).await {
                 Ok(()) => {
                     self.assume(&mut work.snapshot, &pod, &pending, &p, work.clock.now);
-                    info!(pod = %p.pod, node = %p.node, gpus = %p.assigned_gpus(), score = p.score, "scheduled");
-                    Outcome::Scheduled(Box::new(p))
+                    scheduled(p)
                 }
                 Err(e) => {
                     warn!(error = %e, "binding failed");
@@ -150,4 +146,10 @@ impl Cycle {
         }
         all_bound
     }
+}
+
+/// A bound pod's outcome, logged.
+fn scheduled(p: Placement) -> Outcome {
+    info!(pod = %p.pod, node = %p.node, gpus = %p.assigned_gpus(), score = p.score, "scheduled");
+    Outcome::Scheduled(Box::new(p))
 }

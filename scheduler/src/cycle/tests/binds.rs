@@ -7,6 +7,15 @@ use super::{Harness, binds};
 use crate::cycle::{Cycle, Outcome, WriteErrorKind, WriteOp};
 use std::time::Duration;
 
+/// `count` DGX A100 nodes (a leaf each) and `pods` pending 2-GPU pods `p0..`.
+fn two_gpu_pods(count: usize, pods: usize) -> World {
+    let mut w = World::dgx(count, count);
+    for i in 0..pods {
+        w.add(pod(&format!("p{i}"), 2, None, 0));
+    }
+    w
+}
+
 /// A harness whose bindings stay pending for `delay` polls, with at most
 /// `limit` outstanding.
 fn slow(world: World, limit: usize, delay: u32) -> Harness {
@@ -18,11 +27,7 @@ fn slow(world: World, limit: usize, delay: u32) -> Harness {
 
 #[test]
 fn decisions_go_on_while_bindings_are_outstanding_up_to_the_limit() {
-    let mut w = World::dgx(4, 4);
-    for i in 0..12 {
-        w.add(pod(&format!("p{i}"), 2, None, 0));
-    }
-    let mut h = slow(w, 3, 8);
+    let mut h = slow(two_gpu_pods(4, 12), 3, 8);
     let (report, writes) = h.cycle();
     assert_eq!(binds(&writes).len(), 12, "{writes:?}");
     assert!(
@@ -46,11 +51,7 @@ fn decisions_go_on_while_bindings_are_outstanding_up_to_the_limit() {
 
 #[test]
 fn with_one_binding_in_flight_each_pod_waits_for_the_last() {
-    let mut w = World::dgx(1, 1);
-    for i in 0..3 {
-        w.add(pod(&format!("p{i}"), 2, None, 0));
-    }
-    let mut h = slow(w, 1, 4);
+    let mut h = slow(two_gpu_pods(1, 3), 1, 4);
     let (_, writes) = h.cycle();
     assert_eq!(binds(&writes).len(), 3);
     assert_eq!(h.writes.most_binds_outstanding(), 1);
@@ -93,11 +94,7 @@ fn a_binding_that_fails_in_flight_frees_its_gpus_and_its_pod_backs_off() {
 
 #[test]
 fn an_api_outage_with_bindings_in_flight_loses_no_pod() {
-    let mut w = World::dgx(2, 2);
-    for i in 0..6 {
-        w.add(pod(&format!("p{i}"), 2, None, 0));
-    }
-    let mut h = slow(w, 4, 3);
+    let mut h = slow(two_gpu_pods(2, 6), 4, 3);
     h.writes.api_down();
     let (report, _) = h.cycle();
     assert_eq!(report.outcomes.len(), 6);
