@@ -160,6 +160,10 @@ pub struct Objects<'a> {
     pub pods: &'a [Arc<Pod>],
     pub gangs: &'a GangObjects,
     pub dra: &'a crate::claims::DraObjects,
+    /// Which nodes, topologies and pods changed since the cycle was last
+    /// given objects (`change_feed.rs`); `None`: anything may have, so
+    /// every object is compared with what the cycle last read.
+    pub changed: Option<&'a crate::change_feed::ChangedObjects>,
 }
 
 /// Builds the snapshot: every node (with the `GpuTopology` of its name),

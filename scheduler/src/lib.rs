@@ -5,6 +5,7 @@
 //! it, and says why in an event. See the README's "gputopo-scheduler" section.
 
 pub mod annotations;
+pub mod change_feed;
 pub mod checked;
 pub mod claims;
 pub mod cluster;

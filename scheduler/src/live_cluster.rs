@@ -1,11 +1,16 @@
-//! The cycle's snapshot kept from one cycle to the next
+//! The cycle's view of the watched objects, kept from one cycle to the
+//! next: every pod by key, the pending ones, and the snapshot
 //! ([`LiveSnapshot`]) instead of built whole from the stores every time.
-//! Each cycle hands over the watched objects; an object the store still
-//! holds as the same `Arc` (the reflector replaces it on every change) is
-//! skipped after a pointer compare, so only what changed since the last
-//! cycle is read again: a pod bound or gone re-reads one node, not the
-//! cluster. A node, its `GpuTopology` or whether its kubelet reading is
-//! still believed changed: that node is given again (its labels or topology
+//!
+//! Each cycle is told which nodes, topologies and pods changed
+//! (`change_feed.rs`) and reads only those, plus the kubelet readings that
+//! have aged past trust since (a reading ages without a change naming it).
+//! Without that list (the first cycle, a relist, the tests' literal
+//! objects) every object is compared by pointer with the last read: the
+//! reflector replaces an object's `Arc` on every change, so an unchanged
+//! one is skipped. A pod bound or gone re-reads one node, not the cluster;
+//! a node, its `GpuTopology` or whether its kubelet reading is still
+//! believed changed: that node is given again (its labels or topology
 //! changing rebuilds the snapshot whole; see `LiveSnapshot`).
 //!
 //! The pods this scheduler has bound and the watch has not shown yet (the
@@ -13,10 +18,13 @@
 //! (it takes over) or the assumption is dropped.
 //!
 //! What it returns equals [`crate::cluster::build_snapshot`] of the same
-//! objects (`tests` below), warnings included as a set.
+//! objects, warnings included as a set, whether read by change list or by
+//! comparison (`cycle/tests/live.rs`).
 
+use crate::change_feed::ChangedObjects;
 use crate::cluster::{
-    AssumeCache, Objects, ReadingTrust, node_left_out, pod_left_out, stale_reading_warning,
+    AssumeCache, Objects, ReadingTrust, is_pending_for, node_left_out, pod_key, pod_left_out,
+    stale_reading_warning,
 };
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::accounting::ReadingState;
@@ -26,7 +34,8 @@ use gputopo_scheduler_core::snapshot::{
     BoundPodInput, LiveCounts, LiveSnapshot, PodGroup, Snapshot, SnapshotError,
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
-use std::collections::{BTreeMap, HashMap};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// A node as last given to the live snapshot.
@@ -35,7 +44,8 @@ struct FedNode {
     node: Arc<Node>,
     topology: Option<Arc<GpuTopology>>,
     reading: ReadingKey,
-    seen: u64,
+    /// When its fresh reading turns stale (a key of `turns_stale`).
+    stale_after: Option<Timestamp>,
 }
 
 /// What of a [`ReadingState`] the snapshot depends on (not a stale
@@ -43,8 +53,8 @@ struct FedNode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ReadingKey {
     NotReported,
-    Fresh(k8s_openapi::jiff::Timestamp),
-    Stale(k8s_openapi::jiff::Timestamp),
+    Fresh(Timestamp),
+    Stale(Timestamp),
 }
 
 impl From<ReadingState> for ReadingKey {
@@ -57,43 +67,61 @@ impl From<ReadingState> for ReadingKey {
     }
 }
 
-/// A watched pod as last read.
-#[derive(Debug)]
-struct FedPod {
-    pod: Arc<Pod>,
-    /// `namespace/name`.
-    key: String,
-    seen: u64,
-}
+/// Every watched pod by `namespace/name`: shared with the cycle's work
+/// (gang assembly, preemption) without a copy; changed in place once the
+/// cycle has let go of it.
+pub type PodsByKey = Arc<HashMap<String, Arc<Pod>>>;
 
 /// See the module docs.
 #[derive(Debug)]
 pub struct LiveCluster {
     live: LiveSnapshot,
-    nodes: HashMap<String, FedNode>,
-    /// By uid (by `namespace/name` for a pod without one).
-    pods: HashMap<String, FedPod>,
-    /// `namespace/name` to the uid key of the watched pod bound under it.
-    bound_keys: HashMap<String, String>,
+    /// The scheduler names whose pods it places (for [`Self::pending`]).
+    names: Vec<String>,
+    /// Whether it has read the objects at least once: until then a change
+    /// set cannot stand for them.
+    synced: bool,
+    /// The watched nodes and topologies by name, as last read.
+    watched_nodes: HashMap<String, Arc<Node>>,
+    topologies: HashMap<String, Arc<GpuTopology>>,
+    /// The nodes given to the live snapshot.
+    fed: HashMap<String, FedNode>,
+    /// Fresh readings by when they turn stale: a reading ages without its
+    /// object changing, so no change names it.
+    turns_stale: BTreeSet<(Timestamp, String)>,
+    pods: PodsByKey,
+    /// The keys of the watched pods bound to a node.
+    bound: HashSet<String>,
+    /// The keys of the pods waiting for this scheduler, in key order.
+    pending: BTreeSet<String>,
     /// The assumed pods given, by `namespace/name`.
     assumed: HashMap<String, BoundPodInput>,
     groups: BTreeMap<(String, String), PodGroup>,
     /// Objects left out or read with a caveat, by object: stable texts.
     object_warnings: BTreeMap<String, String>,
-    pass: u64,
+    /// The pod keys whose watched pod changed since the snapshot was last
+    /// brought up to date.
+    touched: Vec<String>,
 }
 
 impl LiveCluster {
-    pub fn new(config: &SchedulerConfig) -> LiveCluster {
+    /// `names`: the scheduler names whose pods count as pending.
+    pub fn new(config: &SchedulerConfig, names: Vec<String>) -> LiveCluster {
         LiveCluster {
             live: LiveSnapshot::new(config),
-            nodes: HashMap::new(),
-            pods: HashMap::new(),
-            bound_keys: HashMap::new(),
+            names,
+            synced: false,
+            watched_nodes: HashMap::new(),
+            topologies: HashMap::new(),
+            fed: HashMap::new(),
+            turns_stale: BTreeSet::new(),
+            pods: Arc::default(),
+            bound: HashSet::new(),
+            pending: BTreeSet::new(),
             assumed: HashMap::new(),
             groups: BTreeMap::new(),
             object_warnings: BTreeMap::new(),
-            pass: 0,
+            touched: Vec::new(),
         }
     }
 
@@ -101,123 +129,212 @@ impl LiveCluster {
         self.live.counts()
     }
 
-    /// Brings the snapshot up to `objects` and `assumed`, and returns a copy
-    /// for the cycle to work on (its assumptions and holds are its own) with
-    /// the warnings, as [`crate::cluster::build_snapshot`] does.
-    pub fn sync(
+    /// Every watched pod by `namespace/name`, as last read.
+    pub fn pods(&self) -> &PodsByKey {
+        &self.pods
+    }
+
+    /// The pods waiting for this scheduler (unbound, not gated, not being
+    /// deleted or finished), in key order.
+    pub fn pending(&self) -> impl Iterator<Item = (&str, &Arc<Pod>)> {
+        self.pending
+            .iter()
+            .filter_map(|k| Some((k.as_str(), self.pods.get(k)?)))
+    }
+
+    /// Reads what changed: only the objects `objects.changed` names (and
+    /// readings that have aged past trust since), or, without it or before
+    /// the first read, every object compared by pointer with the last read.
+    /// Cheap where little changed; the snapshot is brought up to date
+    /// later, by [`Self::snapshot`].
+    pub fn observe(&mut self, objects: &Objects<'_>, trust: ReadingTrust) {
+        match objects.changed {
+            Some(changed) if self.synced => self.observe_changes(changed, trust),
+            _ => self.observe_all(objects, trust),
+        }
+        self.synced = true;
+    }
+
+    fn observe_changes(&mut self, changed: &ChangedObjects, trust: ReadingTrust) {
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        for (name, node) in &changed.nodes {
+            set_or_remove(&mut self.watched_nodes, name, node.as_ref());
+            names.insert(name.clone());
+        }
+        for (name, topology) in &changed.topologies {
+            set_or_remove(&mut self.topologies, name, topology.as_ref());
+            names.insert(name.clone());
+        }
+        while let Some((at, _)) = self.turns_stale.first()
+            && *at < trust.now
+        {
+            if let Some((_, name)) = self.turns_stale.pop_first() {
+                names.insert(name);
+            }
+        }
+        for name in names {
+            self.feed_node(&name, trust);
+        }
+        for (key, pod) in &changed.pods {
+            self.feed_pod(key, pod.as_ref());
+        }
+    }
+
+    fn observe_all(&mut self, objects: &Objects<'_>, trust: ReadingTrust) {
+        self.watched_nodes = objects
+            .nodes
+            .iter()
+            .map(|n| (n.metadata.name.clone().unwrap_or_default(), n.clone()))
+            .collect();
+        self.topologies = objects
+            .topologies
+            .iter()
+            .filter_map(|t| Some((t.metadata.name.clone()?, t.clone())))
+            .collect();
+        let names: BTreeSet<String> = self
+            .watched_nodes
+            .keys()
+            .chain(self.fed.keys())
+            .cloned()
+            .collect();
+        for name in names {
+            self.feed_node(&name, trust);
+        }
+        let now: HashMap<String, &Arc<Pod>> =
+            objects.pods.iter().map(|p| (pod_key(p), p)).collect();
+        let gone: Vec<String> = self
+            .pods
+            .keys()
+            .filter(|k| !now.contains_key(k.as_str()))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.feed_pod(&key, None);
+        }
+        for (key, pod) in now {
+            self.feed_pod(&key, Some(pod));
+        }
+    }
+
+    /// Gives the live snapshot node `name` as the watched node and
+    /// topology of that name say now, unless that is what it was given.
+    fn feed_node(&mut self, name: &str, trust: ReadingTrust) {
+        let Some(node) = self.watched_nodes.get(name).cloned() else {
+            if let Some(fed) = self.fed.remove(name) {
+                self.unschedule_staleness(name, fed.stale_after);
+                self.set_warning(format!("node {name}"), None);
+                self.live.remove_node(name);
+            }
+            return;
+        };
+        let topology = self.topologies.get(name).cloned();
+        let reading = trust.state(topology.as_ref().and_then(|t| t.status.as_ref()));
+        if let Some(fed) = self.fed.get(name)
+            && Arc::ptr_eq(&fed.node, &node)
+            && same_arc(fed.topology.as_ref(), topology.as_ref())
+            && fed.reading == ReadingKey::from(reading)
+        {
+            return;
+        }
+        let warning = match node_input(&node, topology.as_deref(), trust) {
+            Ok(input) => {
+                self.live.set_node(input);
+                stale_reading_warning(name, reading, trust)
+            }
+            Err(e) => {
+                self.live.remove_node(name);
+                Some(node_left_out(&e))
+            }
+        };
+        self.set_warning(format!("node {name}"), warning);
+        let stale_after = match reading {
+            ReadingState::Fresh { observed_at } => SignedDuration::try_from(trust.max_age)
+                .ok()
+                .and_then(|age| observed_at.checked_add(age).ok()),
+            _ => None,
+        };
+        let old = self.fed.insert(
+            name.to_string(),
+            FedNode {
+                node,
+                topology,
+                reading: reading.into(),
+                stale_after,
+            },
+        );
+        self.unschedule_staleness(name, old.and_then(|o| o.stale_after));
+        if let Some(at) = stale_after {
+            self.turns_stale.insert((at, name.to_string()));
+        }
+    }
+
+    fn unschedule_staleness(&mut self, name: &str, at: Option<Timestamp>) {
+        if let Some(at) = at {
+            self.turns_stale.remove(&(at, name.to_string()));
+        }
+    }
+
+    /// Reads the pod under `key` as `pod` now (`None`: gone), unless it is
+    /// the object last read.
+    fn feed_pod(&mut self, key: &str, pod: Option<&Arc<Pod>>) {
+        let pods = Arc::make_mut(&mut self.pods);
+        let Some(pod) = pod else {
+            if pods.remove(key).is_some() {
+                self.bound.remove(key);
+                self.pending.remove(key);
+                self.set_warning(format!("pod {key}"), None);
+                self.touched.push(key.to_string());
+            }
+            return;
+        };
+        if pods.get(key).is_some_and(|old| Arc::ptr_eq(old, pod)) {
+            return;
+        }
+        pods.insert(key.to_string(), pod.clone());
+        let (bound, warning) = match bound_pod_input(pod) {
+            Ok(input) => (input.is_some(), None),
+            Err(e) => (false, Some(pod_left_out(&e))),
+        };
+        if bound {
+            self.bound.insert(key.to_string());
+        } else {
+            self.bound.remove(key);
+        }
+        if is_pending_for(pod, &self.names) {
+            self.pending.insert(key.to_string());
+        } else {
+            self.pending.remove(key);
+        }
+        self.set_warning(format!("pod {key}"), warning);
+        self.touched.push(key.to_string());
+    }
+
+    /// Brings the snapshot up to what was observed and `assumed`, and
+    /// returns a copy for the cycle to work on (its assumptions and holds
+    /// are its own) with the warnings, as
+    /// [`crate::cluster::build_snapshot`] does.
+    pub fn snapshot(
         &mut self,
-        objects: &Objects<'_>,
         assumed: &AssumeCache,
-        trust: ReadingTrust,
     ) -> Result<(Snapshot, Vec<String>), SnapshotError> {
-        self.pass += 1;
-        self.sync_nodes(objects, trust);
-        let touched = self.sync_pods(objects.pods);
+        let touched = std::mem::take(&mut self.touched);
         self.sync_assumed(assumed, touched);
-        self.sync_groups(objects);
         let snapshot = self.live.snapshot()?.clone();
         let mut warnings: Vec<String> = self.object_warnings.values().cloned().collect();
         warnings.extend(snapshot.warnings().iter().map(ToString::to_string));
         Ok((snapshot, warnings))
     }
 
-    fn sync_nodes(&mut self, objects: &Objects<'_>, trust: ReadingTrust) {
-        let topologies: HashMap<&str, &Arc<GpuTopology>> = objects
-            .topologies
-            .iter()
-            .filter_map(|t| Some((t.metadata.name.as_deref()?, t)))
-            .collect();
-        for node in objects.nodes {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
-            let topology = topologies.get(name).copied();
-            let reading = trust.state(topology.and_then(|t| t.status.as_ref()));
-            if let Some(fed) = self.nodes.get_mut(name)
-                && Arc::ptr_eq(&fed.node, node)
-                && same_arc(fed.topology.as_ref(), topology)
-                && fed.reading == ReadingKey::from(reading)
-            {
-                fed.seen = self.pass;
-                continue;
-            }
-            let warning = match node_input(node, topology.map(AsRef::as_ref), trust) {
-                Ok(input) => {
-                    self.live.set_node(input);
-                    stale_reading_warning(name, reading, trust)
-                }
-                Err(e) => {
-                    self.live.remove_node(name);
-                    Some(node_left_out(&e))
-                }
-            };
-            self.set_warning(format!("node {name}"), warning);
-            self.nodes.insert(
-                name.to_string(),
-                FedNode {
-                    node: node.clone(),
-                    topology: topology.cloned(),
-                    reading: reading.into(),
-                    seen: self.pass,
-                },
-            );
-        }
-        let pass = self.pass;
-        let gone: Vec<String> = self
-            .nodes
-            .extract_if(|_, f| f.seen != pass)
-            .map(|(name, _)| name)
-            .collect();
-        for name in gone {
-            self.set_warning(format!("node {name}"), None);
-            self.live.remove_node(&name);
-        }
-    }
-
-    /// Returns the `namespace/name` keys whose watched pod changed.
-    fn sync_pods(&mut self, pods: &[Arc<Pod>]) -> Vec<String> {
-        let mut touched = Vec::new();
-        for pod in pods {
-            let id = match pod.metadata.uid.as_deref() {
-                Some(uid) => std::borrow::Cow::Borrowed(uid),
-                None => std::borrow::Cow::Owned(crate::cluster::pod_key(pod)),
-            };
-            if let Some(fed) = self.pods.get_mut(id.as_ref())
-                && Arc::ptr_eq(&fed.pod, pod)
-            {
-                fed.seen = self.pass;
-                continue;
-            }
-            let key = crate::cluster::pod_key(pod);
-            let (bound, warning) = match bound_pod_input(pod) {
-                Ok(input) => (input.is_some(), None),
-                Err(e) => (false, Some(pod_left_out(&e))),
-            };
-            self.set_warning(format!("pod {key}"), warning);
-            touched.push(key.clone());
-            let id = id.into_owned();
-            if bound {
-                self.bound_keys.insert(key.clone(), id.clone());
-            } else if self.bound_keys.get(&key) == Some(&id) {
-                self.bound_keys.remove(&key);
-            }
-            self.pods.insert(
-                id,
-                FedPod {
-                    pod: pod.clone(),
-                    key,
-                    seen: self.pass,
-                },
-            );
-        }
-        let pass = self.pass;
-        let gone: Vec<(String, FedPod)> = self.pods.extract_if(|_, f| f.seen != pass).collect();
-        for (id, fed) in gone {
-            self.set_warning(format!("pod {}", fed.key), None);
-            if self.bound_keys.get(&fed.key) == Some(&id) {
-                self.bound_keys.remove(&fed.key);
-            }
-            touched.push(fed.key);
-        }
-        touched
+    /// [`Self::observe`], the PodGroups, then [`Self::snapshot`].
+    pub fn sync(
+        &mut self,
+        objects: &Objects<'_>,
+        assumed: &AssumeCache,
+        trust: ReadingTrust,
+    ) -> Result<(Snapshot, Vec<String>), SnapshotError> {
+        self.observe(objects, trust);
+        self.sync_groups(objects);
+        self.snapshot(assumed)
     }
 
     /// Gives the live snapshot each touched key's pod: the watched pod
@@ -246,10 +363,11 @@ impl LiveCluster {
             // Read again from the pod (only for the keys touched) rather
             // than kept: the live snapshot holds the input already.
             let watched = self
-                .bound_keys
-                .get(&key)
-                .and_then(|id| self.pods.get(id))
-                .and_then(|f| bound_pod_input(&f.pod).ok().flatten());
+                .bound
+                .contains(&key)
+                .then(|| self.pods.get(&key))
+                .flatten()
+                .and_then(|p| bound_pod_input(p).ok().flatten());
             match watched.or_else(|| self.assumed.get(&key).cloned()) {
                 Some(input) => self.live.set_pod(input),
                 None => {
@@ -261,7 +379,8 @@ impl LiveCluster {
         }
     }
 
-    fn sync_groups(&mut self, objects: &Objects<'_>) {
+    /// The PodGroups (few; compared whole).
+    pub fn sync_groups(&mut self, objects: &Objects<'_>) {
         let now: BTreeMap<(String, String), PodGroup> = objects
             .gangs
             .pod_groups
@@ -294,6 +413,17 @@ impl LiveCluster {
             None => {
                 self.object_warnings.remove(&object);
             }
+        }
+    }
+}
+
+fn set_or_remove<T>(map: &mut HashMap<String, Arc<T>>, key: &str, value: Option<&Arc<T>>) {
+    match value {
+        Some(v) => {
+            map.insert(key.to_string(), v.clone());
+        }
+        None => {
+            map.remove(key);
         }
     }
 }

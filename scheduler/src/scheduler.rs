@@ -154,6 +154,9 @@ impl Scheduler {
 
     /// One cycle over what the stores hold now.
     async fn cycle(&mut self, watches: &Watches) {
+        // Drained before the stores are read: a change applied in between
+        // is read now and named again next cycle, never missed.
+        let changed = watches.changed();
         let pods = watches.pods.state();
         let nodes = watches.nodes.state();
         let (topologies, bad_topologies) = watches.topologies();
@@ -168,6 +171,7 @@ impl Scheduler {
             pods: &pods,
             gangs: &gangs,
             dra: &dra,
+            changed: changed.as_ref(),
         };
         let report = self
             .cycle

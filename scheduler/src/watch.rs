@@ -5,6 +5,7 @@
 //! it may change what a decision sees, and the bootstrap both modes share
 //! (is the resource served, wait for every first list).
 
+use crate::change_feed::{ChangeFeed, ChangedObjects, changed_objects};
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::claims::DraObjects;
 use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
@@ -51,6 +52,10 @@ pub struct Watches {
     claims: Store<Checked<ResourceClaim>>,
     classes: Store<Checked<DeviceClass>>,
     invalid: InvalidReport,
+    /// What changed since the cycle last drained them (`change_feed.rs`).
+    pod_changes: ChangeFeed<Pod>,
+    node_changes: ChangeFeed<Node>,
+    topology_changes: ChangeFeed<Checked<GpuTopology>>,
 }
 
 impl Watches {
@@ -69,9 +74,16 @@ impl Watches {
         invalid: InvalidObjectsGauge,
         readiness: &Readiness,
     ) -> Watches {
+        let (pod_changes, node_changes, topology_changes) = Default::default();
         let topologies = Api::<Checked<GpuTopology>>::all(client.clone());
         let topologies = if served(&topologies, "GpuTopology", readiness).await {
-            reflect(topologies, "GpuTopology", on_event.clone(), always)
+            reflect(
+                topologies,
+                "GpuTopology",
+                on_event.clone(),
+                always,
+                Some(&topology_changes),
+            )
         } else {
             warn!(
                 "the API server does not serve gputopologies.gputopo.dev (CRD not installed); every node is treated as having no topology until a restart"
@@ -124,8 +136,15 @@ impl Watches {
                 "Pod",
                 on_event.clone(),
                 pod_changes_cluster,
+                Some(&pod_changes),
             ),
-            nodes: reflect(Api::all(client.clone()), "Node", on_event, always),
+            nodes: reflect(
+                Api::all(client.clone()),
+                "Node",
+                on_event,
+                always,
+                Some(&node_changes),
+            ),
             topologies,
             groups,
             upstream_groups,
@@ -135,7 +154,20 @@ impl Watches {
             claims,
             classes,
             invalid: InvalidReport::new(invalid),
+            pod_changes,
+            node_changes,
+            topology_changes,
         }
+    }
+
+    /// The nodes, `GpuTopology` objects and pods changed since the last
+    /// call; `None` when anything may have (the first call, a relist).
+    pub fn changed(&self) -> Option<ChangedObjects> {
+        changed_objects(
+            self.node_changes.drain(&self.nodes),
+            self.topology_changes.drain(&self.topologies),
+            self.pod_changes.drain(&self.pods),
+        )
     }
 
     /// The `GpuTopology` objects gputopo can use, and those newly found
@@ -273,7 +305,7 @@ where
     if !watch {
         empty_store()
     } else if served(&api, what, readiness).await {
-        reflect(api, what, on_event.clone(), always)
+        reflect(api, what, on_event.clone(), always, None)
     } else {
         info!("{missing}");
         empty_store()
@@ -316,6 +348,7 @@ pub fn reflect<K>(
     what: &'static str,
     on_event: impl Fn(bool) + Send + 'static,
     changes: fn(&watcher::Event<K>) -> bool,
+    feed: Option<&ChangeFeed<K>>,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()>
@@ -336,11 +369,19 @@ where
             .backoff(watch_backoff())
             .modify(|o| o.managed_fields_mut().clear()),
     );
+    let feed = feed.cloned();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(e) => on_event(changes(&e)),
+                Ok(e) => {
+                    // The reflector applied `e` to the store before
+                    // yielding it: recorded after, as the feed requires.
+                    if let Some(feed) = &feed {
+                        feed.record(&e);
+                    }
+                    on_event(changes(&e));
+                }
                 Err(e) => warn!(watch = what, error = %e, "watch error; retrying with backoff"),
             }
         }

@@ -143,6 +143,7 @@ pub fn check(c: &Cycle) -> Verdict {
         pods: &pods,
         gangs: &gangs,
         dra: &gputopo_scheduler::claims::DraObjects::default(),
+        changed: None,
     };
     let trust = ReadingTrust::at("2026-03-01T10:05:00Z".parse().expect("a timestamp"));
     let Ok((snapshot, _warnings)) =
@@ -221,6 +222,7 @@ pub(super) fn decide_on_fixture(config: &SchedulerConfig) {
         pods: &f.pods,
         gangs: &gangs,
         dra: &gputopo_scheduler::claims::DraObjects::default(),
+        changed: None,
     };
     let trust = ReadingTrust::at("2026-03-01T10:05:00Z".parse().expect("a timestamp"));
     if let Ok((snapshot, _)) = build_snapshot(&objects, &AssumeCache::default(), config, trust) {

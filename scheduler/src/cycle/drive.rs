@@ -30,7 +30,7 @@ pub(super) type Member = (Arc<Pod>, PendingPod);
 /// What one decision works with.
 pub(super) struct Work<'a> {
     pub(super) snapshot: Snapshot,
-    by_key: HashMap<String, Arc<Pod>>,
+    by_key: crate::live_cluster::PodsByKey,
     gangs: &'a crate::gangs::GangObjects,
     pub(super) dra: &'a crate::claims::DraObjects,
     /// The watched claims by `namespace/name`, and the special claims by

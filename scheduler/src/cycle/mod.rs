@@ -130,7 +130,10 @@ impl Cycle {
             node_trust: node_trust::NodeTrustChecks::default(),
             claims_assumed: crate::claims::AssumedClaims::default(),
             binds_in_flight: DEFAULT_BINDS_IN_FLIGHT,
-            live: crate::live_cluster::LiveCluster::new(&settings.core),
+            live: crate::live_cluster::LiveCluster::new(
+                &settings.core,
+                settings.all_scheduler_names(),
+            ),
             settings: Arc::new(settings),
         }
     }

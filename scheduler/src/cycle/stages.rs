@@ -6,9 +6,7 @@ use super::gang::{GangContext, GangKey, GangUnit};
 use super::queue::QueuedPod;
 use super::reservations::GangReservations;
 use super::{Clock, Cycle, DomainUse, NOMINATION_TTL, Outcome};
-use crate::cluster::{
-    Assumed, Objects, ReadingTrust, is_pending_for, nominated_node, pod_key, queued,
-};
+use crate::cluster::{Assumed, Objects, ReadingTrust, nominated_node, pod_key, queued};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::DraInventory;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -23,7 +21,7 @@ use tracing::{debug, info, warn};
 /// What the cycle works on once prepared.
 pub struct Prepared {
     /// Every pod, by `namespace/name`.
-    pub by_key: HashMap<String, Arc<Pod>>,
+    pub by_key: crate::live_cluster::PodsByKey,
     /// The pods due now, in the queue's order.
     pub ready: Vec<QueuedPod>,
     /// The cluster as the decisions see it: bound and assumed pods, the
@@ -45,23 +43,26 @@ impl Cycle {
         clock: Clock,
     ) -> Result<Option<Prepared>, String> {
         let now = clock.now;
-        let by_key: HashMap<String, Arc<Pod>> = objects
-            .pods
-            .iter()
-            .map(|p| (pod_key(p), p.clone()))
-            .collect();
+        let trust = ReadingTrust {
+            now: clock.wall,
+            max_age: self.settings.accounting.reported_allocations_max_age,
+        };
+        // What changed is read whether or not a pod is due: the change list
+        // is drained once.
+        self.live.observe(objects, trust);
+        let by_key = self.live.pods().clone();
         let forgotten = self.assumed.reconcile(&by_key);
         if forgotten > 0 {
             debug!(forgotten, "assumed pods now seen bound");
         }
-        let names = self.settings.all_scheduler_names();
-        let pending: Vec<&Arc<Pod>> = objects
-            .pods
-            .iter()
-            .filter(|p| is_pending_for(p, &names) && !self.assumed.contains(&pod_key(p)))
-            .collect();
+        let (pending_keys, pending): (HashSet<&str>, Vec<Arc<Pod>>) = self
+            .live
+            .pending()
+            .filter(|(k, _)| !self.assumed.contains(k))
+            .map(|(k, p)| (k, p.clone()))
+            .unzip();
+        let pending_keys: HashSet<String> = pending_keys.into_iter().map(str::to_string).collect();
         self.queue.sync(pending.iter().map(|p| queued(p)));
-        let pending_keys: HashSet<String> = pending.iter().map(|p| pod_key(p)).collect();
         // A gang has waited since its oldest pending member was created:
         // read from the API, so a new leader does not restart its timeout.
         let mut waiting_gangs: HashMap<GangKey, Instant> = HashMap::new();
@@ -96,11 +97,8 @@ impl Cycle {
         if ready.is_empty() {
             return Ok(None);
         }
-        let trust = ReadingTrust {
-            now: clock.wall,
-            max_age: self.settings.accounting.reported_allocations_max_age,
-        };
-        let (mut snapshot, warnings) = match self.live.sync(objects, &self.assumed, trust) {
+        self.live.sync_groups(objects);
+        let (mut snapshot, warnings) = match self.live.snapshot(&self.assumed) {
             Ok(s) => s,
             Err(e) => {
                 for q in &ready {
@@ -147,7 +145,7 @@ impl Cycle {
     /// for: once its node has room for it, the GPUs it would get there are
     /// held for it, so that a pod of lower priority decided first (the
     /// preemptor may be backing off) cannot take what the evictions freed.
-    fn read_back_nominations(&mut self, pending: &[&Arc<Pod>], snapshot: &Snapshot, now: Instant) {
+    fn read_back_nominations(&mut self, pending: &[Arc<Pod>], snapshot: &Snapshot, now: Instant) {
         for pod in pending {
             let Some(node) = nominated_node(pod) else {
                 continue;

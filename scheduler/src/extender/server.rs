@@ -205,6 +205,7 @@ impl Extender {
             gangs: &GangObjects::default(),
             // kube-scheduler allocates claims in extender mode.
             dra: &crate::claims::DraObjects::default(),
+            changed: None,
         };
         let (snapshot, warnings) = {
             let mut assumed = lock(&self.assumed);

@@ -147,6 +147,7 @@ impl World {
             pods: &self.pods,
             gangs: &self.gangs,
             dra: &self.dra,
+            changed: None,
         }
     }
 

@@ -5,14 +5,15 @@
 //! removed and back, kubelet readings fresh and stale, PodGroups.
 
 use super::fixtures::{World, node, pod, pod_group, topology};
-use crate::cluster::{AssumeCache, Assumed, ReadingTrust, build_snapshot};
+use crate::change_feed::ChangedObjects;
+use crate::cluster::{AssumeCache, Assumed, ReadingTrust, build_snapshot, is_pending_for, pod_key};
 use crate::live_cluster::LiveCluster;
 use gputopo_api::{GpuAllocation, PodResourcesReading};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::snapshot::{BoundPodInput, GpuHolding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -126,50 +127,104 @@ fn step(w: &mut World, assumed: &mut AssumeCache, now: Timestamp, rng: &mut Rng)
     }
 }
 
+/// What the watches' change feed would name between two worlds: each
+/// object whose `Arc` differs or is gone, plus (the feed may name a key
+/// that did not change, or name it twice) one unchanged pod.
+fn changes(before: &World, after: &World, rng: &mut Rng) -> ChangedObjects {
+    fn diff<T>(
+        before: &[Arc<T>],
+        after: &[Arc<T>],
+        key: impl Fn(&T) -> String,
+    ) -> Vec<(String, Option<Arc<T>>)> {
+        let old: HashMap<String, &Arc<T>> = before.iter().map(|o| (key(o), o)).collect();
+        let new: HashMap<String, &Arc<T>> = after.iter().map(|o| (key(o), o)).collect();
+        let mut out: Vec<(String, Option<Arc<T>>)> = new
+            .iter()
+            .filter(|(k, o)| !old.get(*k).is_some_and(|p| Arc::ptr_eq(p, o)))
+            .map(|(k, o)| (k.clone(), Some((*o).clone())))
+            .collect();
+        out.extend(
+            old.keys()
+                .filter(|k| !new.contains_key(*k))
+                .map(|k| (k.clone(), None)),
+        );
+        out
+    }
+    let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.name.clone().unwrap_or_default()
+    };
+    let mut pods = diff(&before.pods, &after.pods, pod_key);
+    if !after.pods.is_empty() {
+        let p = &after.pods[rng.below(after.pods.len() as u64) as usize];
+        pods.push((pod_key(p), Some(p.clone())));
+    }
+    ChangedObjects {
+        nodes: diff(&before.nodes, &after.nodes, |n| name(&n.metadata)),
+        topologies: diff(&before.topologies, &after.topologies, |t| name(&t.metadata)),
+        pods,
+    }
+}
+
 #[test]
 fn the_kept_snapshot_equals_one_built_whole_after_every_change() {
     let config = SchedulerConfig::default();
+    let names = vec!["gputopo-scheduler".to_string()];
     for seed in 1..=6u64 {
         let mut rng = Rng(seed);
         let mut w = World::dgx(NODES as usize, 2);
         let mut assumed = AssumeCache::default();
-        let mut live = LiveCluster::new(&config);
+        // One compares every object each step; the other reads only what
+        // the change list names (after its first read).
+        let mut compared = LiveCluster::new(&config, names.clone());
+        let mut fed = LiveCluster::new(&config, names.clone());
         let start = Timestamp::from_second(1_767_225_600).expect("a time");
         for i in 0..150u32 {
             let now = start + SignedDuration::from_secs(i64::from(i) * 7);
+            let before = w.clone();
             let what = step(&mut w, &mut assumed, now, &mut rng);
+            let changed = changes(&before, &w, &mut rng);
             // As every cycle does first: assumptions seen bound or gone end.
-            let by_key = w
-                .pods
-                .iter()
-                .map(|p| (crate::cluster::pod_key(p), p.clone()))
-                .collect();
+            let by_key = w.pods.iter().map(|p| (pod_key(p), p.clone())).collect();
             assumed.reconcile(&by_key);
             let trust = ReadingTrust {
                 now,
                 max_age: Duration::from_secs(120),
             };
-            let (kept, kept_warnings) = live
-                .sync(&w.objects(), &assumed, trust)
-                .expect("no duplicate names");
             let (whole, whole_warnings) =
                 build_snapshot(&w.objects(), &assumed, &config, trust).expect("builds");
-            assert_eq!(
-                kept.state_text(),
-                whole.state_text(),
-                "seed {seed}, step {i}: {what}"
-            );
             let set = |v: Vec<String>| v.into_iter().collect::<BTreeSet<_>>();
-            assert_eq!(
-                set(kept_warnings),
-                set(whole_warnings),
-                "seed {seed}, step {i}: {what}"
+            let mut with_changes = w.objects();
+            with_changes.changed = Some(&changed);
+            for (how, live, objects) in [
+                ("compared", &mut compared, w.objects()),
+                ("by change list", &mut fed, with_changes),
+            ] {
+                let (kept, kept_warnings) = live
+                    .sync(&objects, &assumed, trust)
+                    .expect("no duplicate names");
+                let context = format!("{how}, seed {seed}, step {i}: {what}");
+                assert_eq!(kept.state_text(), whole.state_text(), "{context}");
+                assert_eq!(set(kept_warnings), set(whole_warnings.clone()), "{context}");
+                let pods: BTreeSet<String> = live.pods().keys().cloned().collect();
+                let watched: BTreeSet<String> = w.pods.iter().map(|p| pod_key(p)).collect();
+                assert_eq!(pods, watched, "{context}");
+                let pending: Vec<&str> = live.pending().map(|(k, _)| k).collect();
+                let mut expected: Vec<String> = w
+                    .pods
+                    .iter()
+                    .filter(|p| is_pending_for(p, &names))
+                    .map(|p| pod_key(p))
+                    .collect();
+                expected.sort();
+                assert_eq!(pending, expected, "{context}");
+            }
+        }
+        for live in [&compared, &fed] {
+            let counts = live.counts();
+            assert!(
+                counts.node_updates > counts.full_builds,
+                "most changes touched one node: {counts:?}"
             );
         }
-        let counts = live.counts();
-        assert!(
-            counts.node_updates > counts.full_builds,
-            "most changes touched one node: {counts:?}"
-        );
     }
 }
