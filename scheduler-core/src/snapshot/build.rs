@@ -1,5 +1,6 @@
 //! Building a [`Snapshot`] from plain inputs, and changing it one pod at a time.
 
+use super::chunked::Chunked;
 use super::intern::{Interner, Sym};
 use super::node_pods::{NodeReports, orphan_warnings};
 use super::{
@@ -184,9 +185,9 @@ impl SnapshotBuilder {
         let mut snapshot = Snapshot {
             hot: Vec::with_capacity(nodes.len()),
             free_counts: Vec::with_capacity(nodes.len()),
-            nodes: Vec::with_capacity(nodes.len()),
-            pods: Vec::with_capacity(pods.len()),
-            pod_index: HashMap::with_capacity(pods.len()),
+            nodes: Chunked::default(),
+            pods: Chunked::default(),
+            pod_index: imbl::HashMap::new(),
             shapes: Vec::new(),
             shape_errors: Vec::new(),
             strings: Interner::default(),
@@ -364,7 +365,7 @@ impl Snapshot {
                         tier: t as u8,
                         name: self.strings.shared(value),
                         parent,
-                        nodes: Vec::new(),
+                        nodes: Arc::default(),
                         gpus: 0,
                         gpus_used: 0,
                     });
@@ -373,7 +374,7 @@ impl Snapshot {
                 }
             };
             let d = &mut self.domains[domain.index()];
-            d.nodes.push(id);
+            Arc::make_mut(&mut d.nodes).push(id);
             d.gpus += gpus.present.count_ones();
             domains[t] = Some(domain);
             parent = Some(domain);
@@ -538,7 +539,7 @@ impl Snapshot {
             cost_max: f32::NEG_INFINITY,
             ..Signals::default()
         };
-        for n in &self.nodes {
+        for n in self.nodes.iter() {
             if let Some(c) = n.cost_per_hour {
                 s.priced = true;
                 s.cost_min = s.cost_min.min(c);

@@ -12,8 +12,10 @@ pub(crate) struct Sym(pub(crate) u32);
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Interner {
-    map: HashMap<Arc<str>, Sym>,
-    strings: Vec<Arc<str>>,
+    /// Both shared between copies of a snapshot and copied on the first
+    /// new string: a cycle's copy interns little or nothing.
+    map: Arc<HashMap<Arc<str>, Sym>>,
+    strings: Arc<Vec<Arc<str>>>,
 }
 
 impl Interner {
@@ -23,8 +25,8 @@ impl Interner {
         }
         let text: Arc<str> = Arc::from(s);
         let sym = Sym(self.strings.len() as u32);
-        self.strings.push(Arc::clone(&text));
-        self.map.insert(text, sym);
+        Arc::make_mut(&mut self.strings).push(Arc::clone(&text));
+        Arc::make_mut(&mut self.map).insert(text, sym);
         sym
     }
 

@@ -45,6 +45,7 @@
 //! is never lost, and a warning says so.
 
 mod build;
+mod chunked;
 mod describe;
 mod hold;
 pub(crate) mod intern;
@@ -61,10 +62,10 @@ use crate::config::{MAX_TIERS, NetworkTiers, TopologyManagerPolicy};
 use crate::gpuset::{NodeShape, ShapeError};
 use crate::resources::Resources;
 use crate::selector::Taint;
+use chunked::Chunked;
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_api::{GpuRequest, RequestError, WorkloadKind};
 use intern::{Interner, Sym};
-use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -100,7 +101,8 @@ pub struct Domain {
     tier: u8,
     name: Arc<str>,
     parent: Option<DomainId>,
-    nodes: Vec<NodeId>,
+    /// Shared between copies of the snapshot: set when it is built.
+    nodes: Arc<Vec<NodeId>>,
     /// Listed GPUs of its nodes, and how many are held whole or shared.
     gpus: u32,
     gpus_used: u32,
@@ -633,15 +635,18 @@ pub(crate) struct Signals {
 /// The cluster for one decision; see the module docs.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
-    pub(crate) nodes: Vec<Node>,
+    /// Chunks shared between copies and copied on write (`chunked.rs`),
+    /// as are `pods` and `pod_index`: a cycle's copy of the kept snapshot
+    /// costs what it changes, not the cluster's size.
+    pub(crate) nodes: Chunked<Node>,
     /// Per node, in the same order: what the hot path reads.
     pub(crate) hot: Vec<Hot>,
     /// Per node, its free whole GPUs counted: 5 KB for 5,000 nodes, scanned
     /// first so that a big request skips nodes that cannot hold it without
     /// touching anything else.
     pub(crate) free_counts: Vec<u8>,
-    pub(crate) pods: Vec<Option<BoundPod>>,
-    pub(crate) pod_index: HashMap<(String, String), PodId>,
+    pub(crate) pods: Chunked<Option<BoundPod>>,
+    pub(crate) pod_index: imbl::HashMap<(String, String), PodId>,
     pub(crate) shapes: Vec<ShapeEntry>,
     pub(crate) shape_errors: Vec<ShapeError>,
     pub(crate) strings: Interner,
@@ -669,6 +674,17 @@ pub(crate) struct WarningParts {
 }
 
 impl Snapshot {
+    /// How many pods are bound (and assumed, and held for).
+    pub fn pod_count(&self) -> usize {
+        self.pod_index.len()
+    }
+
+    /// Ids left unused by pods taken off: removal leaves a hole so that
+    /// ids stay stable while the snapshot lives.
+    pub fn pod_holes(&self) -> usize {
+        self.pods.len() - self.pod_index.len().min(self.pods.len())
+    }
+
     /// How many nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
