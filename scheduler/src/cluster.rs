@@ -153,7 +153,10 @@ impl AssumeCache {
     }
 }
 
-/// The watched objects, as one cycle reads them.
+/// The watched objects, as one cycle reads them. With a change list
+/// (`changed`), `nodes`, `topologies` and `pods` are not read (the daemon
+/// leaves them empty): the cycle keeps every object it was given or told
+/// of (`live_cluster.rs`).
 pub struct Objects<'a> {
     pub nodes: &'a [Arc<Node>],
     pub topologies: &'a [Arc<GpuTopology>],
@@ -162,7 +165,8 @@ pub struct Objects<'a> {
     pub dra: &'a crate::claims::DraObjects,
     /// Which nodes, topologies and pods changed since the cycle was last
     /// given objects (`change_feed.rs`); `None`: anything may have, so
-    /// every object is compared with what the cycle last read.
+    /// the three lists hold every object, each compared with what the
+    /// cycle last read.
     pub changed: Option<&'a crate::change_feed::ChangedObjects>,
 }
 

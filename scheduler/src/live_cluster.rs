@@ -82,8 +82,8 @@ pub struct LiveCluster {
     /// set cannot stand for them.
     synced: bool,
     /// The watched nodes and topologies by name, as last read.
-    watched_nodes: HashMap<String, Arc<Node>>,
-    topologies: HashMap<String, Arc<GpuTopology>>,
+    watched_nodes: BTreeMap<String, Arc<Node>>,
+    topologies: BTreeMap<String, Arc<GpuTopology>>,
     /// The nodes given to the live snapshot.
     fed: HashMap<String, FedNode>,
     /// Fresh readings by when they turn stale: a reading ages without its
@@ -111,8 +111,8 @@ impl LiveCluster {
             live: LiveSnapshot::new(config),
             names,
             synced: false,
-            watched_nodes: HashMap::new(),
-            topologies: HashMap::new(),
+            watched_nodes: BTreeMap::new(),
+            topologies: BTreeMap::new(),
             fed: HashMap::new(),
             turns_stale: BTreeSet::new(),
             pods: Arc::default(),
@@ -132,6 +132,20 @@ impl LiveCluster {
     /// Every watched pod by `namespace/name`, as last read.
     pub fn pods(&self) -> &PodsByKey {
         &self.pods
+    }
+
+    /// Every watched node, by name, as last read.
+    pub fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.watched_nodes.values()
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Arc<Node>> {
+        self.watched_nodes.get(name)
+    }
+
+    /// Every watched `GpuTopology` that could be read, by name, as last read.
+    pub fn topologies(&self) -> impl Iterator<Item = &Arc<GpuTopology>> {
+        self.topologies.values()
     }
 
     /// The pods waiting for this scheduler (unbound, not gated, not being
@@ -417,7 +431,7 @@ impl LiveCluster {
     }
 }
 
-fn set_or_remove<T>(map: &mut HashMap<String, Arc<T>>, key: &str, value: Option<&Arc<T>>) {
+fn set_or_remove<T>(map: &mut BTreeMap<String, Arc<T>>, key: &str, value: Option<&Arc<T>>) {
     match value {
         Some(v) => {
             map.insert(key.to_string(), v.clone());

@@ -157,9 +157,20 @@ impl Scheduler {
         // Drained before the stores are read: a change applied in between
         // is read now and named again next cycle, never missed.
         let changed = watches.changed();
-        let pods = watches.pods.state();
-        let nodes = watches.nodes.state();
-        let (topologies, bad_topologies) = watches.topologies();
+        // With a change list the cycle needs no copy of every object: it
+        // keeps what it was given.
+        let (pods, nodes, topologies, bad_topologies) = match &changed {
+            Some(_) => (
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                watches.invalid_topologies(),
+            ),
+            None => {
+                let (topologies, bad) = watches.topologies();
+                (watches.pods.state(), watches.nodes.state(), topologies, bad)
+            }
+        };
         let (gangs, bad_gangs) = watches.gangs();
         let (dra, bad_dra) = watches.dra();
         for bad in bad_topologies.iter().chain(&bad_gangs).chain(&bad_dra) {

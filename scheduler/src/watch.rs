@@ -5,7 +5,7 @@
 //! it may change what a decision sees, and the bootstrap both modes share
 //! (is the resource served, wait for every first list).
 
-use crate::change_feed::{ChangeFeed, ChangedObjects, changed_objects};
+use crate::change_feed::{ChangeFeed, ChangedObjects, Drained, changed_objects};
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::claims::DraObjects;
 use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
@@ -56,6 +56,8 @@ pub struct Watches {
     pod_changes: ChangeFeed<Pod>,
     node_changes: ChangeFeed<Node>,
     topology_changes: ChangeFeed<Checked<GpuTopology>>,
+    /// The unreadable `GpuTopology` objects by name, as of the last read.
+    invalid_topologies: std::sync::Mutex<std::collections::BTreeMap<String, InvalidObject>>,
 }
 
 impl Watches {
@@ -157,23 +159,55 @@ impl Watches {
             pod_changes,
             node_changes,
             topology_changes,
+            invalid_topologies: Default::default(),
         }
     }
 
     /// The nodes, `GpuTopology` objects and pods changed since the last
     /// call; `None` when anything may have (the first call, a relist).
     pub fn changed(&self) -> Option<ChangedObjects> {
+        let topologies = self.topology_changes.drain(&self.topologies);
+        if let Drained::Keys(keys) = &topologies {
+            let mut invalid = self
+                .invalid_topologies
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (key, now) in keys {
+                match now.as_ref().and_then(|t| t.value.as_ref().err()) {
+                    Some(bad) => invalid.insert(key.name.clone(), bad.clone()),
+                    None => invalid.remove(&key.name),
+                };
+            }
+        }
         changed_objects(
             self.node_changes.drain(&self.nodes),
-            self.topology_changes.drain(&self.topologies),
+            topologies,
             self.pod_changes.drain(&self.pods),
         )
+    }
+
+    /// The `GpuTopology` objects that cannot be read, kept from the change
+    /// lists (see [`Self::topologies`] for what is returned).
+    pub fn invalid_topologies(&self) -> Vec<InvalidObject> {
+        let bad: Vec<InvalidObject> = self
+            .invalid_topologies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        self.invalid.observe("GpuTopology", &bad)
     }
 
     /// The `GpuTopology` objects gputopo can use, and those newly found
     /// unusable (each logged once and counted in the gauge).
     pub fn topologies(&self) -> (Vec<Arc<GpuTopology>>, Vec<InvalidObject>) {
         let (ok, bad) = Checked::split(&self.topologies.state());
+        *self
+            .invalid_topologies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            bad.iter().map(|b| (b.name.clone(), b.clone())).collect();
         (ok, self.invalid.observe("GpuTopology", &bad))
     }
 

@@ -31,6 +31,12 @@ impl AssignmentChecks {
     /// The differences not reported before, when a check is due. A pod
     /// whose difference went away (deleted, or reported as chosen since)
     /// is forgotten, so a later difference is reported again.
+    /// Whether [`Self::due`] would check now.
+    pub fn is_due(&self, clock: Clock) -> bool {
+        self.last
+            .is_none_or(|t| clock.now.saturating_duration_since(t) >= CHECK_EVERY)
+    }
+
     pub fn due(
         &mut self,
         pods: &[Arc<Pod>],
@@ -38,10 +44,7 @@ impl AssignmentChecks {
         clock: Clock,
         max_age: Duration,
     ) -> Vec<(Arc<Pod>, AssignmentMismatch)> {
-        if self
-            .last
-            .is_some_and(|t| clock.now.saturating_duration_since(t) < CHECK_EVERY)
-        {
+        if !self.is_due(clock) {
             return Vec::new();
         }
         self.last = Some(clock.now);

@@ -64,12 +64,19 @@ impl Cycle {
         writes: &W,
         clock: Clock,
     ) -> CycleReport {
-        let mismatches = self.assignment_checks.due(
-            objects.pods,
-            objects.topologies,
-            clock,
-            self.settings.accounting.reported_allocations_max_age,
-        );
+        self.observe(objects, clock);
+        // The checks read every pod and node when due (every few seconds),
+        // from what the cycle observed: the daemon hands over only what
+        // changed.
+        let max_age = self.settings.accounting.reported_allocations_max_age;
+        let mismatches = if self.assignment_checks.is_due(clock) {
+            let pods: Vec<Arc<Pod>> = self.live.pods().values().cloned().collect();
+            let topologies: Vec<_> = self.live.topologies().cloned().collect();
+            self.assignment_checks
+                .due(&pods, &topologies, clock, max_age)
+        } else {
+            Vec::new()
+        };
         for (pod, m) in &mismatches {
             let message = m.message();
             warn!(pod = %m.pod, node = %m.node, %message, "GPU assignment mismatch");
@@ -78,19 +85,22 @@ impl Cycle {
                 EventSpec::warning("GPUAssignmentMismatch", "Verifying", message),
             );
         }
-        for w in self
-            .node_trust
-            .due(objects.nodes, objects.topologies, clock)
-        {
+        let trust_writes = if self.node_trust.is_due(clock) {
+            let nodes: Vec<_> = self.live.nodes().cloned().collect();
+            let topologies: Vec<_> = self.live.topologies().cloned().collect();
+            self.node_trust.due(&nodes, &topologies, clock)
+        } else {
+            Vec::new()
+        };
+        for w in trust_writes {
             match writes.set_node_condition(&w).await {
                 Ok(()) => {
                     if w.condition.status == "False" {
                         warn!(node = %w.node, message = ?w.condition.message, "GpuTopology not believed");
                     }
-                    let version = objects
-                        .nodes
-                        .iter()
-                        .find(|n| n.metadata.name.as_deref() == Some(w.node.as_str()))
+                    let version = self
+                        .live
+                        .node(&w.node)
                         .and_then(|n| n.metadata.resource_version.clone());
                     self.node_trust.sent(&w.node, version);
                 }
@@ -116,7 +126,7 @@ impl Cycle {
             ready,
             snapshot,
             inventory,
-        } = match self.prepare(objects, clock) {
+        } = match self.prepare_observed(objects, clock) {
             Ok(Some(p)) => p,
             Ok(None) => return CycleReport::default(),
             Err(e) => {

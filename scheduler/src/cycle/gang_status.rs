@@ -13,7 +13,7 @@ use crate::gangs::{GangObjects, PodGroupStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tracing::{debug, warn};
 
@@ -66,7 +66,10 @@ struct Counts {
     ours: bool,
 }
 
-fn counts(pods: &[Arc<Pod>], names: &[String]) -> HashMap<GangKey, Counts> {
+fn counts<'p>(
+    pods: impl IntoIterator<Item = &'p Arc<Pod>>,
+    names: &[String],
+) -> HashMap<GangKey, Counts> {
     let mut out: HashMap<GangKey, Counts> = HashMap::new();
     for p in pods {
         let Some(key) = GangKey::of_pod(p) else {
@@ -118,9 +121,9 @@ fn phase(min: u32, c: &Counts) -> &'static str {
 /// The status writes that would make every gang object this scheduler
 /// serves say what its pods show. `unschedulable` holds, per gang, why its
 /// last decision could not place it; gangs without pods leave it.
-pub fn gang_status_writes(
+pub fn gang_status_writes<'p>(
     gangs: &GangObjects,
-    pods: &[Arc<Pod>],
+    pods: impl IntoIterator<Item = &'p Arc<Pod>>,
     names: &[String],
     unschedulable: &mut HashMap<GangKey, String>,
     now: Timestamp,
@@ -256,13 +259,27 @@ impl super::Cycle {
         clock: Clock,
     ) {
         let names = self.settings.all_scheduler_names();
-        let wanted = gang_status_writes(
-            objects.gangs,
-            objects.pods,
-            &names,
-            &mut self.gang_unschedulable,
-            clock.wall,
-        );
+        let wanted =
+            if objects.gangs.pod_groups.is_empty() && objects.gangs.upstream_groups.is_empty() {
+                // No status to write: the pods are not counted (every cycle,
+                // the cluster's pods); only the reasons of gangs no longer
+                // waiting are forgotten.
+                let waiting: HashSet<GangKey> = self
+                    .live
+                    .pending()
+                    .filter_map(|(_, p)| GangKey::of_pod(p))
+                    .collect();
+                self.gang_unschedulable.retain(|k, _| waiting.contains(k));
+                Vec::new()
+            } else {
+                gang_status_writes(
+                    objects.gangs,
+                    self.live.pods().values(),
+                    &names,
+                    &mut self.gang_unschedulable,
+                    clock.wall,
+                )
+            };
         let mut sent = std::mem::take(&mut self.gang_status_sent);
         for w in wanted {
             let key = format!("{}:{}", kind_of(&w), w.target());

@@ -112,16 +112,19 @@ pub struct NodeTrustChecks {
 impl NodeTrustChecks {
     /// The writes due now (none between checks, none the node is still
     /// catching up with).
+    /// Whether [`Self::due`] would check now.
+    pub fn is_due(&self, clock: Clock) -> bool {
+        self.last
+            .is_none_or(|t| clock.now.saturating_duration_since(t) >= CHECK_EVERY)
+    }
+
     pub fn due(
         &mut self,
         nodes: &[Arc<Node>],
         topologies: &[Arc<GpuTopology>],
         clock: Clock,
     ) -> Vec<NodeConditionWrite> {
-        if self
-            .last
-            .is_some_and(|t| clock.now.saturating_duration_since(t) < CHECK_EVERY)
-        {
+        if !self.is_due(clock) {
             return Vec::new();
         }
         self.last = Some(clock.now);

@@ -42,14 +42,31 @@ impl Cycle {
         objects: &Objects<'_>,
         clock: Clock,
     ) -> Result<Option<Prepared>, String> {
-        let now = clock.now;
-        let trust = ReadingTrust {
+        self.observe(objects, clock);
+        self.prepare_observed(objects, clock)
+    }
+
+    /// Reads what changed in `objects` (all of them without a change
+    /// list): first in every cycle, whether or not a pod is due, since a
+    /// change list is handed over once.
+    pub fn observe(&mut self, objects: &Objects<'_>, clock: Clock) {
+        self.live.observe(objects, self.reading_trust(clock));
+    }
+
+    fn reading_trust(&self, clock: Clock) -> ReadingTrust {
+        ReadingTrust {
             now: clock.wall,
             max_age: self.settings.accounting.reported_allocations_max_age,
-        };
-        // What changed is read whether or not a pod is due: the change list
-        // is drained once.
-        self.live.observe(objects, trust);
+        }
+    }
+
+    /// [`Self::prepare`] after [`Self::observe`].
+    pub(super) fn prepare_observed(
+        &mut self,
+        objects: &Objects<'_>,
+        clock: Clock,
+    ) -> Result<Option<Prepared>, String> {
+        let now = clock.now;
         let by_key = self.live.pods().clone();
         let forgotten = self.assumed.reconcile(&by_key);
         if forgotten > 0 {
@@ -111,9 +128,8 @@ impl Cycle {
         self.claims_assumed.reconcile(objects.dra);
         let assumed = &self.claims_assumed;
         let inventory = (!objects.dra.is_empty()).then(|| {
-            let mut inventory = objects
-                .dra
-                .inventory(&self.settings.dra, objects.topologies);
+            let topologies: Vec<_> = self.live.topologies().cloned().collect();
+            let mut inventory = objects.dra.inventory(&self.settings.dra, &topologies);
             assumed.mark_busy(&mut inventory);
             warnings.extend(inventory.warnings.iter().map(ToString::to_string));
             warnings.extend(hold_claimed(&mut snapshot, &inventory));
