@@ -19,6 +19,7 @@ pub mod leader;
 pub mod live_cluster;
 pub mod scheduler;
 pub mod serve;
+pub mod trim;
 pub mod watch;
 
 pub use config::{Backoff, ConfigFileError, Settings};

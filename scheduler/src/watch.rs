@@ -9,6 +9,7 @@ use crate::change_feed::{ChangeFeed, ChangedObjects, Drained, changed_objects};
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::claims::DraObjects;
 use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
+use crate::trim::{trim_meta, trim_node, trim_pod};
 use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -21,7 +22,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -85,6 +86,7 @@ impl Watches {
                 on_event.clone(),
                 always,
                 Some(&topology_changes),
+                trim_meta,
             )
         } else {
             warn!(
@@ -139,6 +141,7 @@ impl Watches {
                 on_event.clone(),
                 pod_changes_cluster,
                 Some(&pod_changes),
+                trim_pod,
             ),
             nodes: reflect(
                 Api::all(client.clone()),
@@ -146,6 +149,7 @@ impl Watches {
                 on_event,
                 always,
                 Some(&node_changes),
+                trim_node,
             ),
             topologies,
             groups,
@@ -339,7 +343,7 @@ where
     if !watch {
         empty_store()
     } else if served(&api, what, readiness).await {
-        reflect(api, what, on_event.clone(), always, None)
+        reflect(api, what, on_event.clone(), always, None, trim_meta)
     } else {
         info!("{missing}");
         empty_store()
@@ -383,6 +387,7 @@ pub fn reflect<K>(
     on_event: impl Fn(bool) + Send + 'static,
     changes: fn(&watcher::Event<K>) -> bool,
     feed: Option<&ChangeFeed<K>>,
+    trim: fn(&mut K),
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()>
@@ -394,14 +399,12 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    // Without `managedFields`: the scheduler never reads them, and they are
-    // most of a watched pod's memory once its kubelet has written its
-    // status (kube-scheduler's informers strip them too).
+    // Stored without what the scheduler never reads (`trim.rs`).
     let stream = reflector::reflector(
         writer,
         watcher(api, watcher::Config::default())
             .backoff(watch_backoff())
-            .modify(|o| o.managed_fields_mut().clear()),
+            .modify(trim),
     );
     let feed = feed.cloned();
     tokio::spawn(async move {
