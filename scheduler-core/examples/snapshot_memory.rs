@@ -6,40 +6,17 @@
 
 #[path = "../benches/common/cluster.rs"]
 mod cluster;
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// The system allocator, counting live bytes.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 fn main() {
     let nodes: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5_000);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live_bytes();
     let snapshot = cluster::cluster(nodes);
-    let total = LIVE.load(Ordering::Relaxed) - before;
+    let total = counting::live_bytes() - before;
     let shapes: usize = snapshot.shapes().map(|s| s.table_bytes()).sum();
     let pods = snapshot.pods().count();
     println!(
@@ -52,18 +29,18 @@ fn main() {
         total as f64 / nodes as f64
     );
     drop(snapshot);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live_bytes();
     // Five nodes hold both models: what does not grow with the cluster.
     let small = cluster::cluster(5);
-    let fixed = LIVE.load(Ordering::Relaxed) - before;
+    let fixed = counting::live_bytes() - before;
     println!(
         "fixed (5 nodes: shapes, tables, answer caches): {fixed} bytes; marginal per node: {:.0} bytes",
         total.saturating_sub(fixed) as f64 / (nodes.saturating_sub(5).max(1)) as f64
     );
     drop(small);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live_bytes();
     let bare = cluster::cluster_with(nodes, false);
-    let without_pods = LIVE.load(Ordering::Relaxed) - before;
+    let without_pods = counting::live_bytes() - before;
     println!(
         "without bound pods: {:.0} bytes per node; so about {:.0} bytes per bound pod",
         without_pods as f64 / nodes as f64,

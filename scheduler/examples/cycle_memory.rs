@@ -6,6 +6,8 @@
 
 #[path = "../benches/common/cluster.rs"]
 mod cluster;
+#[path = "../../scheduler-core/examples/common/counting.rs"]
+mod counting;
 
 use gputopo_scheduler::cluster::{AssumeCache, Objects, ReadingTrust, build_snapshot};
 use gputopo_scheduler::config::Settings;
@@ -13,32 +15,6 @@ use gputopo_scheduler::cycle::{Clock, Cycle};
 use gputopo_scheduler::gangs::GangObjects;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; only a
-// counter is kept beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's layout, as GlobalAlloc requires.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
@@ -53,22 +29,22 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let start = LIVE.load(Ordering::Relaxed);
+    let start = counting::live_bytes();
     let cl = cluster::cluster(size);
-    let objects_done = LIVE.load(Ordering::Relaxed);
+    let objects_done = counting::live_bytes();
     // The parts of the objects, measured by building each kind alone.
     let (nodes, topologies, pods) = {
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = counting::live_bytes();
         let n = cl.nodes.iter().map(|n| (**n).clone()).collect::<Vec<_>>();
-        let after_nodes = LIVE.load(Ordering::Relaxed);
+        let after_nodes = counting::live_bytes();
         let t = cl
             .topologies
             .iter()
             .map(|t| (**t).clone())
             .collect::<Vec<_>>();
-        let after_topologies = LIVE.load(Ordering::Relaxed);
+        let after_topologies = counting::live_bytes();
         let p = cl.pods.iter().map(|p| (**p).clone()).collect::<Vec<_>>();
-        let after_pods = LIVE.load(Ordering::Relaxed);
+        let after_pods = counting::live_bytes();
         drop((n, t, p));
         (
             after_nodes - before,
@@ -89,7 +65,7 @@ fn main() {
     // What the live snapshot keeps to rebuild from: each node's and bound
     // pod's input; and a snapshot built from them.
     let trust = ReadingTrust::at(k8s_openapi::jiff::Timestamp::now());
-    let before_inputs = LIVE.load(Ordering::Relaxed);
+    let before_inputs = counting::live_bytes();
     let inputs = (
         cl.nodes
             .iter()
@@ -101,30 +77,30 @@ fn main() {
             .filter_map(|p| bound_pod_input(p).ok().flatten())
             .collect::<Vec<_>>(),
     );
-    let after_inputs = LIVE.load(Ordering::Relaxed);
+    let after_inputs = counting::live_bytes();
     let node_inputs = {
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = counting::live_bytes();
         let n = inputs.0.clone();
-        let after = LIVE.load(Ordering::Relaxed);
+        let after = counting::live_bytes();
         drop(n);
         after - before
     };
     drop(inputs);
-    let before_snapshot = LIVE.load(Ordering::Relaxed);
+    let before_snapshot = counting::live_bytes();
     let built = build_snapshot(
         &objects,
         &AssumeCache::default(),
         &SchedulerConfig::default(),
         trust,
     );
-    let snapshot = LIVE.load(Ordering::Relaxed) - before_snapshot;
+    let snapshot = counting::live_bytes() - before_snapshot;
     drop(built);
-    let before_cycle = LIVE.load(Ordering::Relaxed);
+    let before_cycle = counting::live_bytes();
     let mut cycle = Cycle::new(Settings::default());
     let prepared = cycle.prepare(&objects, Clock::system());
-    let with_copy = LIVE.load(Ordering::Relaxed);
+    let with_copy = counting::live_bytes();
     drop(prepared);
-    let kept = LIVE.load(Ordering::Relaxed);
+    let kept = counting::live_bytes();
     println!("{size} nodes, {} pods (heap bytes live)", cl.pods.len());
     println!(
         "watched objects, as the stores hold them: {} (nodes {}, GpuTopology {}, pods {})",

@@ -164,6 +164,13 @@ mod tests {
         feed.record(&event);
     }
 
+    /// A watch's (re)list holding only `pod`.
+    fn list(writer: &mut reflector::store::Writer<Pod>, feed: &ChangeFeed<Pod>, pod: Pod) {
+        apply(writer, feed, watcher::Event::Init);
+        apply(writer, feed, watcher::Event::InitApply(pod));
+        apply(writer, feed, watcher::Event::InitDone);
+    }
+
     fn keys(d: Drained<Pod>) -> Vec<(String, Option<String>)> {
         let Drained::Keys(mut keys) = d else {
             panic!("expected keys, got everything");
@@ -181,13 +188,7 @@ mod tests {
     fn the_first_drain_and_one_after_a_relist_say_everything() {
         let (store, mut writer) = reflector::store();
         let feed = ChangeFeed::default();
-        apply(&mut writer, &feed, watcher::Event::Init);
-        apply(
-            &mut writer,
-            &feed,
-            watcher::Event::InitApply(pod("a", None)),
-        );
-        apply(&mut writer, &feed, watcher::Event::InitDone);
+        list(&mut writer, &feed, pod("a", None));
         assert!(matches!(feed.drain(&store), Drained::Everything));
         assert_eq!(keys(feed.drain(&store)), vec![]);
         apply(&mut writer, &feed, watcher::Event::Apply(pod("b", None)));
@@ -203,13 +204,7 @@ mod tests {
     fn a_drain_names_each_changed_key_once_with_the_object_the_store_holds_now() {
         let (store, mut writer) = reflector::store();
         let feed = ChangeFeed::default();
-        apply(&mut writer, &feed, watcher::Event::Init);
-        apply(
-            &mut writer,
-            &feed,
-            watcher::Event::InitApply(pod("gone", None)),
-        );
-        apply(&mut writer, &feed, watcher::Event::InitDone);
+        list(&mut writer, &feed, pod("gone", None));
         let _ = feed.drain(&store);
         apply(&mut writer, &feed, watcher::Event::Apply(pod("a", None)));
         apply(
