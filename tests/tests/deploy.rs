@@ -381,6 +381,10 @@ fn values_that_cannot_work_fail_the_render_with_a_reason() {
             "agent:\n  serviceAccount:\n    create: false\n",
             "agent.serviceAccount.name",
         ),
+        (
+            "scheduler:\n  maxBindsInFlight: 0\n",
+            "/scheduler/maxBindsInFlight",
+        ),
     ];
     for (values, expected) in cases {
         match render(RELEASE, NAMESPACE, Some(values)) {
@@ -1354,6 +1358,17 @@ fn the_scheduler_renders_as_asked() {
     assert_eq!(
         env_value(scheduler, "GPUTOPO_SCHEDULER_LEASE_NAME"),
         Some("gputopo-scheduler")
+    );
+    assert_eq!(
+        env_value(scheduler, "GPUTOPO_SCHEDULER_MAX_BINDS_IN_FLIGHT"),
+        Some("32"),
+        "the binary's default"
+    );
+    let fewer = render_ok(RELEASE, NAMESPACE, Some("scheduler:\n  maxBindsInFlight: 4\n"));
+    let fewer = scheduler_object(&fewer, "Deployment").expect("a Deployment");
+    assert_eq!(
+        env_value(container(fewer), "GPUTOPO_SCHEDULER_MAX_BINDS_IN_FLIGHT"),
+        Some("4")
     );
     let pod_namespace = scheduler["env"]
         .as_array()
