@@ -545,7 +545,7 @@ fn nodes_without_topology() {
     };
     let mut bad = gpu_node("broken", a100());
     if let Some(t) = bad.topology.as_mut() {
-        t.links[0].b = 40; // a link to a GPU the node does not list
+        t.make_mut().links[0].b = 40; // a link to a GPU the node does not list
     }
     let snap = snapshot(
         vec![bare, cpu_only, bad],
@@ -641,7 +641,7 @@ fn a_node_lying_about_its_nvlinks_is_not_trusted_and_changes_no_other_score() {
     let honest = || vec![gpu_node("a100-1", a100()), gpu_node("dgx1", dgx1())];
     let mut liar = gpu_node("liar", a100());
     if let Some(t) = liar.topology.as_mut() {
-        for link in &mut t.links {
+        for link in &mut t.make_mut().links {
             link.link_type = gputopo_api::LinkType::Nv;
             link.nvlinks = u32::MAX;
         }

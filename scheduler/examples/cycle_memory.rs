@@ -14,7 +14,7 @@ use gputopo_scheduler::config::Settings;
 use gputopo_scheduler::cycle::{Clock, Cycle};
 use gputopo_scheduler::gangs::GangObjects;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input_shared};
 
 fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
@@ -65,27 +65,23 @@ fn main() {
     // What the live snapshot keeps to rebuild from: each node's and bound
     // pod's input; and a snapshot built from them.
     let trust = ReadingTrust::at(k8s_openapi::jiff::Timestamp::now());
+    // Node inputs hold the watched objects' specs, as the scheduler's do.
     let before_inputs = counting::live_bytes();
-    let inputs = (
-        cl.nodes
-            .iter()
-            .zip(&cl.topologies)
-            .filter_map(|(n, t)| node_input(n, Some(t), trust).ok())
-            .collect::<Vec<_>>(),
-        cl.pods
-            .iter()
-            .filter_map(|p| bound_pod_input(p).ok().flatten())
-            .collect::<Vec<_>>(),
-    );
+    let node_inputs: Vec<_> = cl
+        .nodes
+        .iter()
+        .zip(&cl.topologies)
+        .filter_map(|(n, t)| node_input_shared(n, Some(t), trust).ok())
+        .collect();
+    let after_nodes = counting::live_bytes();
+    let pod_inputs: Vec<_> = cl
+        .pods
+        .iter()
+        .filter_map(|p| bound_pod_input(p).ok().flatten())
+        .collect();
     let after_inputs = counting::live_bytes();
-    let node_inputs = {
-        let before = counting::live_bytes();
-        let n = inputs.0.clone();
-        let after = counting::live_bytes();
-        drop(n);
-        after - before
-    };
-    drop(inputs);
+    let node_inputs_bytes = after_nodes - before_inputs;
+    drop((node_inputs, pod_inputs));
     let before_snapshot = counting::live_bytes();
     let built = build_snapshot(
         &objects,
@@ -116,8 +112,8 @@ fn main() {
     println!(
         "  of which inputs kept to rebuild from: {} (nodes {}, bound pods {}); the snapshot: {}",
         mib(after_inputs - before_inputs),
-        mib(node_inputs),
-        mib(after_inputs - before_inputs - node_inputs),
+        mib(node_inputs_bytes),
+        mib(after_inputs - after_nodes),
         mib(snapshot)
     );
     println!(

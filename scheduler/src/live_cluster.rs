@@ -29,7 +29,7 @@ use crate::cluster::{
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::accounting::ReadingState;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input_shared};
 use gputopo_scheduler_core::snapshot::{
     BoundPodInput, LiveCounts, LiveSnapshot, PodGroup, Snapshot, SnapshotError,
 };
@@ -250,7 +250,8 @@ impl LiveCluster {
         {
             return;
         }
-        let warning = match node_input(&node, topology.as_deref(), trust) {
+        // The input holds the watched object's spec, not a copy.
+        let warning = match node_input_shared(&node, topology.as_ref(), trust) {
             Ok(input) => {
                 self.live.set_node(input);
                 stale_reading_warning(name, reading, trust)

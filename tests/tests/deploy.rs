@@ -1364,7 +1364,11 @@ fn the_scheduler_renders_as_asked() {
         Some("32"),
         "the binary's default"
     );
-    let fewer = render_ok(RELEASE, NAMESPACE, Some("scheduler:\n  maxBindsInFlight: 4\n"));
+    let fewer = render_ok(
+        RELEASE,
+        NAMESPACE,
+        Some("scheduler:\n  maxBindsInFlight: 4\n"),
+    );
     let fewer = scheduler_object(&fewer, "Deployment").expect("a Deployment");
     assert_eq!(
         env_value(container(fewer), "GPUTOPO_SCHEDULER_MAX_BINDS_IN_FLIGHT"),

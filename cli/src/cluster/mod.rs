@@ -357,7 +357,7 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
                 taints: taints.clone(),
                 unschedulable: entry.unschedulable,
                 allocatable: allocatable.clone(),
-                topology: spec,
+                topology: spec.map(Into::into),
                 gpu_allocations: Vec::new(),
                 allocations_observed_at: None,
             });

@@ -166,7 +166,7 @@ pub fn snapshot_for(nodes: &[SimNode], config: &SchedulerConfig) -> Result<Snaps
             name: node.name.clone(),
             labels,
             allocatable,
-            topology,
+            topology: topology.map(Into::into),
             ..NodeInput::default()
         });
     }

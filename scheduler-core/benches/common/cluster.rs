@@ -127,7 +127,7 @@ pub fn cluster_inputs(nodes: usize, with_pods: bool) -> (Vec<NodeInput>, Vec<Bou
             )],
             unschedulable: false,
             allocatable: allocatable.clone(),
-            topology: Some(model),
+            topology: Some(model.into()),
             gpu_allocations: Vec::new(),
             allocations_observed_at: None,
         });

@@ -3,6 +3,7 @@
 use super::chunked::Chunked;
 use super::intern::{Interner, Sym};
 use super::node_pods::{NodeReports, orphan_warnings};
+use super::topology_spec::TopologySpec;
 use super::{
     Amounts, BoundPod, Domain, DomainId, GpuKind, GpuUuids, Node, NodeGpus, NodeId, PodGroup,
     PodId, ShapeEntry, SharedHold, SharedUse, Signals, Snapshot, SnapshotError, SnapshotWarning,
@@ -40,8 +41,9 @@ pub struct NodeInput {
     pub unschedulable: bool,
     /// `status.allocatable`; see [`Resources::allocatable`] for absent resources.
     pub allocatable: Resources,
-    /// The node's `GpuTopology` spec, if the agent published one.
-    pub topology: Option<GpuTopologySpec>,
+    /// The node's `GpuTopology` spec, if the agent published one (shared
+    /// with the watched object where it came from one).
+    pub topology: Option<TopologySpec>,
     /// The `GpuTopology` status allocations: which pods (`namespace/name`) hold each GPU.
     pub gpu_allocations: Vec<GpuAllocation>,
     /// When the kubelet was read for `gpu_allocations`: a pod's reported
@@ -318,8 +320,8 @@ impl Snapshot {
             .iter()
             .map(|(k, v)| (self.strings.intern(k), self.strings.intern(v)))
             .collect();
-        let model = gpu_model(topology.as_ref(), &labels).map(|m| self.strings.intern(&m));
-        let generation = self.generation(&name, topology.as_ref(), &labels);
+        let model = gpu_model(topology.as_deref(), &labels).map(|m| self.strings.intern(&m));
+        let generation = self.generation(&name, topology.as_deref(), &labels);
         interned.sort_unstable_by_key(|(k, _)| *k);
 
         let taints = if taints.is_empty() {
@@ -346,7 +348,7 @@ impl Snapshot {
             }
         });
         let allocatable = amounts(&allocatable, &mut self.strings);
-        let gpus = self.node_gpus(&name, topology, allocatable.gpus, state);
+        let gpus = self.node_gpus(&name, topology.as_deref(), allocatable.gpus, state);
 
         let mut domains = [None; MAX_TIERS];
         let mut parent = None;
@@ -466,14 +468,13 @@ impl Snapshot {
     fn node_gpus(
         &mut self,
         name: &str,
-        topology: Option<GpuTopologySpec>,
+        topology: Option<&GpuTopologySpec>,
         allocatable_gpus: i64,
         state: &mut BuildState,
     ) -> NodeGpus {
         let mut gpus = NodeGpus {
             kind: GpuKind::None,
             vendor: topology
-                .as_ref()
                 .map(GpuTopologySpec::vendor_or_default)
                 .unwrap_or_default(),
             present: 0,
@@ -483,7 +484,7 @@ impl Snapshot {
             uuids: GpuUuids::None,
         };
         match topology {
-            Some(spec) => match state.catalog.shape(&spec) {
+            Some(spec) => match state.catalog.shape(spec) {
                 Ok(shape) => {
                     let ptr = Arc::as_ptr(&shape);
                     let index = match state.shape_index.get(&ptr) {

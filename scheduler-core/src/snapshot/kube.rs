@@ -3,6 +3,7 @@
 //! scheduler's watch and the command line's files both go through here.
 
 use super::build::{BoundPodInput, GpuHolding, NodeInput};
+use super::topology_spec::TopologySpec;
 use crate::accounting::{ReadingState, ReadingTrust};
 use crate::pod::{PodError, pod_key};
 use crate::resources::{Resources, pod_requests};
@@ -10,6 +11,7 @@ use crate::selector::Taint;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::keys::pod as pod_keys;
 use gputopo_api::{GpuRequest, GpuTopology};
+use std::sync::Arc;
 
 /// A Kubernetes object that cannot be read into a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +38,26 @@ pub enum ConvertError {
 pub fn node_input(
     node: &Node,
     topology: Option<&GpuTopology>,
+    trust: ReadingTrust,
+) -> Result<NodeInput, ConvertError> {
+    let spec = topology.map(|t| TopologySpec::from(t.spec.clone()));
+    node_input_with(node, topology, spec, trust)
+}
+
+/// [`node_input`] holding the watched object's spec instead of a copy.
+pub fn node_input_shared(
+    node: &Node,
+    topology: Option<&Arc<GpuTopology>>,
+    trust: ReadingTrust,
+) -> Result<NodeInput, ConvertError> {
+    let spec = topology.map(|t| TopologySpec::shared(t.clone()));
+    node_input_with(node, topology.map(AsRef::as_ref), spec, trust)
+}
+
+fn node_input_with(
+    node: &Node,
+    topology: Option<&GpuTopology>,
+    topology_spec: Option<TopologySpec>,
     trust: ReadingTrust,
 ) -> Result<NodeInput, ConvertError> {
     let name = node
@@ -85,7 +107,7 @@ pub fn node_input(
         taints,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         allocatable,
-        topology: topology.map(|t| t.spec.clone()),
+        topology: topology_spec,
         gpu_allocations,
         allocations_observed_at,
         name,

@@ -73,6 +73,9 @@ impl LiveSnapshot {
         let name = node.name.clone();
         match self.nodes.get(&name) {
             Some(old) if *old == node => {
+                // Kept all the same: it may hold the newest object's spec,
+                // letting the one it replaces go.
+                self.nodes.insert(name, node);
                 self.counts.unchanged += 1;
             }
             Some(old) if same_but_reading(old, &node) => {

@@ -53,10 +53,12 @@ pub mod kube;
 mod live;
 mod node_pods;
 mod plausible;
+mod topology_spec;
 pub use plausible::implausible_topology;
 
 pub use build::{BoundPodInput, GpuHolding, NodeInput, SnapshotBuilder, share_amounts};
 pub use live::{LiveCounts, LiveSnapshot};
+pub use topology_spec::TopologySpec;
 
 use crate::config::{MAX_TIERS, NetworkTiers, TopologyManagerPolicy};
 use crate::gpuset::{NodeShape, ShapeError};

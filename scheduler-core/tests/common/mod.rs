@@ -152,7 +152,7 @@ pub fn gpu_node(name: &str, spec: GpuTopologySpec) -> NodeInput {
             "test",
         )
         .expect("valid quantities"),
-        topology: Some(spec),
+        topology: Some(spec.into()),
         ..NodeInput::default()
     }
 }
