@@ -99,8 +99,10 @@ pub struct LiveCluster {
     groups: BTreeMap<(String, String), PodGroup>,
     /// Objects left out or read with a caveat, by object: stable texts.
     object_warnings: BTreeMap<String, String>,
-    /// The pod keys whose watched pod changed since the snapshot was last
-    /// brought up to date.
+    /// The pod keys whose watched pod changed in this observation, given
+    /// to the live snapshot at its end (not kept until a pod is due: a
+    /// scheduler with nothing pending would hold every key other pods'
+    /// churn names).
     touched: Vec<String>,
 }
 
@@ -167,6 +169,8 @@ impl LiveCluster {
             _ => self.observe_all(objects, trust),
         }
         self.synced = true;
+        let touched = std::mem::take(&mut self.touched);
+        self.give_pods(touched);
     }
 
     fn observe_changes(&mut self, changed: &ChangedObjects, trust: ReadingTrust) {
@@ -332,8 +336,7 @@ impl LiveCluster {
         &mut self,
         assumed: &AssumeCache,
     ) -> Result<(Snapshot, Vec<String>), SnapshotError> {
-        let touched = std::mem::take(&mut self.touched);
-        self.sync_assumed(assumed, touched);
+        self.sync_assumed(assumed);
         let snapshot = self.live.snapshot()?.clone();
         let mut warnings: Vec<String> = self.object_warnings.values().cloned().collect();
         warnings.extend(snapshot.warnings().iter().map(ToString::to_string));
@@ -352,9 +355,10 @@ impl LiveCluster {
         self.snapshot(assumed)
     }
 
-    /// Gives the live snapshot each touched key's pod: the watched pod
-    /// bound under it, else the assumed one, else none.
-    fn sync_assumed(&mut self, assumed: &AssumeCache, mut touched: Vec<String>) {
+    /// Gives the live snapshot the assumptions made or dropped since the
+    /// last call.
+    fn sync_assumed(&mut self, assumed: &AssumeCache) {
+        let mut touched = Vec::new();
         let now: HashMap<&str, &BoundPodInput> = assumed.entries().collect();
         for (key, input) in &now {
             if self.assumed.get(*key) != Some(*input) {
@@ -372,6 +376,12 @@ impl LiveCluster {
             .into_iter()
             .map(|(k, i)| (k.to_string(), i.clone()))
             .collect();
+        self.give_pods(touched);
+    }
+
+    /// Gives the live snapshot each touched key's pod: the watched pod
+    /// bound under it, else the assumed one, else none.
+    fn give_pods(&mut self, mut touched: Vec<String>) {
         touched.sort();
         touched.dedup();
         for key in touched {

@@ -228,3 +228,33 @@ fn the_kept_snapshot_equals_one_built_whole_after_every_change() {
         }
     }
 }
+
+/// A pod change is given to the live snapshot when observed, not kept
+/// until a pod is due: a scheduler with nothing pending, watching other
+/// schedulers' pods churn, would otherwise hold every key they name.
+#[test]
+fn observed_pod_changes_reach_the_snapshot_without_a_due_pod() {
+    let config = SchedulerConfig::default();
+    let mut w = World::dgx(2, 0);
+    let mut live = LiveCluster::new(&config, vec!["gputopo-scheduler".to_string()]);
+    let trust = ReadingTrust::at(Timestamp::from_second(1_767_225_600).expect("a time"));
+    live.sync(&w.objects(), &AssumeCache::default(), trust)
+        .expect("builds");
+    let before = live.counts().node_updates;
+    for i in 0..50u64 {
+        let before = w.clone();
+        w.add(pod(&format!("other-{i}"), 1, Some("n1"), 0));
+        let changed = changes(&before, &w, &mut Rng(i));
+        let mut objects = w.objects();
+        objects.changed = Some(&changed);
+        live.observe(&objects, trust);
+    }
+    assert!(
+        live.counts().node_updates >= before + 50,
+        "each bound pod re-read its node as observed: {:?}",
+        live.counts()
+    );
+    let (kept, _) = live.snapshot(&AssumeCache::default()).expect("up to date");
+    let whole = w.snapshot();
+    assert_eq!(kept.state_text(), whole.state_text());
+}
