@@ -199,6 +199,7 @@ impl SnapshotBuilder {
             pod_groups: groups,
             warnings: Vec::new(),
             warning_parts: Default::default(),
+            reusable_pod_ids: Vec::new(),
             signals: Signals::default(),
         };
         let mut state = BuildState::default();
@@ -766,7 +767,10 @@ impl Snapshot {
 
         let requested = amounts(&input.requests, &mut self.strings);
         let workload = request.as_ref().and_then(|r| r.workload);
-        let pod_id = PodId(self.pods.len() as u32);
+        // An id a node's re-inserted pods left (`clear_node_pods`) first:
+        // no one holds it, and the kept snapshot does not grow with churn.
+        let reused = self.reusable_pod_ids.pop();
+        let pod_id = reused.unwrap_or(PodId(self.pods.len() as u32));
         let before = used_gpus(&self.nodes[node_index]);
         let node = &mut self.nodes[node_index];
         node.gpus.held |= gpus;
@@ -800,7 +804,7 @@ impl Snapshot {
         let after = used_gpus(node);
         self.refresh(node_index);
         self.shift_domain_usage(node_index, before, after);
-        self.pods.push(Some(BoundPod {
+        let pod = Some(BoundPod {
             namespace: input.namespace,
             name: input.name,
             node: node_id,
@@ -810,7 +814,11 @@ impl Snapshot {
             request,
             priority: input.priority,
             start_time: input.start_time,
-        }));
+        });
+        match reused.and_then(|id| self.pods.get_mut(id.0 as usize)) {
+            Some(slot) => *slot = pod,
+            None => self.pods.push(pod),
+        }
         self.pod_index.insert(index_key, pod_id);
         Ok(pod_id)
     }

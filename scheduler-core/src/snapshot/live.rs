@@ -18,10 +18,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// `(namespace, name)`.
 type PodKey = (String, String);
 
-/// Holes left by re-inserted pods kept below this many, or below the pods
-/// bound, whichever is more (see [`LiveSnapshot::snapshot`]).
-const MAX_HOLES_KEPT: usize = 4096;
-
 /// How the snapshot has been kept up to date (for metrics and benches).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LiveCounts {
@@ -163,14 +159,6 @@ impl LiveSnapshot {
     /// The snapshot as of every change so far, built whole only when stale.
     pub fn snapshot(&mut self) -> Result<&Snapshot, SnapshotError> {
         let snapshot = match self.built.take() {
-            // A node's pods inserted again leave holes behind (a pod's id
-            // is stable while the snapshot lives): once there are more
-            // holes than pods, and more than a few, it is built whole, so
-            // that what it holds follows the pods, not the changes so far.
-            Some(s) if s.pod_holes() > s.pod_count().max(MAX_HOLES_KEPT) => {
-                self.counts.full_builds += 1;
-                self.fresh()?
-            }
             Some(s) => s,
             None => {
                 self.counts.full_builds += 1;

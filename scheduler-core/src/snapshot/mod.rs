@@ -660,6 +660,11 @@ pub struct Snapshot {
     /// Where `warnings` came from, so that one node's pods can be inserted
     /// again ([`LiveSnapshot`]) without repeating or losing theirs.
     pub(crate) warning_parts: WarningParts,
+    /// Ids of pods taken off by `clear_node_pods` (a node's pods about to
+    /// be inserted again), which the next inserts reuse. Pods removed one
+    /// by one (a cycle's what-ifs) leave holes instead: a cycle may still
+    /// hold their ids.
+    pub(crate) reusable_pod_ids: Vec<PodId>,
     pub(crate) signals: Signals,
 }
 
@@ -681,8 +686,8 @@ impl Snapshot {
         self.pod_index.len()
     }
 
-    /// Ids left unused by pods taken off: removal leaves a hole so that
-    /// ids stay stable while the snapshot lives.
+    /// Ids left unused by pods taken off and not yet reused: a removal
+    /// leaves a hole so that ids stay stable while the snapshot lives.
     pub fn pod_holes(&self) -> usize {
         self.pods.len() - self.pod_index.len().min(self.pods.len())
     }
