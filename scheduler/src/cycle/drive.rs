@@ -3,6 +3,7 @@
 //! place that awaits the API; it decides nothing itself.
 
 use super::gang::{GangReadiness, GangUnit, recovery_event, since_created};
+use super::node_trust::{CONDITION_WRITES_IN_FLIGHT, CONDITIONS_PER_CHECK};
 use super::outcome::workload_label;
 use super::preempt::{self, MAX_ROUNDS, PreemptResult};
 use super::stages::{Prepared, domain_selectors, domain_use};
@@ -11,6 +12,7 @@ use super::{
 };
 use crate::cluster::{Objects, pod_key, usage};
 use crate::config::Preemption;
+use futures::stream::{self, StreamExt};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{ClaimGangDecision, DraInventory, schedule_claim_gang};
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
@@ -92,8 +94,16 @@ impl Cycle {
         } else {
             Vec::new()
         };
-        for w in trust_writes {
-            match writes.set_node_condition(&w).await {
+        let answered: Vec<_> = stream::iter(trust_writes.into_iter().take(CONDITIONS_PER_CHECK))
+            .map(|w| async move {
+                let r = writes.set_node_condition(&w).await;
+                (w, r)
+            })
+            .buffer_unordered(CONDITION_WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (w, r) in answered {
+            match r {
                 Ok(()) => {
                     if w.condition.status == "False" {
                         warn!(node = %w.node, message = ?w.condition.message, "GpuTopology not believed");
