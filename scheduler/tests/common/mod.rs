@@ -1,4 +1,4 @@
-//! Helpers shared by the scheduler's end-to-end tests (`e2e.rs`, the
+//! Helpers shared by the scheduler's end-to-end tests (`e2e/`, the
 //! secondary scheduler; `extender.rs`, the extender mode): kwok nodes built
 //! from recorded machines with their `GpuTopology`, GPU pods, polling, and
 //! reading back what the schedulers wrote.

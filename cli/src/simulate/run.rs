@@ -1,0 +1,295 @@
+//! [`simulate`]: one run of a policy over the arrival plan, from the initial
+//! state to the [`SimResult`] (see the protocol in [`super`]).
+
+use super::books::{Books, Ctx, advance, fail, free_mask, place_unit};
+use super::frag::FragModel;
+use super::policy::{self, PolicyKind};
+use super::rng::{node_order, streams};
+use super::{
+    Order, Point, SimCluster, SimError, SimOptions, SimResult, State, TopologyMetrics, Workload,
+    World, arrival_plan,
+};
+use gputopo_scheduler_core::gpuset::{self, NodeShape};
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+/// Runs one simulation.
+pub fn simulate(
+    cluster: &SimCluster,
+    workload: &Workload,
+    options: &SimOptions,
+) -> Result<SimResult, SimError> {
+    let started = std::time::Instant::now();
+    let total_gpus: u32 = cluster.nodes.iter().map(|n| n.gpus).sum();
+    if total_gpus == 0 {
+        return Err(SimError::NoGpus);
+    }
+    let total_milli = u64::from(total_gpus) * 1000;
+    let (pods, units) = arrival_plan(workload, total_milli, options)?;
+    // The target workload is the trace as given, before inflation (the
+    // copies are drawn from it; the FGD simulator computes it first).
+    let typical = Arc::new(policy::target_workload(
+        &workload.pods,
+        &cluster.models,
+        options.popularity_pct,
+    )?);
+    let frag = FragModel::new(typical.clone(), &cluster.models);
+    let n = cluster.nodes.len();
+    let mut state = State {
+        cpu_left: Vec::with_capacity(n),
+        mem_left: Vec::with_capacity(n),
+        gpu_left: Vec::with_capacity(n),
+        classes: vec![Vec::new(); n],
+        frag: vec![0.0; n],
+    };
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let used = cluster.initial.get(i).cloned().unwrap_or_default();
+        state
+            .cpu_left
+            .push(node.cpu_milli.saturating_sub(used.cpu_milli));
+        state
+            .mem_left
+            .push(node.memory_mib.saturating_sub(used.memory_mib));
+        state.gpu_left.push(
+            (0..node.gpus as usize)
+                .map(|g| 1000u32.saturating_sub(used.gpu_milli.get(g).copied().unwrap_or(0)))
+                .collect(),
+        );
+    }
+    let mut world = World {
+        nodes: &cluster.nodes,
+        models: &cluster.models,
+        frag: &frag,
+        state,
+        node_order: node_order(options.seed, n),
+    };
+    for i in 0..n {
+        world.state.frag[i] = frag.node(&world.state.free(i, cluster.nodes[i].model));
+    }
+    let allocated: u64 = world
+        .state
+        .gpu_left
+        .iter()
+        .flatten()
+        .map(|&l| u64::from(1000 - l))
+        .sum();
+    let (_, mut rng) = streams(options.seed);
+    // `gputopo` is told the workload's distribution through its
+    // configuration, as an operator would set it.
+    let target = match options.policy {
+        PolicyKind::Gputopo if cluster.config.target_workload.is_none() => Some(typical.clone()),
+        _ => None,
+    };
+    let mut policy = policy::Policy::new(options.policy, cluster, target, &world.node_order)?;
+    let policy_name = options.policy.name();
+
+    let progress = options.progress.then(|| {
+        let bar = indicatif::ProgressBar::new(units.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:40}] {pos}/{len} units {elapsed}<{eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(format!("{policy_name} seed {}", options.seed));
+        bar
+    });
+
+    let mut result = SimResult {
+        policy: policy_name.to_string(),
+        seed: options.seed,
+        cluster: String::new(),
+        workload: String::new(),
+        inflate: options.inflate,
+        order: options.order,
+        nodes: n,
+        total_gpus,
+        typical_pod_types: frag.types,
+        points: Vec::new(),
+        pods_arrived: 0,
+        pods_placed: 0,
+        pods_failed: 0,
+        gpu_pods_failed: 0,
+        pods_ended: 0,
+        gangs_placed: 0,
+        gangs_failed: 0,
+        arrived_gpu_pct: 0.0,
+        final_gpu_allocation_pct: 0.0,
+        final_fragmented_gpu_pct: 0.0,
+        queue_time_p50_s: None,
+        queue_time_p99_s: None,
+        makespan_s: None,
+        topology: None,
+        runtime_ms: None,
+    };
+    let shapes: Vec<Option<Arc<NodeShape>>> = if cluster.snapshot.len() == n {
+        cluster
+            .snapshot
+            .nodes()
+            .map(|v| v.shape().cloned())
+            .collect()
+    } else {
+        vec![None; n]
+    };
+    let leaf_key = cluster.snapshot.tiers().keys().last().cloned();
+    let leaves: Vec<Option<String>> = cluster
+        .snapshot
+        .nodes()
+        .map(|v| {
+            leaf_key
+                .as_deref()
+                .and_then(|k| v.label(k))
+                .map(str::to_string)
+        })
+        .collect();
+    let topology = shapes.iter().any(Option::is_some);
+    let slots8 = |world: &World<'_>| -> u64 {
+        (0..n)
+            .filter_map(|i| {
+                let shape = shapes[i].as_ref()?;
+                Some(u64::from(gpuset::full_nvlink_slots(
+                    shape,
+                    free_mask(&world.state.gpu_left[i]),
+                    8,
+                )))
+            })
+            .sum()
+    };
+    let mut books = Books {
+        allocated,
+        running: vec![None; pods.len()],
+        endings: BinaryHeap::new(),
+        seq: 0,
+        queue_times: Vec::new(),
+        makespan: None,
+        topo: TopologyMetrics {
+            full_nvlink_slots8_at_start: if topology { slots8(&world) } else { 0 },
+            ..TopologyMetrics::default()
+        },
+        queue: options.order == Order::Arrival,
+    };
+    let ctx = Ctx {
+        pods: &pods,
+        gangs: &workload.gangs,
+        shapes: &shapes,
+        leaves: &leaves,
+        policy_name,
+    };
+    let mut arrived: u64 = 0;
+    let mut next_point = 10u32;
+    let mut waiting: Vec<usize> = Vec::new();
+    let pct = |milli: u64| milli as f64 * 100.0 / total_milli as f64;
+    let frag_total = |world: &World<'_>| world.state.frag.iter().sum::<f64>();
+
+    for (u, unit) in units.iter().enumerate() {
+        if let Some(bar) = &progress
+            && u % 256 == 0
+        {
+            bar.set_position(u as u64);
+        }
+        let now = pods[unit[0]].arrival;
+        if books.queue {
+            advance(
+                &ctx,
+                &units,
+                now,
+                &mut world,
+                &mut policy,
+                &mut rng,
+                &mut books,
+                &mut waiting,
+                &mut result,
+            )?;
+        }
+        for &p in unit {
+            result.pods_arrived += 1;
+            arrived += pods[p].demand();
+        }
+        match place_unit(&ctx, unit, &mut world, &mut policy, &mut rng)? {
+            Some(placed) => books.commit(&ctx, unit, placed, now, &mut result),
+            None if books.queue => waiting.push(u),
+            None => fail(&ctx, unit, &mut result),
+        }
+        if topology && books.queue {
+            let slots = slots8(&world);
+            books.topo.slots_sum += slots;
+            books.topo.slots_samples += 1;
+            books.topo.full_nvlink_slots8_min = Some(
+                books
+                    .topo
+                    .full_nvlink_slots8_min
+                    .map_or(slots, |m| m.min(slots)),
+            );
+        }
+        while next_point <= 130 && arrived * 100 >= u64::from(next_point) * total_milli {
+            result.points.push(Point {
+                arrived_pct: next_point,
+                gpu_allocation_pct: round4(pct(books.allocated)),
+                fragmented_gpu_pct: round4(frag_total(&world) * 100.0 / total_milli as f64),
+                full_nvlink_slots8: topology.then(|| slots8(&world)),
+            });
+            next_point += 10;
+        }
+    }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    result.arrived_gpu_pct = round4(pct(arrived));
+    result.final_gpu_allocation_pct = round4(pct(books.allocated));
+    result.final_fragmented_gpu_pct = round4(frag_total(&world) * 100.0 / total_milli as f64);
+    if topology {
+        books.topo.full_nvlink_slots8_at_end = slots8(&world);
+    }
+    if books.queue {
+        // Past the last arrival: pods end, and queued units start as room
+        // appears; what still waits when nothing is left to end fails.
+        advance(
+            &ctx,
+            &units,
+            f64::INFINITY,
+            &mut world,
+            &mut policy,
+            &mut rng,
+            &mut books,
+            &mut waiting,
+            &mut result,
+        )?;
+        for u in waiting.drain(..) {
+            fail(&ctx, &units[u], &mut result);
+        }
+        let mut q = std::mem::take(&mut books.queue_times);
+        q.sort_by(f64::total_cmp);
+        result.queue_time_p50_s = percentile(&q, 50.0).map(round4);
+        result.queue_time_p99_s = percentile(&q, 99.0).map(round4);
+        result.makespan_s = books.makespan.map(round4);
+    }
+    if topology {
+        let t = &mut books.topo;
+        if t.multi_gpu_pods > 0 {
+            t.on_optimal_set_pct = Some(round4(t.optimal as f64 * 100.0 / t.multi_gpu_pods as f64));
+            t.mean_bottleneck_rank = Some(round4(t.rank_sum as f64 / t.multi_gpu_pods as f64));
+        }
+        if t.slots_samples > 0 {
+            t.full_nvlink_slots8_mean = Some(round4(t.slots_sum as f64 / t.slots_samples as f64));
+        }
+        result.topology = Some(std::mem::take(t));
+    }
+    if !options.omit_runtime {
+        result.runtime_ms = Some(started.elapsed().as_millis() as u64);
+    }
+    Ok(result)
+}
+
+/// The `pct` percentile of sorted values (nearest rank); `None` when empty.
+fn percentile(sorted: &[f64], pct: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((pct / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Four decimals: enough for the figures, and stable text across platforms.
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}

@@ -1,0 +1,208 @@
+//! The filter: which nodes may take a pod, and a typed reason for each that may not.
+//!
+//! # Predicates, in order
+//!
+//! A node is rejected by the first that fails; the first five are what any
+//! second scheduler must honour, in kube-scheduler's plugin order, with its
+//! wording in the aggregated message:
+//!
+//! 1. `unschedulable` (cordoned), unless the pod tolerates
+//!    `node.kubernetes.io/unschedulable:NoSchedule` — *node(s) were unschedulable*;
+//! 2. `spec.nodeName` names another node — *node(s) didn't match the requested node name*;
+//! 3. an untolerated `NoSchedule` or `NoExecute` taint (`PreferNoSchedule`
+//!    only lowers the score) — *node(s) had untolerated taint {key: value}*;
+//! 4. `nodeSelector` and required node affinity (terms ORed; expressions
+//!    `In NotIn Exists DoesNotExist Gt Lt` and `matchFields metadata.name`
+//!    ANDed) — *node(s) didn't match Pod's node affinity/selector*;
+//! 5. resources: every requested resource (cpu, memory, ephemeral-storage,
+//!    `nvidia.com/gpu`, extended) within allocatable minus what bound pods
+//!    request, and room for one more pod — *Insufficient cpu*, *Too many
+//!    pods*; like kube-scheduler, one node counts once per short resource.
+//!
+//! Then the GPU predicates, through the exact GPU-set choice ([`crate::gpuset`]):
+//!
+//! 6. whole GPUs: a free set of `k` GPUs meeting `min-nvlink-level`,
+//!    `gpu-memory`, MIG (MIG-enabled GPUs only for pods requesting
+//!    `nvidia.com/mig-*`) and, on a node whose Topology Manager policy is
+//!    `single-numa-node`, one NUMA node — the reason is
+//!    [`NoFitReason`](crate::gpuset::NoFitReason), e.g. *no 4-GPU set with NV12*;
+//! 7. shared (`gpu-share`): one GPU that no pod holds whole, whose shared use
+//!    plus this pod stays within 1000 ‰ and within its memory — *no GPU with
+//!    room for a 0.25 share*.
+//!
+//! Nodes without a `GpuTopology` are handled as the `snapshot` module says.
+//!
+//! # Cost
+//!
+//! `PodContext` compiles the pod against the snapshot once per decision:
+//! label strings become interned symbols, each distinct taint set is judged
+//! once, and a [`Picker`](crate::gpuset::Picker) is prepared per node shape. Per node the filter is
+//! then integer compares and one cached GPU-set lookup, with no allocation;
+//! reasons are `Rejection`s (`Copy`) until a message is wanted.
+
+use crate::config::SchedulerConfig;
+use crate::fragmentation;
+use crate::pod::PendingPod;
+use crate::selector::{Taint, TaintEffect, Toleration};
+use crate::snapshot::intern::Sym;
+use crate::snapshot::{DomainId, Snapshot, resolve_amounts};
+use std::sync::Arc;
+
+mod gpu;
+mod labels;
+mod reason;
+mod resources;
+
+use gpu::GpuAsk;
+pub(crate) use gpu::{Fit, PickSummary};
+use labels::Term;
+pub(crate) use reason::Rejection;
+pub use reason::{FilterReason, Shortfall};
+
+/// A pod compiled against one snapshot for one decision.
+pub(crate) struct PodContext<'a> {
+    pub(crate) snapshot: &'a Snapshot,
+    pub(crate) pod: &'a PendingPod,
+    pub(crate) config: &'a SchedulerConfig,
+    node_name: Option<&'a str>,
+    /// `nodeSelector` pairs; `None` when some pair is on no node at all.
+    selector: Option<Vec<(Sym, Sym)>>,
+    /// The pod has a `nodeSelector` or required affinity to check.
+    checks_labels: bool,
+    affinity: Option<Vec<Term<'a>>>,
+    tolerates_unschedulable: bool,
+    /// Per taint set: the first untolerated blocking taint, if any.
+    taint_block: Vec<Option<u32>>,
+    /// Per taint set: untolerated `PreferNoSchedule` taints.
+    pub(crate) taint_prefer: Vec<u32>,
+    /// The pod's extended requests: (symbol or none, amount, index in `requests.extended`).
+    extended: Vec<(Option<u32>, i64, usize)>,
+    gpu: GpuAsk<'a>,
+    /// Domains named like `preferred-domain`, at any tier.
+    pub(crate) preferred: Vec<DomainId>,
+    /// The best bottleneck rank any shape offers `k` GPUs on an empty node.
+    pub(crate) cluster_best_rank: u32,
+    /// The configured target workload, compiled (see [`crate::fragmentation`]).
+    pub(crate) fragmentation: Option<fragmentation::Compiled>,
+}
+
+impl<'a> PodContext<'a> {
+    pub(crate) fn new(
+        snapshot: &'a Snapshot,
+        pod: &'a PendingPod,
+        config: &'a SchedulerConfig,
+    ) -> PodContext<'a> {
+        let strings = &snapshot.strings;
+        let selector = pod
+            .node_selector
+            .iter()
+            .map(|(k, v)| Some((strings.get(k)?, strings.get(v)?)))
+            .collect::<Option<Vec<_>>>();
+        let affinity = pod
+            .affinity
+            .as_ref()
+            .map(|a| a.terms.iter().map(|t| Term::compile(t, strings)).collect());
+        let unschedulable_taint = Taint::unschedulable();
+        let tolerates = |t: &Taint| {
+            pod.tolerations
+                .iter()
+                .any(|tol: &Toleration| tol.tolerates(t))
+        };
+        let tolerates_unschedulable = tolerates(&unschedulable_taint);
+        let taint_block = snapshot
+            .taint_sets
+            .iter()
+            .map(|set| {
+                set.iter()
+                    .position(|t| t.effect.blocks_scheduling() && !tolerates(t))
+                    .map(|i| i as u32)
+            })
+            .collect();
+        let taint_prefer = snapshot
+            .taint_sets
+            .iter()
+            .map(|set| {
+                set.iter()
+                    .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerates(t))
+                    .count() as u32
+            })
+            .collect();
+
+        let request = &pod.request;
+        let (gpu, cluster_best_rank) = GpuAsk::compile(snapshot, pod);
+        let preferred = match &request.preferred_domain {
+            Some(name) => snapshot
+                .domains()
+                .filter(|(_, d)| d.name() == name)
+                .map(|(id, _)| id)
+                .collect(),
+            None => Vec::new(),
+        };
+
+        PodContext {
+            snapshot,
+            pod,
+            config,
+            node_name: pod.node_name.as_deref(),
+            checks_labels: !pod.node_selector.is_empty() || affinity.is_some(),
+            selector,
+            affinity,
+            tolerates_unschedulable,
+            taint_block,
+            taint_prefer,
+            extended: resolve_amounts(&pod.requests, strings),
+            gpu,
+            preferred,
+            cluster_best_rank,
+            fragmentation: config
+                .target_workload
+                .as_ref()
+                .map(|t| fragmentation::Compiled::new(snapshot, Arc::clone(t))),
+        }
+    }
+
+    /// Whether the node at `index` may take the pod, and how. Reads the
+    /// node's [`Hot`](crate::snapshot::Hot) record; the full node only for what the pod asks
+    /// (a node name, labels, extended resources, a shared GPU).
+    /// The predicates that evicting pods cannot change: unschedulable,
+    /// `spec.nodeName`, taints, node selector and required affinity.
+    pub(crate) fn admits(&self, index: usize) -> bool {
+        let hot = &self.snapshot.hot[index];
+        (!hot.unschedulable || self.tolerates_unschedulable)
+            && self
+                .node_name
+                .is_none_or(|name| *self.snapshot.nodes[index].name == *name)
+            && !matches!(self.taint_block.get(hot.taints as usize), Some(Some(_)))
+            && (!self.checks_labels || self.matches_labels(&self.snapshot.nodes[index]))
+    }
+
+    pub(crate) fn filter(&self, index: usize) -> Result<Fit, Rejection> {
+        let hot = &self.snapshot.hot[index];
+        if hot.unschedulable && !self.tolerates_unschedulable {
+            return Err(Rejection::Unschedulable);
+        }
+        if let Some(name) = self.node_name
+            && *self.snapshot.nodes[index].name != *name
+        {
+            return Err(Rejection::NodeName);
+        }
+        if let Some(Some(taint)) = self.taint_block.get(hot.taints as usize) {
+            return Err(Rejection::Taint {
+                set: hot.taints,
+                index: *taint,
+            });
+        }
+        if self.checks_labels && !self.matches_labels(&self.snapshot.nodes[index]) {
+            return Err(Rejection::NodeAffinity);
+        }
+        let short = self.short_resources(index, hot);
+        if short != 0 {
+            return Err(Rejection::Resources(short));
+        }
+        let fit = self.fit_gpus(index, hot)?;
+        if self.wants_whole_gpus() && hot.tracks_gpus() && self.gpu_count_short(hot) {
+            return Err(Rejection::Resources(1 << 4));
+        }
+        Ok(fit)
+    }
+}

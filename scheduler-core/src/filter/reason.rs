@@ -1,0 +1,333 @@
+//! Why a node was rejected: the typed [`FilterReason`] with its messages, and
+//! the `Copy` [`Rejection`] the hot path records until a message is wanted.
+
+use super::PodContext;
+use super::gpu::GpuAsk;
+use crate::gpuset::{NoFitReason, ShapeError};
+use crate::resources::{self, format_amount};
+use crate::selector::{Taint, TaintEffect};
+use crate::snapshot::intern::Sym;
+use crate::snapshot::{GpuKind, NodeId};
+use gputopo_api::{GpuShare, GpuVendor};
+use std::fmt;
+
+/// Why a node cannot take the pod. `Display` gives the node's detail;
+/// [`FilterReason::summaries`] the phrases the aggregated message counts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FilterReason {
+    Unschedulable,
+    NodeName {
+        requested: String,
+    },
+    UntoleratedTaint(Taint),
+    NodeAffinity,
+    /// Resources short: each with what was asked and what is free.
+    Insufficient(Vec<Shortfall>),
+    /// The pod wants GPUs; the node has none.
+    NoGpus,
+    /// The pod asks one vendor's GPUs (`amd.com/gpu`), the node has the other's.
+    GpuVendor {
+        pod: GpuVendor,
+        node: GpuVendor,
+    },
+    /// The node's `GpuTopology` could not be used.
+    InvalidTopology(ShapeError),
+    /// The pod asks something (`min-nvlink-level`, `gpu-memory`,
+    /// single-numa-node) that only a `GpuTopology` could vouch for.
+    UnknownTopology {
+        needs: &'static str,
+    },
+    /// No whole-GPU set fits.
+    GpuSet(NoFitReason),
+    /// No GPU has room for the pod's share.
+    NoSharedGpu {
+        share: GpuShare,
+        /// Per-GPU memory floor the pod asks (`gpu-memory`).
+        min_memory_mib: Option<u64>,
+        /// The most any eligible GPU could still give, in ‰ of a GPU.
+        best_free_milli: u32,
+        /// The most memory any eligible GPU has unshared, in MiB; `None`
+        /// when no eligible GPU's memory is known.
+        best_free_mib: Option<u64>,
+    },
+}
+
+/// One resource a node is short of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shortfall {
+    /// `cpu`, `memory`, `nvidia.com/gpu`, …; `pods` for the pod count.
+    pub resource: String,
+    pub requested: i64,
+    pub free: i64,
+}
+
+impl FilterReason {
+    /// The node-independent phrases for a `FailedScheduling` message: one per
+    /// short resource, else one. Equal phrases count together.
+    pub fn summaries(&self) -> Vec<String> {
+        match self {
+            FilterReason::Insufficient(short) => short
+                .iter()
+                .map(|s| {
+                    if s.resource == resources::PODS {
+                        "Too many pods".to_string()
+                    } else {
+                        format!("Insufficient {}", s.resource)
+                    }
+                })
+                .collect(),
+            other => vec![other.summary()],
+        }
+    }
+
+    fn summary(&self) -> String {
+        match self {
+            FilterReason::Unschedulable => "node(s) were unschedulable".into(),
+            FilterReason::NodeName { .. } => "node(s) didn't match the requested node name".into(),
+            FilterReason::UntoleratedTaint(t) => format!("node(s) had untolerated taint {t}"),
+            FilterReason::NodeAffinity => {
+                "node(s) didn't match Pod's node affinity/selector".into()
+            }
+            FilterReason::Insufficient(_) => "Insufficient resources".into(),
+            FilterReason::NoGpus => "node(s) had no GPUs".into(),
+            FilterReason::GpuVendor { pod, .. } => {
+                format!("node(s) had no {} GPUs", pod.resource())
+            }
+            FilterReason::InvalidTopology(_) => "node(s) had an unusable GpuTopology".into(),
+            FilterReason::UnknownTopology { needs } => {
+                format!("node(s) had no GpuTopology to check {needs}")
+            }
+            FilterReason::GpuSet(r) => r.summary(),
+            FilterReason::NoSharedGpu {
+                share,
+                min_memory_mib,
+                ..
+            } => {
+                let what = match share {
+                    GpuShare::Milli(m) => format!("room for a {} share", milli_text(*m)),
+                    GpuShare::MemoryMiB(mib) => format!("{mib} MiB free to share"),
+                };
+                match min_memory_mib {
+                    Some(min) => format!("no GPU of {min} MiB with {what}"),
+                    None => format!("no GPU with {what}"),
+                }
+            }
+        }
+    }
+}
+
+/// `0.25` for 250 ‰.
+fn milli_text(milli: u32) -> String {
+    let text = format!("{}.{:03}", milli / 1000, milli % 1000);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+impl fmt::Display for FilterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterReason::Unschedulable => {
+                f.write_str("node is cordoned (spec.unschedulable) and the pod does not tolerate node.kubernetes.io/unschedulable:NoSchedule")
+            }
+            FilterReason::NodeName { requested } => {
+                write!(f, "the pod's spec.nodeName is {requested}")
+            }
+            FilterReason::UntoleratedTaint(t) => write!(
+                f,
+                "taint {}={}:{} is not tolerated",
+                t.key,
+                t.value,
+                t.effect.as_str()
+            ),
+            FilterReason::NodeAffinity => {
+                f.write_str("the node's labels do not match the pod's nodeSelector or required node affinity")
+            }
+            FilterReason::Insufficient(short) => {
+                f.write_str("insufficient ")?;
+                for (i, s) in short.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    if s.resource == resources::PODS {
+                        write!(f, "pods (no room for one more)")?;
+                    } else {
+                        write!(
+                            f,
+                            "{}: requested {}, free {}",
+                            s.resource,
+                            format_amount(&s.resource, s.requested),
+                            format_amount(&s.resource, s.free.max(0))
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+            FilterReason::NoGpus => f.write_str("the pod requests GPUs and the node has none"),
+            FilterReason::GpuVendor { pod, node } => write!(
+                f,
+                "the pod asks {} but the node's GPUs are {} ({})",
+                pod.resource(),
+                node.as_str(),
+                node.resource()
+            ),
+            FilterReason::InvalidTopology(e) => write!(f, "the node's GpuTopology cannot be used: {e}"),
+            FilterReason::UnknownTopology { needs } => write!(
+                f,
+                "the node has GPUs but no GpuTopology, so nothing can check the pod's {needs}"
+            ),
+            FilterReason::GpuSet(r) => write!(f, "{r}"),
+            FilterReason::NoSharedGpu {
+                share,
+                best_free_milli,
+                best_free_mib,
+                ..
+            } => {
+                write!(f, "{}; ", self.summary())?;
+                match (share, best_free_mib) {
+                    (GpuShare::MemoryMiB(_), None) => f.write_str(
+                        "no eligible GPU's memory is known (the node's GpuTopology gives none), so a memory share cannot be checked",
+                    ),
+                    (GpuShare::MemoryMiB(_), Some(mib)) => write!(
+                        f,
+                        "the most any GPU not held whole has unshared is {mib} MiB"
+                    ),
+                    (GpuShare::Milli(_), _) => write!(
+                        f,
+                        "the most any GPU not held whole has unshared is {}",
+                        milli_text(*best_free_milli)
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// A rejection as the hot path records it: `Copy`, resolved to a
+/// [`FilterReason`] only when a message is wanted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Rejection {
+    Unschedulable,
+    NodeName,
+    Taint {
+        set: u32,
+        index: u32,
+    },
+    NodeAffinity,
+    /// Bits 0–4: cpu, memory, ephemeral-storage, pods, nvidia.com/gpu; bit
+    /// 5 + i: the pod's i-th extended resource.
+    Resources(u64),
+    NoGpus,
+    GpuVendor(GpuVendor),
+    InvalidTopology,
+    UnknownTopology(&'static str),
+    GpuSet(NoFitReason),
+    NoSharedGpu {
+        best_free_milli: u32,
+        best_free_mib: Option<u64>,
+    },
+}
+
+impl PodContext<'_> {
+    /// The typed reason for a rejection on `node`.
+    pub(crate) fn reason(&self, node_id: NodeId, rejection: Rejection) -> FilterReason {
+        let node = &self.snapshot.nodes[node_id.0 as usize];
+        match rejection {
+            Rejection::Unschedulable => FilterReason::Unschedulable,
+            Rejection::NodeName => FilterReason::NodeName {
+                requested: self.node_name.unwrap_or_default().to_string(),
+            },
+            Rejection::Taint { set, index } => FilterReason::UntoleratedTaint(
+                self.snapshot
+                    .taint_sets
+                    .get(set as usize)
+                    .and_then(|s| s.get(index as usize))
+                    .cloned()
+                    .unwrap_or_else(|| Taint::new("", "", TaintEffect::NoSchedule)),
+            ),
+            Rejection::NodeAffinity => FilterReason::NodeAffinity,
+            Rejection::Resources(bits) => {
+                let want = &self.pod.requests;
+                let (a, r) = (&node.allocatable, &node.requested);
+                let mut short = Vec::new();
+                let mut push = |bit: u32, resource: &str, requested: i64, free: i64| {
+                    if bits & (1 << bit) != 0 {
+                        short.push(Shortfall {
+                            resource: resource.to_string(),
+                            requested,
+                            free,
+                        });
+                    }
+                };
+                push(
+                    0,
+                    resources::CPU,
+                    want.cpu_milli,
+                    a.cpu_milli.saturating_sub(r.cpu_milli),
+                );
+                push(
+                    1,
+                    resources::MEMORY,
+                    want.memory,
+                    a.memory.saturating_sub(r.memory),
+                );
+                push(
+                    2,
+                    resources::EPHEMERAL_STORAGE,
+                    want.ephemeral_storage,
+                    a.ephemeral_storage.saturating_sub(r.ephemeral_storage),
+                );
+                push(
+                    3,
+                    resources::PODS,
+                    1,
+                    a.pods.saturating_sub(node.pods.len() as i64),
+                );
+                push(
+                    4,
+                    gputopo_api::keys::RESOURCE_GPU,
+                    want.gpus,
+                    a.gpus.saturating_sub(r.gpus),
+                );
+                for &(sym, amount, i) in &self.extended {
+                    let free =
+                        sym.map_or(0, |s| a.extended(Sym(s)).saturating_sub(r.extended(Sym(s))));
+                    if let Some((name, _)) = want.extended.get(i) {
+                        push(5 + i as u32, name, amount, free);
+                    }
+                }
+                FilterReason::Insufficient(short)
+            }
+            Rejection::NoGpus => FilterReason::NoGpus,
+            Rejection::GpuVendor(node_vendor) => FilterReason::GpuVendor {
+                pod: self.pod.request.vendor,
+                node: node_vendor,
+            },
+            Rejection::InvalidTopology => match node.gpus.kind {
+                GpuKind::Invalid(i) => self
+                    .snapshot
+                    .shape_errors
+                    .get(i as usize)
+                    .cloned()
+                    .map_or(FilterReason::NoGpus, FilterReason::InvalidTopology),
+                _ => FilterReason::NoGpus,
+            },
+            Rejection::UnknownTopology(needs) => FilterReason::UnknownTopology { needs },
+            Rejection::GpuSet(r) => FilterReason::GpuSet(r),
+            Rejection::NoSharedGpu {
+                best_free_milli,
+                best_free_mib,
+            } => match &self.gpu {
+                GpuAsk::Shared {
+                    share,
+                    min_memory_mib,
+                    ..
+                } => FilterReason::NoSharedGpu {
+                    share: *share,
+                    min_memory_mib: *min_memory_mib,
+                    best_free_milli,
+                    best_free_mib,
+                },
+                _ => FilterReason::NoGpus,
+            },
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Domain selection: which leaves, which nodes, which GPU sets, in one decision.
+//!
+//! This file holds the entry point ([`place`]), the scopes a gang may fill and
+//! the ranking of leaf sets; `prepared` reads the requests and node capacities,
+//! `consolidated` and `distributed` are the two searches, `outcome` turns the
+//! winner (or the failure) into a placement, an explanation or a shortage.
+
+use super::domain::Tree;
+use super::fill::Filled;
+use super::{GangCluster, GangNoFit, GangPlacement, Within};
+use crate::gpuset::NoFitReason;
+use gputopo_api::PlacementStrategy;
+use std::cmp::Reverse;
+
+mod consolidated;
+mod distributed;
+mod outcome;
+mod prepared;
+
+pub(crate) use prepared::Prepared;
+
+/// Rules 1–3 of the module docs; lower is better.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Rank {
+    leaves: usize,
+    /// Domains spanned per outer tier, outermost first.
+    spans: Vec<usize>,
+    /// Capacity left in the chosen leaves (members, or GPUs for mixed gangs).
+    leftover: u64,
+}
+
+/// A scope's best leaf set, filled.
+struct Choice {
+    rank: Rank,
+    quality: i64,
+    leaves: Vec<u32>,
+    filled: Filled,
+    /// Leaf sets compared, and what separated the winner from the next best.
+    compared: usize,
+    decided_by: &'static str,
+}
+
+/// The whole problem: tree, prepared requests, capacities.
+struct Problem<'a> {
+    prep: Prepared<'a>,
+    tree: Tree,
+    need: u64,
+    node_cap: Vec<u32>,
+    node_reason: Vec<Option<NoFitReason>>,
+    leaf_cap: Vec<u64>,
+}
+
+pub(crate) fn place(
+    spec: &super::GangSpec,
+    cluster: &GangCluster,
+) -> Result<GangPlacement, GangNoFit> {
+    let n = spec.members.len();
+    if n == 0 {
+        return Err(GangNoFit::NoMembers);
+    }
+    let tree = Tree::build(
+        &cluster.tier_names,
+        cluster
+            .nodes
+            .iter()
+            .map(|node| (node.id, node.tiers.as_slice())),
+    );
+    let scopes = scopes(&tree, &spec.within)?;
+    let prep = Prepared::new(&cluster.nodes, &spec.members, spec.strategy);
+    let members = u32::try_from(n).unwrap_or(u32::MAX);
+    let need: u64 = if prep.uniform() {
+        n as u64
+    } else {
+        prep.groups
+            .iter()
+            .map(|g| u64::from(g.request.gpus) * g.members.len() as u64)
+            .sum()
+    };
+    let (node_cap, node_reason): (Vec<u32>, Vec<Option<NoFitReason>>) = (0..cluster.nodes.len()
+        as u32)
+        .map(|p| prep.capacity(p, members))
+        .unzip();
+    let mut leaf_cap = vec![0u64; tree.domains.len()];
+    for (position, &cap) in node_cap.iter().enumerate() {
+        leaf_cap[tree.node_leaf[position] as usize] += u64::from(cap);
+    }
+    let problem = Problem {
+        prep,
+        tree,
+        need,
+        node_cap,
+        node_reason,
+        leaf_cap,
+    };
+
+    let best = match spec.strategy {
+        PlacementStrategy::Distributed => scopes
+            .iter()
+            .filter_map(|&scope| problem.distributed(scope))
+            .min_by(|a, b| {
+                b.leaves
+                    .len()
+                    .cmp(&a.leaves.len())
+                    .then(b.quality.cmp(&a.quality))
+            }),
+        PlacementStrategy::Consolidated | PlacementStrategy::Balanced => scopes
+            .iter()
+            .filter_map(|&scope| problem.consolidated(scope))
+            .min_by(|a, b| {
+                a.rank
+                    .cmp(&b.rank)
+                    .then(b.quality.cmp(&a.quality))
+                    .then_with(|| a.leaves.cmp(&b.leaves))
+            }),
+    };
+    match best {
+        Some(choice) => Ok(problem.placement(spec, &choice)),
+        None => Err(GangNoFit::Short(problem.shortage(spec, &scopes))),
+    }
+}
+
+/// The domains the gang may fill: `None` is the whole cluster.
+pub(crate) fn scopes(tree: &Tree, within: &Within) -> Result<Vec<Option<u32>>, GangNoFit> {
+    let check = |tier: usize| {
+        if tree.has_tier(tier) {
+            Ok(())
+        } else {
+            Err(GangNoFit::NoSuchTier {
+                tier,
+                tiers: tree.tier_names.len(),
+            })
+        }
+    };
+    match within {
+        Within::Anywhere => Ok(vec![None]),
+        Within::OneDomainAt { tier } => {
+            check(*tier)?;
+            Ok(tree.by_tier[*tier].iter().map(|&d| Some(d)).collect())
+        }
+        Within::Domain { tier, name } => {
+            check(*tier)?;
+            let found: Vec<Option<u32>> = tree.by_tier[*tier]
+                .iter()
+                .filter(|&&d| tree.domain(d).label.as_deref() == Some(name.as_str()))
+                .map(|&d| Some(d))
+                .collect();
+            if found.is_empty() {
+                return Err(GangNoFit::NoSuchDomain {
+                    tier: tree.tier_name(*tier).to_string(),
+                    name: name.clone(),
+                });
+            }
+            Ok(found)
+        }
+    }
+}
+
+impl Problem<'_> {
+    fn scope_leaves(&self, scope: Option<u32>) -> &[u32] {
+        match scope {
+            None => self.tree.leaves(),
+            Some(d) => &self.tree.domain(d).leaves,
+        }
+    }
+
+    /// The scope's leaves that host anything, most capacity first.
+    fn useful_leaves(&self, scope: Option<u32>) -> Vec<u32> {
+        let mut leaves: Vec<u32> = self
+            .scope_leaves(scope)
+            .iter()
+            .copied()
+            .filter(|&l| self.leaf_cap[l as usize] > 0)
+            .collect();
+        leaves.sort_by_key(|&l| (Reverse(self.leaf_cap[l as usize]), l));
+        leaves
+    }
+
+    /// Node positions in `leaves` that host anything, in input order.
+    fn nodes_of(&self, leaves: &[u32]) -> Vec<u32> {
+        let mut nodes: Vec<u32> = leaves
+            .iter()
+            .flat_map(|&l| self.tree.domain(l).nodes.iter().copied())
+            .filter(|&p| self.node_cap[p as usize] > 0)
+            .collect();
+        nodes.sort_unstable();
+        nodes
+    }
+
+    fn rank(&self, leaves: &[u32]) -> Rank {
+        let outer = self.tree.depth - 1;
+        let spans = (0..outer)
+            .map(|tier| {
+                let mut at: Vec<u32> = leaves
+                    .iter()
+                    .map(|&l| self.tree.domain(l).ancestors[tier])
+                    .collect();
+                at.sort_unstable();
+                at.dedup();
+                at.len()
+            })
+            .collect();
+        let held: u64 = leaves.iter().map(|&l| self.leaf_cap[l as usize]).sum();
+        Rank {
+            leaves: leaves.len(),
+            spans,
+            leftover: held.saturating_sub(self.need),
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Changing a built snapshot one pod at a time: [`Snapshot::add_pod`],
+//! [`Snapshot::remove_pod`], and the GPU charging they rest on.
+
+use super::build::{amounts, bit_indices, used_gpus};
+use super::{
+    BoundPod, BoundPodInput, GpuHolding, Node, PodId, SharedHold, SharedUse, Snapshot,
+    SnapshotError, SnapshotWarning, share_amounts,
+};
+use crate::gpuset::MAX_GPUS;
+use gputopo_api::WorkloadKind;
+
+impl Snapshot {
+    /// Adds a bound pod (a placement being tried, a pod the watch just saw).
+    /// Oddities (a GPU already held, GPUs of unknown index) are recorded in
+    /// [`Snapshot::warnings`]; a pod on a node the snapshot lacks is an error.
+    pub fn add_pod(&mut self, pod: BoundPodInput) -> Result<PodId, SnapshotError> {
+        self.insert_pod(pod)
+    }
+
+    /// Removes a bound pod (an eviction being tried, a pod that finished) and
+    /// gives it back. The node's GPU masks are recomputed from the pods left.
+    pub fn remove_pod(&mut self, id: PodId) -> Option<BoundPod> {
+        let pod = self.pods.get_mut(id.0 as usize)?.take()?;
+        self.pod_index
+            .remove(&(pod.namespace.clone(), pod.name.clone()));
+        let node_index = pod.node.0 as usize;
+        let requested = amounts(&pod.requests, &mut self.strings);
+        let before = used_gpus(&self.nodes[node_index]);
+        let remaining: Vec<PodId> = self.nodes[node_index]
+            .pods
+            .iter()
+            .copied()
+            .filter(|&p| p != id)
+            .collect();
+        let mut held = 0u32;
+        let mut shared = vec![SharedUse::default(); self.nodes[node_index].gpus.shared.len()];
+        for p in &remaining {
+            if let Some(other) = self.pod(*p) {
+                held |= other.gpus;
+                if let Some(h) = other.shared
+                    && let Some(slot) = shared.get_mut(h.gpu as usize)
+                {
+                    slot.add(&h);
+                }
+            }
+        }
+        let node = &mut self.nodes[node_index];
+        node.pods = remaining;
+        node.gpus.held = held;
+        node.gpus.shared_mask = shared
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.pods > 0)
+            .fold(0, |m, (i, _)| m | (1 << i));
+        node.gpus.shared = shared.into_boxed_slice();
+        node.requested.subtract(&requested);
+        match pod.workload() {
+            Some(WorkloadKind::Training) => {
+                node.training_pods = node.training_pods.saturating_sub(1)
+            }
+            Some(WorkloadKind::Inference) => {
+                node.inference_pods = node.inference_pods.saturating_sub(1)
+            }
+            None => {}
+        }
+        let after = used_gpus(node);
+        self.refresh(node_index);
+        self.shift_domain_usage(node_index, before, after);
+        Some(pod)
+    }
+
+    pub(crate) fn insert_pod(&mut self, input: BoundPodInput) -> Result<PodId, SnapshotError> {
+        let key = format!("{}/{}", input.namespace, input.name);
+        let Some(node_id) = self.node_id(&input.node) else {
+            return Err(SnapshotError::UnknownNode {
+                pod: key,
+                node: input.node,
+            });
+        };
+        let index_key = (input.namespace.clone(), input.name.clone());
+        if self.pod_index.contains_key(&index_key) {
+            return Err(SnapshotError::DuplicatePod { pod: key });
+        }
+        if let Some(value) = input.unreadable_assignment {
+            self.warnings.push(SnapshotWarning::UnreadableAssignment {
+                pod: key.clone(),
+                value,
+            });
+        }
+        let request = match input.request {
+            Ok(r) => Some(r),
+            Err(error) => {
+                self.warnings.push(SnapshotWarning::BadRequest {
+                    pod: key.clone(),
+                    error,
+                });
+                None
+            }
+        };
+        let node_index = node_id.0 as usize;
+        let node_name = input.node;
+        let present = self.nodes[node_index].gpus.present;
+        let mut gpus = 0u32;
+        let mut shared = None;
+        match input.holding {
+            GpuHolding::None => {}
+            GpuHolding::Whole(indices) => {
+                let taken = {
+                    let g = &self.nodes[node_index].gpus;
+                    g.held | g.shared_mask
+                };
+                for gpu in indices {
+                    if gpu >= MAX_GPUS || present & (1 << gpu) == 0 {
+                        self.warnings.push(SnapshotWarning::GpuNotOnNode {
+                            pod: key.clone(),
+                            node: node_name.clone(),
+                            gpu,
+                        });
+                        continue;
+                    }
+                    if taken & (1 << gpu) != 0 {
+                        self.warnings.push(SnapshotWarning::GpuHeldTwice {
+                            pod: key.clone(),
+                            node: node_name.clone(),
+                            gpu,
+                        });
+                    }
+                    gpus |= 1 << gpu;
+                }
+                // A record naming fewer GPUs than the pod holds (edited, or
+                // naming GPUs the node lacks) never lowers the count.
+                let requested = u32::try_from(input.requests.gpus).unwrap_or(0);
+                let short = requested.saturating_sub(gpus.count_ones());
+                if short > 0 {
+                    let extra = self.charge_highest_free(node_index, gpus, short, &key, &node_name);
+                    self.warnings.push(SnapshotWarning::ShortAssignment {
+                        pod: key.clone(),
+                        node: node_name.clone(),
+                        listed: gpus.count_ones(),
+                        requested,
+                        charged: list(extra),
+                    });
+                    gpus |= extra;
+                }
+            }
+            GpuHolding::Unknown(count) => {
+                gpus = self.charge_highest_free(node_index, 0, count, &key, &node_name);
+                if count > 0 {
+                    self.warnings.push(SnapshotWarning::UnknownGpus {
+                        pod: key.clone(),
+                        node: node_name.clone(),
+                        count,
+                        charged: list(gpus),
+                    });
+                }
+            }
+            GpuHolding::Shared { gpu, share } => {
+                let mut warnings = Vec::new();
+                let node = &self.nodes[node_index];
+                let memory = |g: u32| self.gpu_memory(node, g);
+                let chosen = match gpu {
+                    Some(g) if g < MAX_GPUS && present & (1 << g) != 0 => {
+                        if node.gpus.held & (1 << g) != 0 {
+                            warnings.push(SnapshotWarning::GpuHeldTwice {
+                                pod: key.clone(),
+                                node: node_name.clone(),
+                                gpu: g,
+                            });
+                        }
+                        Some(g)
+                    }
+                    Some(g) => {
+                        warnings.push(SnapshotWarning::GpuNotOnNode {
+                            pod: key.clone(),
+                            node: node_name.clone(),
+                            gpu: g,
+                        });
+                        None
+                    }
+                    // Not told which: the lowest GPU not held whole with room for it.
+                    None => (0..MAX_GPUS)
+                        .filter(|&g| (present & !node.gpus.held) & (1 << g) != 0)
+                        .find(|&g| {
+                            let used = node.gpus.shared_use(g);
+                            share_amounts(share, memory(g))
+                                .is_some_and(|(m, _)| used.milli.saturating_add(m) <= 1000)
+                        }),
+                };
+                if let Some(g) = chosen {
+                    let (milli, memory_mib) = share_amounts(share, memory(g)).unwrap_or((0, 0));
+                    shared = Some(SharedHold {
+                        gpu: g,
+                        milli,
+                        memory_mib,
+                    });
+                }
+                self.warnings.extend(warnings);
+            }
+        }
+
+        let requested = amounts(&input.requests, &mut self.strings);
+        let workload = request.as_ref().and_then(|r| r.workload);
+        // An id a node's re-inserted pods left (`clear_node_pods`) first:
+        // no one holds it, and the kept snapshot does not grow with churn.
+        let reused = self.reusable_pod_ids.pop();
+        let pod_id = reused.unwrap_or(PodId(self.pods.len() as u32));
+        let before = used_gpus(&self.nodes[node_index]);
+        let node = &mut self.nodes[node_index];
+        node.gpus.held |= gpus;
+        if let Some(h) = shared {
+            let n = node
+                .gpus
+                .present
+                .checked_ilog2()
+                .map_or(0, |top| top as usize + 1);
+            if node.gpus.shared.len() < n {
+                let mut grown = node.gpus.shared.to_vec();
+                grown.resize(n, SharedUse::default());
+                node.gpus.shared = grown.into_boxed_slice();
+            }
+            if let Some(slot) = node.gpus.shared.get_mut(h.gpu as usize) {
+                slot.add(&h);
+                node.gpus.shared_mask |= 1 << h.gpu;
+            }
+        }
+        node.requested.add(&requested);
+        node.pods.push(pod_id);
+        match workload {
+            Some(WorkloadKind::Training) => {
+                node.training_pods = node.training_pods.saturating_add(1)
+            }
+            Some(WorkloadKind::Inference) => {
+                node.inference_pods = node.inference_pods.saturating_add(1)
+            }
+            None => {}
+        }
+        let after = used_gpus(node);
+        self.refresh(node_index);
+        self.shift_domain_usage(node_index, before, after);
+        let pod = Some(BoundPod {
+            namespace: input.namespace,
+            name: input.name,
+            node: node_id,
+            requests: input.requests,
+            gpus,
+            shared,
+            request,
+            priority: input.priority,
+            start_time: input.start_time,
+        });
+        match reused.and_then(|id| self.pods.get_mut(id.0 as usize)) {
+            Some(slot) => *slot = pod,
+            None => self.pods.push(pod),
+        }
+        self.pod_index.insert(index_key, pod_id);
+        Ok(pod_id)
+    }
+
+    /// Charges `count` GPUs of a node to a pod whose indices are not known:
+    /// the highest free ones outside `taken` (a warning where too few are
+    /// free). Returns the GPUs charged.
+    fn charge_highest_free(
+        &mut self,
+        node_index: usize,
+        taken: u32,
+        count: u32,
+        pod: &str,
+        node: &str,
+    ) -> u32 {
+        let mut free = self.nodes[node_index].gpus.free() & !taken;
+        let mut charged = 0u32;
+        let mut left = count;
+        while left > 0 && free != 0 {
+            let top = 31 - free.leading_zeros();
+            charged |= 1 << top;
+            free &= !(1 << top);
+            left -= 1;
+        }
+        if left > 0 {
+            self.warnings.push(SnapshotWarning::TooFewGpus {
+                pod: pod.to_string(),
+                node: node.to_string(),
+                count: left,
+            });
+        }
+        charged
+    }
+
+    /// A GPU's memory on a node, when its topology gives it.
+    pub(crate) fn gpu_memory(&self, node: &Node, gpu: u32) -> Option<u64> {
+        self.shape_entry(node)
+            .and_then(|s| s.memory_mib.get(gpu as usize).copied().flatten())
+    }
+}
+
+/// `0,1,2`.
+fn list(mask: u32) -> String {
+    bit_indices(mask)
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
