@@ -103,7 +103,7 @@ enum Command {
         /// An openb node list (`.csv`) or a cluster snapshot file (YAML).
         #[arg(long)]
         cluster: PathBuf,
-        /// An openb pod list (`.csv`) or a workload YAML file (README, "Simulation").
+        /// An openb pod list (`.csv`) or a workload YAML file (docs/cli.md, "Simulation").
         #[arg(long)]
         workload: PathBuf,
         /// random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd,

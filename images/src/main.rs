@@ -1,5 +1,5 @@
 //! gputopo-oci: builds, checks and unpacks gputopo's OCI image archives
-//! (scripts/images drives it; see the README's "Images").
+//! (scripts/images drives it; see "Images" in docs/deploy.md).
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};

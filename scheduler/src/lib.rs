@@ -2,7 +2,7 @@
 //! `schedulerName: gputopo-scheduler`. It watches pods, nodes, `GpuTopology`
 //! objects and PodGroups; queues pending pods by priority and age; decides
 //! with `gputopo-scheduler-core`; writes the chosen GPUs on the pod, binds
-//! it, and says why in an event. See the README's "gputopo-scheduler" section.
+//! it, and says why in an event. See docs/scheduler.md.
 
 pub mod annotations;
 pub mod change_feed;

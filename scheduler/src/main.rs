@@ -35,7 +35,7 @@ enum Command {
     Run(RunArgs),
     /// Serve kube-scheduler's extender API (filter, prioritize, bind): the
     /// stock kube-scheduler schedules and calls gputopo for GPU topology.
-    /// See the README's "Extender mode" for its KubeSchedulerConfiguration.
+    /// See docs/extender.md for its KubeSchedulerConfiguration.
     Extender(ExtenderArgs),
 }
 
@@ -147,7 +147,7 @@ struct RunArgs {
         value_delimiter = ','
     )]
     scheduler_name: Vec<String>,
-    /// YAML configuration file (see the README: network tiers, weights,
+    /// YAML configuration file (see docs/scheduler.md: network tiers, weights,
     /// Topology Manager policy, backoff).
     #[arg(long, value_name = "FILE", env = "GPUTOPO_SCHEDULER_CONFIG")]
     config: Option<PathBuf>,

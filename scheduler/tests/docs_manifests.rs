@@ -1,5 +1,7 @@
 //! The manifests in `docs/*.md` stay true. Every ```yaml block is split into
-//! its documents, and each document
+//! its documents (a block fenced ```yaml not-a-manifest, such as the
+//! scheduler's config file or a fragment, is YAML but not an object, and is
+//! left out), and each document
 //!
 //! * names `apiVersion`, `kind` and `metadata.name`, and is of a kind this
 //!   test knows (a new kind is added here on purpose, not passed silently),

@@ -91,7 +91,7 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     );
 
     // kube-scheduler with a profile of its own and gputopo as its extender,
-    // configured as the README shows: HTTPS, its client certificate.
+    // configured as docs/extender.md shows: HTTPS, its client certificate.
     let mut ks = env
         .start_scheduler_with_config(
             &env.unique_name("kube-scheduler-extender"),

@@ -301,7 +301,7 @@ pub fn read_pod_csv(path: &Path, models: &mut Models) -> Result<Vec<SimPod>, Inp
     Ok(pods)
 }
 
-/// The workload YAML format (see the README's "Simulation" section).
+/// The workload YAML format (see the "Simulation" section of docs/cli.md).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct WorkloadFile {

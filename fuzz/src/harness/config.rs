@@ -1,4 +1,4 @@
-//! The scheduler's configuration file (`--config`), from the README's
+//! The scheduler's configuration file (`--config`), from docs/scheduler.md's
 //! complete example and the chart's rendering of it.
 
 use crate::mutate::texts;
@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
-/// Every field set (README, "gputopo-scheduler").
+/// Every field set (docs/scheduler.md).
 const FULL: &str = "\
 schedulerNames: [gputopo-scheduler]
 networkTiers: {preset: gputopo}

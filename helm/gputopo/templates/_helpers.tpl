@@ -96,7 +96,7 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 
 {{/*
-The scheduler's configuration file (README, "gputopo-scheduler").
+The scheduler's configuration file (docs/scheduler.md).
 */}}
 {{- define "gputopo.scheduler.config" -}}
 {{- $config := deepCopy .Values.scheduler.config }}
@@ -133,7 +133,7 @@ than install something that silently does less.
 {{- end }}
 {{- $tls := .Values.scheduler.extender.tls }}
 {{- if and .Values.scheduler.extender.enabled (not $tls.insecurePlainHTTP) (not $tls.secretName) }}
-{{- fail "scheduler.extender.tls.secretName: name the Secret with the extender's serving certificate (tls.crt, tls.key) and the CA of kube-scheduler's client certificate (ca.crt); README \"Extender mode\" shows how to make it. (scheduler.extender.tls.insecurePlainHTTP=true serves plain HTTP without authentication: local testing only.)" }}
+{{- fail "scheduler.extender.tls.secretName: name the Secret with the extender's serving certificate (tls.crt, tls.key) and the CA of kube-scheduler's client certificate (ca.crt); docs/extender.md (\"TLS and client certificates\") shows how to make it. (scheduler.extender.tls.insecurePlainHTTP=true serves plain HTTP without authentication: local testing only.)" }}
 {{- end }}
 {{- if and .Values.scheduler.extender.enabled $tls.insecurePlainHTTP (or $tls.secretName $tls.clientCASecretName) }}
 {{- fail "scheduler.extender.tls.insecurePlainHTTP and scheduler.extender.tls.secretName/clientCASecretName exclude each other" }}

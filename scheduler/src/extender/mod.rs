@@ -3,8 +3,8 @@
 //! the events, and calls gputopo over HTTP (`k8s.io/kube-scheduler/extender/v1`)
 //! to filter the nodes by GPU topology, to score them, and to bind: the bind
 //! chooses the exact GPUs on the node kube-scheduler picked and writes them
-//! on the pod, as the secondary scheduler does. See the README's
-//! "Extender mode".
+//! on the pod, as the secondary scheduler does. See
+//! docs/extender.md.
 //!
 //! - [`protocol`]: the JSON types and the pure translation to and from
 //!   scheduler-core (unit-tested with literal JSON);

@@ -127,8 +127,8 @@ impl ExtenderProcess {
             .unwrap_or_else(|e| panic!("POST {path}: {e}; log:\n{}", self.log()))
     }
 
-    /// The extender stanza of a KubeSchedulerConfiguration, as the README
-    /// shows it, over TLS with kube-scheduler's client certificate.
+    /// The extender stanza of a KubeSchedulerConfiguration, as
+    /// docs/extender.md shows it, over TLS with kube-scheduler's client certificate.
     pub fn stanza(&self) -> Value {
         json!({
             "urlPrefix": format!("https://127.0.0.1:{}", self.extender_port),
@@ -183,7 +183,7 @@ where
 
 impl ExtenderProcess {
     /// [`ExtenderProcess::stanza`] without `managedResources`: kube-scheduler
-    /// then sends every pod of the profile, claim pods too (README,
+    /// then sends every pod of the profile, claim pods too (docs/extender.md,
     /// "Dynamic Resource Allocation in extender mode").
     pub fn stanza_for_every_pod(&self) -> Value {
         let mut stanza = self.stanza();

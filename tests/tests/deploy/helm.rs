@@ -108,7 +108,7 @@ pub(super) fn render_ok(release: &str, namespace: &str, values: Option<&str>) ->
     render(release, namespace, values).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `helm` against the test control plane, as the README's commands run it.
+/// `helm` against the test control plane, as docs/deploy.md's commands run it.
 pub(super) fn helm_on(env: &TestEnv, args: &[&str]) -> Result<String, HelmError> {
     let chart = chart_dir();
     let mut all: Vec<&OsStr> = args

@@ -145,7 +145,7 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
     let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
     assert!(roles.get_opt(agent_name).await.expect("get").is_none());
     // Helm leaves crds/ alone: the GpuTopology CRD, and so every node's
-    // object, survives an uninstall (README, "Deploy").
+    // object, survives an uninstall (docs/deploy.md, "With Helm").
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     assert!(
         crds.get_opt("gputopologies.gputopo.dev")

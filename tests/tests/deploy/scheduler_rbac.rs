@@ -9,7 +9,7 @@ use serde_json::json;
 #[test]
 fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
     // Widening either role (a verb, a resource, a wildcard) fails here: say
-    // in the README and the template why the scheduler needs it first.
+    // in docs/deploy.md and the template why the scheduler needs it first.
     let cluster_wide = triples(&[
         ("", "pods", &["get", "list", "watch"]),
         ("", "nodes", &["get", "list", "watch"]),

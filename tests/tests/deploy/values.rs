@@ -1,6 +1,6 @@
 //! The releases the tests render and the values files they render with.
 
-/// `helm install gputopo helm/gputopo -n gputopo-system`, as the README says:
+/// `helm install gputopo helm/gputopo -n gputopo-system`, as docs/deploy.md says:
 /// the names the plain manifests use.
 pub(super) const RELEASE: &str = "gputopo";
 pub(super) const NAMESPACE: &str = "gputopo-system";

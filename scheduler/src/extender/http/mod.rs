@@ -56,8 +56,8 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 /// 253 bytes, namespace 63, uid 36) take under 1 KiB.
 pub const MAX_BIND_BYTES: usize = 64 * 1024;
 
-/// What one caller can make the extender hold; see the README's "Extender
-/// mode".
+/// What one caller can make the extender hold; see "Limits" in
+/// docs/extender.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// `/filter` and `/prioritize` bodies (`/bind`: [`MAX_BIND_BYTES`]); 413 above.
@@ -76,7 +76,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
-            // Below kube-scheduler's httpTimeout (30s in the README's
+            // Below kube-scheduler's httpTimeout (30s in docs/extender.md's
             // configuration): the extender answers before the caller gives up.
             request_timeout: Duration::from_secs(25),
             max_concurrent_filters: 8,
