@@ -1,4 +1,4 @@
-//! How a pod names the gang it belongs to (docs/contract.md, "Gangs").
+//! How a pod names the gang it belongs to (docs/contract/pod-requests.md, "Gangs").
 //!
 //! Declared, one of: the upstream `scheduling.k8s.io` PodGroup named by the
 //! pod's `spec.schedulingGroup` (what the Job controller writes with

@@ -1,4 +1,5 @@
-//! Label and annotation keys of the contract (`docs/contract.md`).
+//! Label and annotation keys of the contract (`docs/contract/labels.md`,
+//! `docs/contract/pod-requests.md`).
 
 /// API group and version of [`crate::GpuTopology`].
 pub const GROUP: &str = "gputopo.dev";

@@ -1,5 +1,6 @@
 //! A pod's GPU request: the `nvidia.com/gpu` limit plus the `gputopo.dev/`
-//! annotations (docs/contract.md, "What a pod asks for"), parsed into one typed value.
+//! annotations (docs/contract/pod-requests.md, "What a pod asks for"), parsed
+//! into one typed value.
 //!
 //! A bad value is a [`RequestError`] naming the key and the accepted forms; it is
 //! never replaced by a default.

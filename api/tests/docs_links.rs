@@ -2,7 +2,7 @@
 //! `docs/references.md` holds the published figures, so
 //!
 //! * every relative link in `README.md`, `BENCHMARKS.md`, `fixtures/INDEX.md`
-//!   and `docs/*.md` resolves to a file inside the repository (and, for a
+//!   and `docs/**/*.md` resolves to a file inside the repository (and, for a
 //!   `#fragment` into a Markdown file, to one of its headings);
 //! * no file of the repository names a path outside it (the old shared
 //!   folder) or the old contract files by name.
@@ -20,6 +20,18 @@ fn repo_root() -> PathBuf {
         .expect("the repository root exists")
 }
 
+/// Every Markdown file under `dir`, its subfolders (`docs/contract/`) included.
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("readable docs/ entry").path();
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
 /// The Markdown files whose links are checked.
 fn doc_files(root: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = ["README.md", "BENCHMARKS.md", "fixtures/INDEX.md"]
@@ -27,11 +39,8 @@ fn doc_files(root: &Path) -> Vec<PathBuf> {
         .map(|f| root.join(f))
         .filter(|p| p.is_file())
         .collect();
-    let mut docs: Vec<PathBuf> = fs::read_dir(root.join("docs"))
-        .expect("docs/ exists")
-        .map(|e| e.expect("readable docs/ entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
+    let mut docs = Vec::new();
+    markdown_files(&root.join("docs"), &mut docs);
     docs.sort();
     files.extend(docs);
     files

@@ -1,4 +1,4 @@
-//! The manifests in `docs/*.md` stay true. Every ```yaml block is split into
+//! The manifests in `docs/**/*.md` stay true. Every ```yaml block is split into
 //! its documents (a block fenced ```yaml not-a-manifest, such as the
 //! scheduler's config file or a fragment, is YAML but not an object, and is
 //! left out), and each document
@@ -122,19 +122,28 @@ fn yaml_blocks(text: &str) -> Vec<(usize, String)> {
     blocks
 }
 
-/// Every YAML document of every ```yaml block in `docs/*.md`.
+/// The Markdown files under `dir`, its subfolders (`docs/contract/`) included.
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("a readable entry").path();
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every YAML document of every ```yaml block in `docs/**/*.md`.
 fn documents() -> Vec<Doc> {
     let docs_dir = repo_root().join("docs");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&docs_dir)
-        .expect("docs/ exists")
-        .map(|e| e.expect("a readable entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
+    let mut files = Vec::new();
+    markdown_files(&docs_dir, &mut files);
     files.sort();
     let mut out = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("a readable doc");
-        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        let name = file.strip_prefix(&docs_dir).unwrap_or(&file).display();
         for (line, block) in yaml_blocks(&text) {
             for (i, de) in serde_yaml::Deserializer::from_str(&block).enumerate() {
                 let at = format!("docs/{name}:{line} (document {})", i + 1);

@@ -1,4 +1,4 @@
-//! The node labels the agent owns (docs/contract.md, "Node labels the agent writes").
+//! The node labels the agent owns (docs/contract/labels.md, "Node labels the agent writes").
 
 use gputopo_api::keys::node as key;
 use gputopo_api::{GpuTopologySpec, GpuVendor, LinkClass};

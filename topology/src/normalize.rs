@@ -1,6 +1,6 @@
 //! One normalizer for every backend: [`NodeFacts`] in, `GpuTopology.spec` out,
-//! exactly as docs/contract.md defines it (a link for every GPU pair, NICs with their
-//! GPU links, islands, and the summary with `p2pLevel`).
+//! exactly as docs/contract/gpu-topology.md defines it (a link for every GPU
+//! pair, NICs with their GPU links, islands, and the summary with `p2pLevel`).
 
 use crate::facts::{NodeFacts, PairFact, RemoteEnd};
 use gputopo_api::{

@@ -7,8 +7,8 @@
 //! A quiet node writes nothing: the condition keeps its transition time,
 //! unchanged allocations keep their `observedAt` — until it is
 //! `heartbeat` old, when it is refreshed so that readers can tell a live
-//! reading from an agent that stopped (docs/contract.md: a reading older
-//! than three heartbeats is stale).
+//! reading from an agent that stopped (docs/contract/gpu-topology.md: a
+//! reading older than three heartbeats is stale).
 
 use gputopo_api::{CONDITION_DEGRADED, GpuAllocation, GpuTopologyStatus, PodResourcesReading};
 use gputopo_topology::health::{HealthFinding, degraded_condition};

@@ -1,5 +1,5 @@
 //! Dynamic Resource Allocation (`resource.k8s.io/v1`), the pure part: the GPUs
-//! gputopo chooses are the GPUs the container gets (docs/contract.md,
+//! gputopo chooses are the GPUs the container gets (docs/contract/dra.md,
 //! "Dynamic Resource Allocation").
 //!
 //! # The pieces

@@ -2,7 +2,7 @@
 //! Jobs and pods by the real JobSet controller (built from
 //! `sigs.k8s.io/jobset` like the end-to-end tests' controllers). It names
 //! gputopo only in `schedulerName`; gputopo-scheduler places its pods as one
-//! gang, sized from the JobSet's replicated jobs (docs/contract.md).
+//! gang, sized from the JobSet's replicated jobs (docs/contract/pod-requests.md, "Gangs").
 
 use anyhow::{Context, Result};
 use gputopo_testenv::TestEnv;
