@@ -366,8 +366,8 @@ where
 /// 30 s, reset after 2 minutes) can leave 13 s between the API server's
 /// return after an outage of a few seconds and the next list, most of the
 /// 15 s the scheduler has to be scheduling again (the fault runs,
-/// BENCHMARKS.md). While the API server is down this is one attempt per
-/// watch every 5 s at most.
+/// docs/benchmarks/faults-and-soak.md). While the API server is down this
+/// is one attempt per watch every 5 s at most.
 fn watch_backoff() -> ResetTimerBackoff<ExponentialBackoff> {
     let exponential = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(500))

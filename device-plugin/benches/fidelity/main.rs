@@ -7,7 +7,8 @@
 //! a worse weakest link than the scheduler chose.
 //!
 //! `cargo bench -p gputopo-device-plugin --bench fidelity` prints the tables
-//! BENCHMARKS.md ("Device-plugin fidelity") holds. Two admission orders: the
+//! docs/benchmarks/device-plugin-fidelity.md holds (their totals:
+//! BENCHMARKS.md, "Device-plugin fidelity"). Two admission orders: the
 //! kubelet admitting each burst's pods in creation order (what it does for
 //! pods it sees together), and a quarter of the bursts out of order; then a
 //! stream where a fifth of the pods come from another scheduler, with no

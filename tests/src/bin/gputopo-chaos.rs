@@ -1,4 +1,4 @@
-//! Fault runs (BENCHMARKS.md "Faults"): a stream of pods and gangs arrives
+//! Fault runs (BENCHMARKS.md "Faults and soak"): a stream of pods and gangs arrives
 //! and leaves on a kwok GPU cluster while the gputopo-scheduler leader,
 //! etcd and kube-apiserver are killed with SIGKILL at seeded moments and
 //! brought back. Two scheduler replicas share a leader lease, as the chart

@@ -459,7 +459,9 @@ fn figures(allocations: &[Allocation]) -> Figures {
     f
 }
 
-/// The Markdown table BENCHMARKS.md shows.
+/// The Markdown table: per scheduler, what BENCHMARKS.md ("Dynamic Resource
+/// Allocation side by side") and its bottleneck distribution in
+/// docs/benchmarks/side-by-side.md show.
 fn table(trials: &[Trial]) -> String {
     let mut classes: Vec<&String> = trials
         .iter()
