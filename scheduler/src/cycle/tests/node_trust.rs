@@ -31,6 +31,16 @@ fn conditions(writes: &[Write]) -> Vec<(String, String, String)> {
     out
 }
 
+/// The one condition a cycle wrote, with the node it went to and its status
+/// checked; its message returned.
+fn only_condition(writes: &[Write], node: &str, status: &str) -> String {
+    let written = conditions(writes);
+    assert_eq!(written.len(), 1, "{written:?}");
+    let (n, s, message) = written.into_iter().next().expect("one condition");
+    assert_eq!((n.as_str(), s.as_str()), (node, status));
+    message
+}
+
 /// `node`'s device plugin lists 12 GPUs: neither at most 8 nor a
 /// multiple of 8, so its 8-GPU `GpuTopology` is not believed.
 fn contradicted(node: &mut Arc<Node>) {
@@ -48,19 +58,11 @@ fn a_node_whose_gpu_count_its_allocatable_contradicts_is_told_it_is_not_believed
     contradicted(&mut w.nodes[1]);
     let mut h = Harness::new(w, Harness::no_preemption());
     let (_, writes) = h.cycle();
-    let written = conditions(&writes);
     // n1, believed and never doubted, is left alone.
-    assert_eq!(written.len(), 1, "{written:?}");
-    assert_eq!(
-        (written[0].0.as_str(), written[0].1.as_str()),
-        ("n2", "False")
-    );
+    let message = only_condition(&writes, "n2", "False");
     assert!(
-        written[0]
-            .2
-            .contains("lists 8 GPUs but the node's allocatable nvidia.com/gpu is 12"),
-        "{}",
-        written[0].2
+        message.contains("lists 8 GPUs but the node's allocatable nvidia.com/gpu is 12"),
+        "{message}"
     );
     // Not again before the next check is due.
     h.advance(Duration::from_secs(2));
@@ -85,12 +87,7 @@ fn a_node_believed_again_has_its_false_cleared_by_true() {
     }]);
     let mut h = Harness::new(w, Harness::no_preemption());
     let (_, writes) = h.cycle();
-    let written = conditions(&writes);
-    assert_eq!(written.len(), 1, "{written:?}");
-    assert_eq!(
-        (written[0].0.as_str(), written[0].1.as_str()),
-        ("n2", "True")
-    );
+    only_condition(&writes, "n2", "True");
 }
 
 #[test]
