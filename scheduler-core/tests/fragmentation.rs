@@ -7,9 +7,10 @@ mod common;
 
 use common::*;
 use gputopo_api::GpuShare;
+use gputopo_scheduler_core::config::{PodType, TargetWorkload};
 use gputopo_scheduler_core::config::{SchedulerConfig, ScoreWeights};
 use gputopo_scheduler_core::explain::{Verdict, explain};
-use gputopo_scheduler_core::fragmentation::{self, NodeFree, PodType, TargetWorkload};
+use gputopo_scheduler_core::fragmentation::{self, NodeFree};
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::schedule;
 use gputopo_scheduler_core::snapshot::{BoundPodInput, GpuHolding, NodeInput, Snapshot};

@@ -30,7 +30,7 @@
 //! Cluster fragmentation is the sum over nodes.
 //!
 //! The measure itself is scheduler-core's
-//! ([`gputopo_scheduler_core::fragmentation::TargetWorkload::measure`]), the
+//! ([`gputopo_scheduler_core::config::TargetWorkload::measure`]), the
 //! one the `gputopo` policy scores with, so the baseline and the scheduler
 //! cannot drift apart; the typical pods are scheduler-core's too
 //! ([`TargetWorkload::typical`], built in `policy::target_workload`). This
@@ -39,7 +39,7 @@
 use super::Models;
 #[cfg(test)]
 use super::SimPod;
-use gputopo_scheduler_core::fragmentation::TargetWorkload;
+use gputopo_scheduler_core::config::TargetWorkload;
 use std::sync::Arc;
 
 /// The workload's typical pods, with each group's allowed models as the

@@ -47,7 +47,7 @@ use super::topo;
 use super::{SimCluster, SimError, SimNode, SimPod, World, below};
 use gputopo::Gputopo;
 pub use gputopo::snapshot_for;
-use gputopo_scheduler_core::fragmentation::{PodType, TargetWorkload};
+use gputopo_scheduler_core::config::{PodType, TargetWorkload};
 use gputopo_scheduler_core::snapshot::PodId;
 use rand_chacha::ChaCha8Rng;
 pub use scores::fgd_points;

@@ -44,11 +44,11 @@
 //! decides between nodes. Network tiers and the Topology Manager policy
 //! describe the cluster, not a preference, so all profiles share them.
 
+use gputopo_scheduler_core::config::{DEFAULT_MODEL_LABEL, PodType, TargetWorkload};
 use gputopo_scheduler_core::config::{
     GenerationPreference, MemoryTarget, NetworkTiers, SchedulerConfig, ScoreWeights,
     TopologyManagerPolicy,
 };
-use gputopo_scheduler_core::fragmentation::{DEFAULT_MODEL_LABEL, PodType, TargetWorkload};
 use gputopo_scheduler_core::preempt::PreemptionPolicy;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

@@ -3,11 +3,13 @@
 //! signals. Plain data with documented defaults; `SchedulerConfig::default()`
 //! is what the scheduler runs without a configuration file.
 
-use crate::fragmentation::TargetWorkload;
 use gputopo_api::keys::node as node_keys;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+
+mod target_workload;
+pub use target_workload::{DEFAULT_MODEL_LABEL, DEFAULT_POPULARITY_PCT, PodType, TargetWorkload};
 
 /// The most network tiers a configuration may name.
 pub const MAX_TIERS: usize = 8;
