@@ -1,4 +1,3 @@
-pub mod accounting;
 pub mod config;
 pub mod dra;
 pub mod explain;
@@ -11,6 +10,7 @@ pub mod node_fit;
 pub mod pod;
 pub mod preempt;
 pub mod preempt_schedule;
+pub mod reported;
 pub mod resources;
 pub mod schedule;
 pub mod score;

@@ -144,3 +144,21 @@ pub(crate) fn pod_key(pod: &Pod) -> String {
         pod.metadata.name.as_deref().unwrap_or("")
     )
 }
+
+/// A `gputopo.dev/assigned-gpus` value, `0,1,2,3` (spaces allowed, empty allowed) as indices; `None` if malformed.
+pub fn parse_index_list(value: &str) -> Option<Vec<u32>> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Some(Vec::new());
+    }
+    value
+        .split(',')
+        .map(|t| {
+            let t = t.trim();
+            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            t.parse::<u32>().ok().filter(|&i| i < 32)
+        })
+        .collect()
+}

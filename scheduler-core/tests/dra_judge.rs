@@ -9,7 +9,6 @@ mod fixtures;
 use fixtures::*;
 use gputopo_api::k8s_openapi::api::core::v1::Node;
 use gputopo_api::k8s_openapi::api::resource::v1::ResourceClaim;
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{
     DraConfig, DraDecision, DraInventory, DraJudge, DraPod, DraRejection, NodeReason,
@@ -17,8 +16,9 @@ use gputopo_scheduler_core::dra::{
 };
 use gputopo_scheduler_core::explain::Verdict;
 use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::schedule::Decision;
-use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::snapshot::from_k8s::node_input;
 use gputopo_scheduler_core::snapshot::{NodeId, Snapshot, SnapshotBuilder};
 use serde_json::json;
 

@@ -8,14 +8,14 @@ use common::*;
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::explain::{Verdict, explain, explain_pod};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
+use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::schedule::{
     Decision, failed_scheduling_message, schedule, schedule_pod,
 };
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{GpuHolding, SnapshotBuilder, SnapshotWarning};
 use serde_json::json;
 

@@ -14,7 +14,7 @@ use gputopo_scheduler::config::Settings;
 use gputopo_scheduler::cycle::{Clock, Cycle};
 use gputopo_scheduler::gangs::GangObjects;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input_shared};
+use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input_shared};
 
 fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))

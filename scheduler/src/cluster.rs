@@ -14,11 +14,11 @@
 use crate::cycle::queue::QueuedPod;
 use crate::gangs::GangObjects;
 use gputopo_api::GpuTopology;
-use gputopo_scheduler_core::accounting::ReadingState;
-pub use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gpuset::stranded_free_gpus;
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::reported::ReadingState;
+pub use gputopo_scheduler_core::reported::ReadingTrust;
+use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{BoundPodInput, Snapshot, SnapshotBuilder, SnapshotError};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use std::collections::HashMap;

@@ -27,9 +27,9 @@ use crate::cluster::{
     stale_reading_warning,
 };
 use gputopo_api::GpuTopology;
-use gputopo_scheduler_core::accounting::ReadingState;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input_shared};
+use gputopo_scheduler_core::reported::ReadingState;
+use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input_shared};
 use gputopo_scheduler_core::snapshot::{
     BoundPodInput, LiveCounts, LiveSnapshot, PodGroup, Snapshot, SnapshotError,
 };

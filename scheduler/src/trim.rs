@@ -76,7 +76,7 @@ mod tests {
     use super::*;
     use crate::cluster::{is_pending_for, queued};
     use gputopo_scheduler_core::pod::PendingPod;
-    use gputopo_scheduler_core::snapshot::kube::bound_pod_input;
+    use gputopo_scheduler_core::snapshot::from_k8s::bound_pod_input;
     use serde_json::json;
 
     /// A pod as a real workload writes it: everything filled in.

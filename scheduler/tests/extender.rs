@@ -15,12 +15,12 @@ use common::extender::{ExtenderProcess, MAX_REQUEST_BYTES, env, wait_for};
 use common::{
     DGX1, PCIE_2SOCKET as PCIE, annotation, events, fixture_node, gpu_pod, gpus_of, node_of,
 };
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
-use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::snapshot::from_k8s::node_input;
 use gputopo_testenv::TestEnv;
 use gputopo_testenv::loopback::{TlsClient, request};
 use k8s_openapi::api::core::v1::Pod;

@@ -14,7 +14,7 @@ use common::dra::{allocated, claim, claim_of, claim_pod, dra_node, request, temp
 use common::extender::{ExtenderProcess, env, wait_for};
 use common::{DGX1, PCIE_2SOCKET, events, gpu_pod, node_of, topology};
 use gputopo_api::LinkClass;
-use gputopo_scheduler_core::accounting::SetLinks;
+use gputopo_scheduler_core::reported::SetLinks;
 use gputopo_testenv::loopback::request as http_request;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::DeviceClass;

@@ -7,9 +7,9 @@ use super::{Cluster, ClusterDra, ClusterFileError, Overrides, apply_overrides, i
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::reported::ReadingTrust;
+use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
-use gputopo_scheduler_core::accounting::{ReadingState, ReadingTrust, assignment_mismatches};
+use gputopo_scheduler_core::reported::{ReadingState, ReadingTrust, assignment_mismatches};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 

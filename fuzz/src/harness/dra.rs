@@ -13,7 +13,6 @@ use crate::value::Documents;
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{
     DraConfig, DraDecision, DraFit, DraInventory, DraPod, explain_claims, hold_snapshot, pin,
@@ -21,7 +20,8 @@ use gputopo_scheduler_core::dra::{
 };
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use gputopo_scheduler_core::pod::PendingPod;
-use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::reported::ReadingTrust;
+use gputopo_scheduler_core::snapshot::from_k8s::node_input;
 use gputopo_scheduler_core::snapshot::{Snapshot, SnapshotBuilder};
 use proptest::prelude::*;
 use serde_json::{Value, json};

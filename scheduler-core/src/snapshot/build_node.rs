@@ -2,7 +2,7 @@
 //! taints interned, its GPUs read from its topology, its network domains,
 //! and what its labels say about policy, price and spot capacity.
 
-use super::build::amounts;
+use super::amounts::amounts;
 use super::intern::Sym;
 use super::{
     Amounts, Domain, DomainId, GpuKind, GpuUuids, Node, NodeGpus, NodeId, NodeInput, ShapeEntry,

@@ -5,7 +5,7 @@
 //! # Built once, read by every plugin
 //!
 //! [`SnapshotBuilder`] takes plain inputs ([`NodeInput`], [`BoundPodInput`],
-//! [`PodGroup`]); [`kube`] makes those from `k8s-openapi` objects. The
+//! [`PodGroup`]); [`from_k8s`] makes those from `k8s-openapi` objects. The
 //! snapshot is compact so that 5,000 nodes stay cheap to hold and to scan:
 //!
 //! * nodes of one topology share one [`NodeShape`] (via [`crate::gpuset::ShapeCatalog`]), so
@@ -49,21 +49,25 @@
 //! Types: [`Snapshot`] and its queries here; `node.rs` (a node as stored),
 //! `hot.rs` (what the filter scans per node), `node_ref.rs` (a node as read),
 //! `bound_pod.rs`, `domain.rs`, `gpu_uuids.rs`, `signals.rs`, `warning.rs`.
+//! Inputs: `input.rs`, made from Kubernetes objects by `from_k8s.rs`; `amounts.rs`
+//! (resource amounts as stored and compared).
 //! Changes: `build.rs` and `build_node.rs` (building), `pod_changes.rs`
 //! (one pod at a time), `node_pods.rs` (one node's pods again), `live.rs`
 //! (kept up to date from watch events).
 
+mod amounts;
 mod bound_pod;
 mod build;
 mod build_node;
 mod chunked;
 mod describe;
 mod domain;
+pub mod from_k8s;
 mod gpu_uuids;
 mod hold;
 mod hot;
+mod input;
 pub(crate) mod intern;
-pub mod kube;
 mod live;
 mod node;
 mod node_pods;
@@ -75,9 +79,11 @@ mod topology_spec;
 mod warning;
 pub use plausible::implausible_topology;
 
+pub use amounts::share_amounts;
 pub use bound_pod::{BoundPod, SharedHold, SharedUse};
-pub use build::{BoundPodInput, GpuHolding, NodeInput, SnapshotBuilder, share_amounts};
+pub use build::SnapshotBuilder;
 pub use domain::{Domain, DomainId};
+pub use input::{BoundPodInput, GpuHolding, NodeInput};
 pub use live::{LiveCounts, LiveSnapshot};
 pub use node_ref::{NodeRef, NodeTopology};
 pub use topology_spec::TopologySpec;
@@ -90,10 +96,10 @@ use chunked::Chunked;
 use intern::Interner;
 use std::sync::Arc;
 
-pub(crate) use build::{bit_indices, resolve_amounts};
+pub(crate) use amounts::resolve_amounts;
 pub(crate) use gpu_uuids::GpuUuids;
 pub(crate) use hot::Hot;
-pub(crate) use node::{Amounts, GpuKind, Node, NodeGpus, ShapeEntry};
+pub(crate) use node::{Amounts, GpuKind, Node, NodeGpus, ShapeEntry, bit_indices};
 pub(crate) use signals::Signals;
 pub(crate) use warning::WarningParts;
 

@@ -154,3 +154,13 @@ pub(crate) struct ShapeEntry {
     pub(crate) shape: Arc<NodeShape>,
     pub(crate) memory_mib: Box<[Option<u64>]>,
 }
+
+/// The indices of a mask's set bits, lowest first.
+pub(crate) fn bit_indices(mask: u32) -> Vec<u32> {
+    (0..32).filter(|i| mask & (1 << i) != 0).collect()
+}
+
+/// GPUs of a node held whole or in shared use.
+pub(crate) fn used_gpus(node: &Node) -> u32 {
+    ((node.gpus.held | node.gpus.shared_mask) & node.gpus.present).count_ones()
+}

@@ -6,9 +6,10 @@
 //! node's pods this way, and [`super::LiveSnapshot`] does it again for one
 //! node when one of its pods changes: the two agree by construction.
 
-use super::build::{BoundPodInput, GpuHolding, bit_indices};
+use super::input::{BoundPodInput, GpuHolding};
+use super::node::{bit_indices, used_gpus};
 use super::{NodeId, Snapshot, SnapshotError, SnapshotWarning};
-use crate::accounting::{ReportedGpus, reported_gpus};
+use crate::reported::{ReportedGpus, reported_gpus};
 use gputopo_api::GpuAllocation;
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
@@ -156,7 +157,7 @@ impl Snapshot {
     /// are as if none were bound. (Its pods' warnings are the caller's.)
     pub(crate) fn clear_node_pods(&mut self, node: NodeId) {
         let index = node.0 as usize;
-        let before = super::build::used_gpus(&self.nodes[index]);
+        let before = used_gpus(&self.nodes[index]);
         for id in std::mem::take(&mut self.nodes[index].pods) {
             if let Some(pod) = self.pods.get_mut(id.0 as usize).and_then(Option::take) {
                 self.pod_index.remove(&(pod.namespace, pod.name));

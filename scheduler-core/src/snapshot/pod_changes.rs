@@ -1,10 +1,11 @@
 //! Changing a built snapshot one pod at a time: [`Snapshot::add_pod`],
 //! [`Snapshot::remove_pod`], and the GPU charging they rest on.
 
-use super::build::{amounts, bit_indices, used_gpus};
+use super::amounts::{amounts, share_amounts};
+use super::node::{bit_indices, used_gpus};
 use super::{
     BoundPod, BoundPodInput, GpuHolding, Node, PodId, SharedHold, SharedUse, Snapshot,
-    SnapshotError, SnapshotWarning, share_amounts,
+    SnapshotError, SnapshotWarning,
 };
 use crate::gpuset::MAX_GPUS;
 use gputopo_api::WorkloadKind;

@@ -184,8 +184,7 @@ pub struct Accounting {
 impl Default for Accounting {
     fn default() -> Accounting {
         Accounting {
-            reported_allocations_max_age:
-                gputopo_scheduler_core::accounting::DEFAULT_READING_MAX_AGE,
+            reported_allocations_max_age: gputopo_scheduler_core::reported::DEFAULT_READING_MAX_AGE,
         }
     }
 }

@@ -7,7 +7,7 @@
 use super::Clock;
 use crate::cluster::pod_key;
 use gputopo_api::GpuTopology;
-use gputopo_scheduler_core::accounting::{AssignmentMismatch, ReadingTrust, assignment_mismatches};
+use gputopo_scheduler_core::reported::{AssignmentMismatch, ReadingTrust, assignment_mismatches};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -43,7 +43,7 @@ pub use writes::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 use crate::cluster::{AssumeCache, Usage};
 use crate::config::Settings;
 use gang::GangKey;
-use gputopo_scheduler_core::accounting::AssignmentMismatch;
+use gputopo_scheduler_core::reported::AssignmentMismatch;
 use k8s_openapi::jiff::Timestamp;
 use nominations::Nominations;
 use queue::SchedulingQueue;

@@ -3,12 +3,12 @@
 //! GPU sharing, and a fleet of four machine kinds.
 
 use super::common::*;
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
+use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
-use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::snapshot::from_k8s::node_input;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;

@@ -1,7 +1,7 @@
 use super::*;
-use gputopo_scheduler_core::accounting::ReadingTrust;
+use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
-use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::snapshot::from_k8s::node_input;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use std::io::{Read, Write};

@@ -5,12 +5,12 @@
 use super::*;
 use gputopo_api::GpuTopology;
 use gputopo_api::keys::RESOURCE_GPU;
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::dra::{
     DraConfig, DraInventory, DraPod, extended_claim, extended_resource_class, hold_snapshot,
 };
+use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
-use gputopo_scheduler_core::snapshot::kube::node_input;
+use gputopo_scheduler_core::snapshot::from_k8s::node_input;
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::dra_slice::{DriverFacts, nvidia_resource_slice};
 use gputopo_topology::normalize::normalize;

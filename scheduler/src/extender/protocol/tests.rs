@@ -1,9 +1,9 @@
 use super::*;
 use gputopo_api::GpuTopology;
-use gputopo_scheduler_core::accounting::ReadingTrust;
 use gputopo_scheduler_core::node_fit::NodeVerdict;
+use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
-use gputopo_scheduler_core::snapshot::kube::{bound_pod_input, node_input};
+use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::normalize::normalize;
 use k8s_openapi::api::core::v1::Node;

@@ -7,7 +7,7 @@
 //! pod runs on GPUs joined worse than the ones chosen. [`assignment_mismatches`]
 //! finds those pods so they can be named in events and counted.
 
-use crate::snapshot::kube::parse_index_list;
+use crate::pod::parse_index_list;
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
 use gputopo_api::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use gputopo_api::keys::pod as pod_keys;

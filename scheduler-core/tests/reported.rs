@@ -11,7 +11,7 @@ use gputopo_api::{
     DeviceForm, GpuAllocation, GpuHolder, GpuTopology, GpuTopologyStatus, LinkClass,
     PodResourcesReading,
 };
-use gputopo_scheduler_core::accounting::{
+use gputopo_scheduler_core::reported::{
     AssignmentMismatch, ReadingState, ReadingTrust, SetLinks, assignment_mismatches, reported_gpus,
 };
 use serde_json::json;

@@ -2,10 +2,10 @@
 //! the `GpuTopology` custom resource). Pure functions over data: the
 //! scheduler's watch and the command line's files both go through here.
 
-use super::build::{BoundPodInput, GpuHolding, NodeInput};
+use super::input::{BoundPodInput, GpuHolding, NodeInput};
 use super::topology_spec::TopologySpec;
-use crate::accounting::{ReadingState, ReadingTrust};
-use crate::pod::{PodError, pod_key};
+use crate::pod::{PodError, parse_index_list, pod_key};
+use crate::reported::{ReadingState, ReadingTrust};
 use crate::resources::{Resources, pod_requests};
 use crate::selector::Taint;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
@@ -34,7 +34,7 @@ pub enum ConvertError {
 
 /// A node with its `GpuTopology` (the object whose name is the node's), if
 /// any. The allocations the node reports come along only while its reading
-/// of the kubelet is fresh under `trust` (see [`crate::accounting`]).
+/// of the kubelet is fresh under `trust` (see [`crate::reported`]).
 pub fn node_input(
     node: &Node,
     topology: Option<&GpuTopology>,
@@ -183,22 +183,4 @@ pub fn bound_pod_input(pod: &Pod) -> Result<Option<BoundPodInput>, ConvertError>
             .and_then(|s| s.start_time.as_ref())
             .map(|t| t.0),
     }))
-}
-
-/// `0,1,2,3` (spaces allowed, empty allowed) as indices; `None` if malformed.
-pub fn parse_index_list(value: &str) -> Option<Vec<u32>> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Some(Vec::new());
-    }
-    value
-        .split(',')
-        .map(|t| {
-            let t = t.trim();
-            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            t.parse::<u32>().ok().filter(|&i| i < 32)
-        })
-        .collect()
 }
