@@ -2,10 +2,12 @@
 //! pod's whole GPU set chosen by the topology objective, the split of that set
 //! over the requests, and the `AllocationResult`s to write.
 
+use super::candidates::{Candidates, all_unavailable, candidates};
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, DraPod, Mode};
-use super::constraint::{constraint_combinations, tolerated};
-use super::devices::{DeviceId, DraDevice, DraInventory, NodeDevices};
+use super::constraint::constraint_combinations;
+use super::device::DeviceId;
+use super::devices::{DraInventory, NodeDevices};
 use super::error::NodeReason;
 use super::matching::split;
 use crate::gpuset::{NodeShape, SetPick, SetRequest, constrained_subsets};
@@ -80,15 +82,6 @@ pub struct AssignedDevice {
     /// Its GPU index; `None` for a device of an existing allocation that the
     /// topology does not know.
     pub gpu: Option<u32>,
-}
-
-/// One request of an unallocated claim, as matched on this node.
-pub(super) struct Candidates {
-    pub(super) claim: usize,
-    pub(super) request: usize,
-    pub(super) mode: Mode,
-    /// Candidate GPUs.
-    pub(super) mask: u32,
 }
 
 impl DraPod {
@@ -353,124 +346,6 @@ pub fn pin(node: &str) -> NodeSelector {
                 values: Some(vec![node.to_string()]),
             }]),
         }],
-    }
-}
-
-fn all_unavailable(
-    claim: &ClaimPlan,
-    ri: usize,
-    devices: &NodeDevices,
-    gpu: u32,
-    why: &'static str,
-) -> NodeReason {
-    NodeReason::AllDeviceUnavailable {
-        claim: claim.key.clone(),
-        request: claim.requests[ri].name.clone(),
-        device: Box::new(
-            devices
-                .device_on(gpu)
-                .map(|d| d.id.clone())
-                .unwrap_or_else(|| DeviceId {
-                    driver: String::new(),
-                    pool: String::new(),
-                    device: format!("gpu {gpu}"),
-                }),
-        ),
-        why,
-    }
-}
-
-/// The candidate GPUs of one request on the node, or why there are too few.
-fn candidates(
-    inventory: &DraInventory,
-    devices: &NodeDevices,
-    env: &CelEnv,
-    values: &[Result<DeviceValue, String>],
-    claim: &ClaimPlan,
-    ci: usize,
-    ri: usize,
-) -> Result<Candidates, NodeReason> {
-    let plan = &claim.requests[ri];
-    let held = inventory.held_on(&devices.node);
-    let (mut matching, mut busy, mut tainted, mut unplaced) = (0u32, 0u32, 0u32, 0u32);
-    let mut mask = 0u32;
-    let mut unusable: Option<(&DraDevice, &'static str)> = None;
-    for (d, value) in devices.devices.iter().zip(values) {
-        let value = value.as_ref().map_err(|e| NodeReason::CelRuntime {
-            object: format!("ResourceSlice of {}", devices.node),
-            field: "spec.devices".to_string(),
-            device: Box::new(d.id.clone()),
-            error: e.clone(),
-        })?;
-        let mut ok = true;
-        for s in &plan.selectors {
-            let m = s
-                .matches(env, value)
-                .map_err(|error| NodeReason::CelRuntime {
-                    object: s.object.clone(),
-                    field: s.field.clone(),
-                    device: Box::new(d.id.clone()),
-                    error,
-                })?;
-            if !m {
-                ok = false;
-                break;
-            }
-        }
-        if !ok {
-            continue;
-        }
-        matching += 1;
-        if inventory.is_busy(d) || d.gpu.is_some_and(|g| held & (1 << g) != 0) {
-            busy += 1;
-            unusable.get_or_insert((d, "allocated to another claim or held by the scheduler"));
-        } else if d.binding_conditions || !tolerated(d, &plan.tolerations) {
-            tainted += 1;
-            unusable.get_or_insert((d, "tainted (or has binding conditions)"));
-        } else if let Some(gpu) = d.gpu {
-            mask |= 1 << gpu;
-        } else {
-            unplaced += 1;
-            unusable.get_or_insert((d, "not on the node's GPU topology"));
-        }
-    }
-    let too_few = |wanted| NodeReason::TooFewDevices {
-        claim: claim.key.clone(),
-        request: plan.name.clone(),
-        wanted,
-        matching,
-        busy,
-        tainted,
-        unplaced,
-    };
-    match plan.mode {
-        Mode::Count(n) if mask.count_ones() < n => Err(too_few(n)),
-        Mode::All if matching == 0 => Err(too_few(1)),
-        Mode::All if !devices.unusable_pools.is_empty() => Err(NodeReason::PoolNotReady {
-            claim: claim.key.clone(),
-            request: plan.name.clone(),
-            pool: devices.unusable_pools[0].clone(),
-        }),
-        Mode::All => match unusable {
-            Some((d, why)) => Err(NodeReason::AllDeviceUnavailable {
-                claim: claim.key.clone(),
-                request: plan.name.clone(),
-                device: Box::new(d.id.clone()),
-                why,
-            }),
-            None => Ok(Candidates {
-                claim: ci,
-                request: ri,
-                mode: Mode::All,
-                mask,
-            }),
-        },
-        mode => Ok(Candidates {
-            claim: ci,
-            request: ri,
-            mode,
-            mask,
-        }),
     }
 }
 

@@ -7,7 +7,7 @@
 //! cel-rust (the `cel` crate, through `kube-cel`) and kube-cel's Kubernetes
 //! libraries.
 
-use super::devices::DraDevice;
+use super::device::DraDevice;
 use super::error::{ClaimError, ClaimErrorKind};
 use kube_cel::KubeCelExt;
 use kube_cel::cel::objects::Key;

@@ -4,6 +4,7 @@
 //! allocation it already has.
 
 use super::cel::Selector;
+use super::device::claim_key;
 use super::error::{ClaimError, ClaimErrorKind};
 use gputopo_api::k8s_openapi::api::core::v1::{NodeSelector, Pod};
 use gputopo_api::k8s_openapi::api::resource::v1::{
@@ -14,15 +15,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The most devices one claim's allocation holds (`AllocationResultsMaxSize`).
 pub const MAX_DEVICES_PER_CLAIM: u64 = 32;
-
-/// `namespace/name` of a claim.
-pub fn claim_key(claim: &ResourceClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or("default"),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    )
-}
 
 /// The names of the ResourceClaims a pod uses, in `spec.resourceClaims`
 /// order: `resourceClaimName`, or for a template the claim the resource

@@ -1,41 +1,14 @@
 //! `matchAttribute` constraints as value combinations, and device taints.
 
-use super::allocate::Candidates;
+use super::candidates::Candidates;
 use super::claim::DraPod;
-use super::devices::{DraDevice, NodeDevices};
+use super::devices::NodeDevices;
 use super::error::NodeReason;
-use gputopo_api::k8s_openapi::api::resource::v1::{DeviceAttribute, DeviceToleration};
+use gputopo_api::k8s_openapi::api::resource::v1::DeviceAttribute;
 use std::collections::BTreeMap;
 
 /// The most value combinations of `matchAttribute` constraints tried per node.
 pub const MAX_CONSTRAINT_COMBINATIONS: usize = 4096;
-
-/// Whether every `NoSchedule`/`NoExecute` taint of the device is tolerated.
-pub(super) fn tolerated(device: &DraDevice, tolerations: &[DeviceToleration]) -> bool {
-    device
-        .taints
-        .iter()
-        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        .all(|t| {
-            tolerations.iter().any(|tol| {
-                let key_ok = tol
-                    .key
-                    .as_deref()
-                    .is_none_or(|k| k.is_empty() || k == t.key);
-                let effect_ok = tol
-                    .effect
-                    .as_deref()
-                    .is_none_or(|e| e.is_empty() || e == t.effect);
-                let value_ok = match tol.operator.as_deref() {
-                    Some("Exists") => true,
-                    _ => tol.value.as_deref().unwrap_or("") == t.value.as_deref().unwrap_or(""),
-                };
-                let key_required = tol.key.as_deref().is_none_or(str::is_empty)
-                    && tol.operator.as_deref() != Some("Exists");
-                key_ok && effect_ok && value_ok && !key_required
-            })
-        })
-}
 
 /// A `matchAttribute` value, typed as upstream compares them.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

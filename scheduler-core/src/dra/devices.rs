@@ -2,10 +2,9 @@
 //! device mapped to a GPU index of the node's `GpuTopology`; and which devices
 //! are busy, from every ResourceClaim's `status.allocation`.
 
+use super::device::{DeviceId, DraDevice, claim_key};
 use gputopo_api::GpuTopology;
-use gputopo_api::k8s_openapi::api::resource::v1::{
-    Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourceClaim, ResourceSlice,
-};
+use gputopo_api::k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -30,62 +29,6 @@ impl Default for DraConfig {
 impl DraConfig {
     pub fn handles(&self, driver: &str) -> bool {
         self.drivers.iter().any(|d| d == driver)
-    }
-}
-
-/// A device as an allocation names it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DeviceId {
-    pub driver: String,
-    pub pool: String,
-    pub device: String,
-}
-
-impl fmt::Display for DeviceId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
-    }
-}
-
-/// One published device of a configured driver on a node.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DraDevice {
-    pub id: DeviceId,
-    /// The GPU index in the node's `GpuTopology`; `None` when the topology
-    /// does not know the device (a warning says why): it is never allocated.
-    pub gpu: Option<u32>,
-    /// As published: names without a domain belong to the driver's domain.
-    pub attributes: BTreeMap<String, DeviceAttribute>,
-    pub capacity: BTreeMap<String, DeviceCapacity>,
-    pub taints: Vec<DeviceTaint>,
-    /// Counter sets the device consumes from (partitionable devices).
-    pub counter_sets: Vec<String>,
-    /// The device has binding conditions (not allocated by gputopo).
-    pub binding_conditions: bool,
-}
-
-impl DraDevice {
-    /// An attribute by fully qualified name (`gpu.nvidia.com/productName`,
-    /// `resource.kubernetes.io/pcieRoot`), as upstream looks it up: the exact
-    /// name, else the bare name when the domain is the device's driver.
-    pub fn attribute(&self, qualified: &str) -> Option<&DeviceAttribute> {
-        if let Some(a) = self.attributes.get(qualified) {
-            return Some(a);
-        }
-        let (domain, name) = qualified.split_once('/')?;
-        (domain == self.id.driver)
-            .then(|| self.attributes.get(name))
-            .flatten()
-    }
-
-    fn string_attribute(&self, name: &str) -> Option<&str> {
-        self.attribute(&format!("{}/{name}", self.id.driver))
-            .and_then(|a| a.string.as_deref())
-    }
-
-    fn int_attribute(&self, name: &str) -> Option<i64> {
-        self.attribute(&format!("{}/{name}", self.id.driver))
-            .and_then(|a| a.int)
     }
 }
 
@@ -321,7 +264,7 @@ impl DraInventory {
             let Some(allocation) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
                 continue;
             };
-            let key = super::claim::claim_key(claim);
+            let key = claim_key(claim);
             for result in allocation
                 .devices
                 .iter()

@@ -2,7 +2,7 @@
 //! exactly ([`ClaimError`], the same on every node), or one node that cannot
 //! hold them ([`NodeReason`]).
 
-use super::devices::DeviceId;
+use super::device::DeviceId;
 use crate::gpuset::NoFitReason;
 use std::fmt;
 

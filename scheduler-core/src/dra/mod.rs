@@ -42,9 +42,11 @@
 //! [`NodeShape::pick_constrained`]: crate::gpuset::NodeShape::pick_constrained
 
 mod allocate;
+mod candidates;
 mod cel;
 mod claim;
 mod constraint;
+mod device;
 mod devices;
 mod error;
 mod explain;
@@ -59,12 +61,12 @@ pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
 pub use claim::{
     Allocated, ClaimPlan, DraPod, MAX_DEVICES_PER_CLAIM, MatchConstraint, Mode, RequestPlan,
-    claim_key, pod_claim_names,
+    pod_claim_names,
 };
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
+pub use device::{DeviceId, DraDevice, claim_key};
 pub use devices::{
-    DeviceId, DraConfig, DraDevice, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER,
-    NodeDevices,
+    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices,
 };
 pub use error::{ClaimError, ClaimErrorKind, NodeReason};
 pub use explain::explain_claims;

@@ -6,7 +6,8 @@
 //! see what the extender cannot guarantee.
 
 use super::claim::DraPod;
-use super::devices::{DeviceId, DraInventory};
+use super::device::DeviceId;
+use super::devices::DraInventory;
 use super::judge::DraJudge;
 use crate::config::SchedulerConfig;
 use crate::gpuset::{SetPick, SetRequest};

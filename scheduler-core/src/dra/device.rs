@@ -1,0 +1,75 @@
+//! The names the DRA model is written in: a published device
+//! ([`DraDevice`]: its attributes, capacity, taints and GPU index), how an
+//! allocation names a device ([`DeviceId`]) and how a claim is keyed
+//! ([`claim_key`]). Everything else in `dra` reads these.
+
+use gputopo_api::k8s_openapi::api::resource::v1::{
+    DeviceAttribute, DeviceCapacity, DeviceTaint, ResourceClaim,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// `namespace/name` of a claim.
+pub fn claim_key(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or("default"),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// A device as an allocation names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// One published device of a configured driver on a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraDevice {
+    pub id: DeviceId,
+    /// The GPU index in the node's `GpuTopology`; `None` when the topology
+    /// does not know the device (a warning says why): it is never allocated.
+    pub gpu: Option<u32>,
+    /// As published: names without a domain belong to the driver's domain.
+    pub attributes: BTreeMap<String, DeviceAttribute>,
+    pub capacity: BTreeMap<String, DeviceCapacity>,
+    pub taints: Vec<DeviceTaint>,
+    /// Counter sets the device consumes from (partitionable devices).
+    pub counter_sets: Vec<String>,
+    /// The device has binding conditions (not allocated by gputopo).
+    pub binding_conditions: bool,
+}
+
+impl DraDevice {
+    /// An attribute by fully qualified name (`gpu.nvidia.com/productName`,
+    /// `resource.kubernetes.io/pcieRoot`), as upstream looks it up: the exact
+    /// name, else the bare name when the domain is the device's driver.
+    pub fn attribute(&self, qualified: &str) -> Option<&DeviceAttribute> {
+        if let Some(a) = self.attributes.get(qualified) {
+            return Some(a);
+        }
+        let (domain, name) = qualified.split_once('/')?;
+        (domain == self.id.driver)
+            .then(|| self.attributes.get(name))
+            .flatten()
+    }
+
+    pub(super) fn string_attribute(&self, name: &str) -> Option<&str> {
+        self.attribute(&format!("{}/{name}", self.id.driver))
+            .and_then(|a| a.string.as_deref())
+    }
+
+    pub(super) fn int_attribute(&self, name: &str) -> Option<i64> {
+        self.attribute(&format!("{}/{name}", self.id.driver))
+            .and_then(|a| a.int)
+    }
+}
