@@ -51,6 +51,7 @@ use std::sync::Arc;
 mod gpu;
 mod labels;
 mod reason;
+mod resolve;
 mod resources;
 
 use gpu::GpuAsk;

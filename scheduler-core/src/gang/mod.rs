@@ -78,7 +78,6 @@
 //! (`gputopo-scheduler`'s `cycle/`).
 
 pub(crate) mod domain;
-mod fill;
 pub mod metrics;
 pub(crate) mod select;
 

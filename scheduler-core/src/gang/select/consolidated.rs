@@ -2,8 +2,8 @@
 //! the gang, enumerated exactly while few enough, else heuristically, then
 //! filled to compare GPU-set quality.
 
+use super::fill::{Filled, fill_all};
 use super::{Choice, Problem, Rank};
-use crate::gang::fill::{Filled, fill_all};
 use crate::gang::{EXACT_LEAF_SETS, QUALITY_CANDIDATES};
 use std::cmp::Reverse;
 

@@ -1,8 +1,8 @@
 //! The `distributed` strategy: members spread round-robin over leaves,
 //! consecutive leaves under different parents.
 
+use super::fill::fill_round_robin;
 use super::{Choice, Problem};
-use crate::gang::fill::fill_round_robin;
 use std::collections::HashMap;
 
 impl Problem<'_> {

@@ -2,18 +2,20 @@
 //!
 //! This file holds the entry point ([`place`]), the scopes a gang may fill and
 //! the ranking of leaf sets; `prepared` reads the requests and node capacities,
-//! `consolidated` and `distributed` are the two searches, `outcome` turns the
-//! winner (or the failure) into a placement, an explanation or a shortage.
+//! `consolidated` and `distributed` are the two searches (both place members on
+//! a fixed node set with `fill`), `outcome` turns the winner (or the failure)
+//! into a placement, an explanation or a shortage.
 
 use super::domain::Tree;
-use super::fill::Filled;
 use super::{GangCluster, GangNoFit, GangPlacement, Within};
 use crate::gpuset::NoFitReason;
+use fill::Filled;
 use gputopo_api::PlacementStrategy;
 use std::cmp::Reverse;
 
 mod consolidated;
 mod distributed;
+mod fill;
 mod outcome;
 mod prepared;
 

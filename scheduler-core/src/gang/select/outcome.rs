@@ -1,9 +1,9 @@
 //! What a search's result becomes: the placement with its explanation, or,
 //! when no scope holds the gang, the shortage that says how close it came.
 
+use super::fill::fill_all;
 use super::{Choice, Problem};
 use crate::gang::domain::short_tier_name;
-use crate::gang::fill::fill_all;
 use crate::gang::{
     DomainCapacity, GangPlacement, GangSpec, MemberSlot, Members, Shortage, TierSpan, Within,
     describe_request,

@@ -1,7 +1,7 @@
 //! Placing members on a fixed set of nodes, one at a time, each on the node
 //! that is best for the strategy right now.
 
-use super::select::Prepared;
+use super::prepared::Prepared;
 use gputopo_api::PlacementStrategy;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
