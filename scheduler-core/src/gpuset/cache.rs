@@ -11,8 +11,7 @@
 //!   [`MAX_CACHED`] answers; when full it is cleared (answers are cheap to
 //!   recompute, and a clear bounds memory without tracking recency).
 
-use super::choose::{Outcome, Query};
-use super::shape::collective_index;
+use super::query::{Outcome, Query, collective_index};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 

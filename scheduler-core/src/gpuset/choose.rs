@@ -4,51 +4,13 @@
 use super::exact;
 use super::explain::explain;
 use super::heuristic;
+use super::query::{Outcome, Query, Winner};
 use super::request::{
     DecidedBy, GpuSetChoice, Leftover, LeftoverSlot, Method, NoFitReason, SetPick, SetRequest,
 };
 use super::shape::NodeShape;
 use super::tables::{LEFTOVER_SIZES, LeftoverKey, NONE, unpack_slot};
-use gputopo_api::{Collective, LinkClass};
-
-/// A request reduced to what changes its answer on this shape: a constraint
-/// that removes nothing on this shape is dropped, so more queries share the
-/// cache (and the dense layer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Query {
-    /// Free listed GPUs.
-    pub(crate) free: u32,
-    pub(crate) k: u32,
-    pub(crate) collective: Collective,
-    pub(crate) min_nvlink_level: Option<u32>,
-    pub(crate) min_memory_mib: Option<u64>,
-    pub(crate) allow_mig: bool,
-    pub(crate) single_numa_node: bool,
-}
-
-impl Query {
-    pub(crate) fn is_unconstrained(&self) -> bool {
-        self.min_nvlink_level.is_none()
-            && self.min_memory_mib.is_none()
-            && !self.allow_mig
-            && !self.single_numa_node
-    }
-}
-
-/// What the cache stores: the whole answer, so a hit is a copy.
-pub(crate) type Outcome = Result<SetPick, NoFitReason>;
-
-/// What a search returns: the best set on the full order and how it won.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Winner {
-    pub(crate) gpus: u32,
-    pub(crate) quality: u8,
-    pub(crate) numa_nodes: u8,
-    pub(crate) leftover: LeftoverKey,
-    pub(crate) decided_by: DecidedBy,
-    pub(crate) runner_up: u32,
-    pub(crate) candidates: u32,
-}
+use gputopo_api::LinkClass;
 
 /// A request canonicalised for one [`NodeShape`]; see [`NodeShape::picker`].
 #[derive(Clone, Copy, Debug)]

@@ -121,7 +121,7 @@ impl NodeShape {
             return Ok(None);
         };
         let before = self.leftover_key(base, method);
-        let scored = super::choose::Query {
+        let scored = super::query::Query {
             k: request.gpus,
             ..query
         };

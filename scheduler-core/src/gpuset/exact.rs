@@ -4,8 +4,8 @@
 //! Cost per query: `C(m, k)` subsets of the `m` eligible free GPUs (70 for
 //! 4 of 8, 12,870 for 8 of 16), each `O(k)` to enumerate plus `O(1)` to rank.
 
-use super::choose::Winner;
 use super::mask::for_each_k_subset;
+use super::query::Winner;
 use super::request::DecidedBy;
 use super::shape::NodeShape;
 use super::tables::LeftoverKey;

@@ -24,9 +24,9 @@
 //! max–min DP) and otherwise the best level at which a ring was built, a lower
 //! bound. [`heuristic_gap`] measures the heuristic against the exact search.
 
-use super::choose::Winner;
 use super::exact::{Podium, candidate_key};
 use super::mask::{bit, bits, low_bits};
+use super::query::Winner;
 use super::request::{Method, NoFitReason, SetPick, SetRequest};
 use super::shape::NodeShape;
 use super::tables::{

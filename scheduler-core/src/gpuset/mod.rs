@@ -75,6 +75,8 @@ mod explain;
 mod fragmentation;
 pub mod heuristic;
 mod mask;
+mod quality;
+mod query;
 mod request;
 mod shape;
 mod tables;

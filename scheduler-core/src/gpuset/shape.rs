@@ -4,7 +4,7 @@
 use super::cache::ChoiceCache;
 use super::mask::{bit, bits, low_bits};
 use super::tables::{LinkTables, MAX_EXACT_GPUS, MAX_LEVELS, NO_HOP, NONE};
-use gputopo_api::{Collective, GpuTopologySpec, LinkClass, MAX_BONDED_NVLINKS};
+use gputopo_api::{GpuTopologySpec, LinkClass, MAX_BONDED_NVLINKS};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
@@ -150,7 +150,7 @@ pub struct NodeShape {
     /// Memory every listed GPU has at least (`None` if any is unknown).
     pub(crate) min_memory_all: Option<u64>,
     /// Best quality on the empty node, per collective and size (lazily).
-    best_empty: [Box<[OnceLock<u8>]>; 2],
+    pub(super) best_empty: [Box<[OnceLock<u8>]>; 2],
     pub(crate) cache: ChoiceCache,
 }
 
@@ -335,60 +335,10 @@ impl NodeShape {
             .fold(0, |m, i| m | bit(i))
     }
 
-    /// The ring bottleneck of `set`: the weakest hop of its best Hamiltonian
-    /// cycle. `None` for fewer than two GPUs (no hop). Exact for nodes of up to
-    /// 16 GPUs and for sets of up to 10 GPUs; otherwise the bottleneck of the
-    /// best ring the greedy construction finds (a lower bound).
-    pub fn ring_bottleneck(&self, set: u32) -> Option<LinkClass> {
-        let set = set & low_bits(self.gpu_count());
-        self.tables
-            .class(super::heuristic::ring_level(&self.tables, set))
-    }
-
     /// The weakest pair of `set`; `None` for fewer than two GPUs.
     pub fn all_to_all_bottleneck(&self, set: u32) -> Option<LinkClass> {
         let set = set & low_bits(self.gpu_count());
         self.tables.class(self.tables.all_to_all_level(set))
-    }
-
-    /// The best quality (level) any `k` whole GPUs of the empty node reach.
-    /// `NONE` when the node has fewer than `k` whole GPUs.
-    pub(crate) fn best_empty_level(&self, k: u32, collective: Collective) -> u8 {
-        let row = &self.best_empty[collective_index(collective)];
-        let Some(cell) = row.get(k as usize) else {
-            return NONE;
-        };
-        *cell.get_or_init(|| {
-            let pool = self.whole_gpus;
-            if k > pool.count_ones() {
-                return NONE;
-            }
-            if self.is_exact() {
-                let mut best = NONE;
-                super::mask::for_each_k_subset(pool, k, |s| {
-                    best = best.max(self.quality_level(s, collective));
-                });
-                best
-            } else {
-                super::heuristic::best_level(self, pool, k, collective)
-            }
-        })
-    }
-
-    /// The quality level of a set: ring bottleneck or weakest pair.
-    pub(crate) fn quality_level(&self, set: u32, collective: Collective) -> u8 {
-        match collective {
-            Collective::Ring => super::heuristic::ring_level(&self.tables, set),
-            Collective::AllToAll => self.tables.all_to_all_level(set),
-        }
-    }
-}
-
-/// 0 for ring, 1 for all-to-all: the index of per-collective tables.
-pub(crate) fn collective_index(collective: Collective) -> usize {
-    match collective {
-        Collective::Ring => 0,
-        Collective::AllToAll => 1,
     }
 }
 
