@@ -3,7 +3,6 @@
 //! Everything here is plain data and pure functions: no I/O, no clock.
 //! The agent writes these types, the scheduler and `scheduler-core` read them.
 
-pub mod gang;
 pub mod generation;
 pub mod keys;
 pub mod link;

@@ -6,6 +6,7 @@
 //! never replaced by a default.
 
 mod annotations;
+pub mod gang;
 
 use crate::keys::{RESOURCE_GPU, RESOURCE_GPU_AMD, pod as key};
 use crate::quantity;
@@ -57,7 +58,7 @@ pub enum GpuShare {
     MemoryMiB(u64),
 }
 
-pub use crate::gang::GangRef;
+pub use gang::GangRef;
 
 /// Everything a pod asks of the GPU scheduler.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -283,7 +284,7 @@ impl GpuRequest {
         if let Some((k, v)) = a.get(key::NETWORK_BANDWIDTH) {
             req.network_bandwidth_mbps = Some(parse_bandwidth(k, v)?);
         }
-        req.gang = crate::gang::parse(&crate::gang::GangFields {
+        req.gang = gang::parse(&gang::GangFields {
             scheduling_group,
             gang: a.get(key::GANG),
             size: a.get(key::GANG_SIZE),

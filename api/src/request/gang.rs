@@ -13,8 +13,8 @@
 //! annotation) are gangs, so that their users need no gputopo annotation.
 //! `gputopo.dev/derive-gang: "false"` opts a pod out.
 
+use super::RequestError;
 use crate::keys::pod as key;
-use crate::request::RequestError;
 use std::collections::BTreeMap;
 
 /// How a pod names the gang it belongs to.
