@@ -4,9 +4,8 @@
 
 use crate::cluster::Cluster;
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
-use gputopo_scheduler_core::dra::{
-    DraConfig, DraInventory, DraPod, DraWarning, explain_claims, hold_snapshot,
-};
+use gputopo_scheduler_core::dra::{DraConfig, DraInventory, DraPod, DraWarning, hold_snapshot};
+use gputopo_scheduler_core::dra_schedule::explain_claims;
 use gputopo_scheduler_core::explain::Explanation;
 use gputopo_scheduler_core::pod::PendingPod;
 

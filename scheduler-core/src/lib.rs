@@ -1,5 +1,6 @@
 pub mod config;
 pub mod dra;
+pub mod dra_schedule;
 pub mod explain;
 pub mod filter;
 pub mod fragmentation;

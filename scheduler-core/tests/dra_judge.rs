@@ -10,9 +10,9 @@ use fixtures::*;
 use gputopo_api::k8s_openapi::api::core::v1::Node;
 use gputopo_api::k8s_openapi::api::resource::v1::ResourceClaim;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::dra::{
-    DraConfig, DraDecision, DraInventory, DraJudge, DraPod, DraRejection, NodeReason,
-    explain_claims, hold_snapshot, review_allocation, schedule_claims,
+use gputopo_scheduler_core::dra::{DraConfig, DraInventory, DraPod, NodeReason, hold_snapshot};
+use gputopo_scheduler_core::dra_schedule::{
+    DraDecision, DraJudge, DraRejection, explain_claims, review_allocation, schedule_claims,
 };
 use gputopo_scheduler_core::explain::Verdict;
 use gputopo_scheduler_core::pod::PendingPod;
@@ -228,7 +228,7 @@ fn a_special_claim_is_not_served_on_a_device_plugin_node() {
 
 /// `pair` allocated to `devices` of the PCIe box, as kube-scheduler's
 /// first-fit allocator might; reviewed against an inventory without it.
-fn review_pair(devices: &[u32]) -> Option<gputopo_scheduler_core::dra::AllocationReview> {
+fn review_pair(devices: &[u32]) -> Option<gputopo_scheduler_core::dra_schedule::AllocationReview> {
     let names: Vec<String> = devices.iter().map(|g| format!("gpu-{g}")).collect();
     let results: Vec<(&str, &str)> = names.iter().map(|n| ("gpus", n.as_str())).collect();
     let pair = allocated(

@@ -14,9 +14,9 @@ use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::dra::{
-    DraConfig, DraDecision, DraFit, DraInventory, DraPod, explain_claims, hold_snapshot, pin,
-    review_allocation, schedule_claims,
+use gputopo_scheduler_core::dra::{DraConfig, DraFit, DraInventory, DraPod, hold_snapshot, pin};
+use gputopo_scheduler_core::dra_schedule::{
+    DraDecision, explain_claims, review_allocation, schedule_claims,
 };
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use gputopo_scheduler_core::pod::PendingPod;

@@ -3,6 +3,7 @@
 //! are busy, from every ResourceClaim's `status.allocation`.
 
 use super::device::{DeviceId, DraDevice, claim_key};
+use crate::snapshot::Snapshot;
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use std::collections::{BTreeMap, BTreeSet};
@@ -390,6 +391,15 @@ impl DraInventory {
                     .insert((id.driver.clone(), id.pool.clone(), set));
             }
         }
+    }
+}
+
+/// Sets every node's held GPUs in `inventory` to those `snapshot` does not
+/// have free: bound and assumed pods, reservations, nominations. Called
+/// before each decision, as the snapshot changes within a cycle.
+pub fn hold_snapshot(inventory: &mut DraInventory, snapshot: &Snapshot) {
+    for node in snapshot.nodes() {
+        inventory.hold(node.name(), node.gpus() & !node.free_gpus());
     }
 }
 

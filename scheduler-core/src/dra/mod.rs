@@ -49,13 +49,8 @@ mod constraint;
 mod device;
 mod devices;
 mod error;
-mod explain;
 mod extended;
-mod gang;
-mod judge;
 pub mod matching;
-mod review;
-mod schedule;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
@@ -66,17 +61,12 @@ pub use claim::{
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
 pub use device::{DeviceId, DraDevice, claim_key};
 pub use devices::{
-    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices,
+    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices, hold_snapshot,
 };
 pub use error::{ClaimError, ClaimErrorKind, NodeReason};
-pub use explain::explain_claims;
 pub use extended::{
     EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedClaim, extended_claim, extended_resource_class,
 };
-pub use gang::{ClaimGangDecision, schedule_claim_gang};
-pub use judge::{DraJudge, DraRejection, rank};
-pub use review::{AllocationReview, review_allocation};
-pub use schedule::{DraDecision, DraPlacement, hold_snapshot, schedule_claims, schedule_extended};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.
 pub const CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";

@@ -14,9 +14,8 @@ use crate::claims::{AssumedClaims, ClaimWrite};
 use crate::cluster::pod_key;
 use crate::config::Preemption;
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::dra::{
-    ClaimErrorKind, DraDecision, DraFit, DraPlacement, DraPod, hold_snapshot, schedule_claims,
-};
+use gputopo_scheduler_core::dra::{ClaimErrorKind, DraFit, DraPod, hold_snapshot};
+use gputopo_scheduler_core::dra_schedule::{DraDecision, DraPlacement, schedule_claims};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use tracing::{info, warn};

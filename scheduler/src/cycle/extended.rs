@@ -15,9 +15,9 @@ use crate::config::Preemption;
 use gputopo_api::keys::RESOURCE_GPU;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{
-    DraDecision, DraPlacement, ExtendedClaim, extended_claim, extended_resource_class,
-    hold_snapshot, schedule_extended,
+    ExtendedClaim, extended_claim, extended_resource_class, hold_snapshot,
 };
+use gputopo_scheduler_core::dra_schedule::{DraDecision, DraPlacement, schedule_extended};
 use gputopo_scheduler_core::schedule::{Decision, Placement, schedule};
 use k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus;
 use std::cmp::Ordering;

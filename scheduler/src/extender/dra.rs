@@ -13,9 +13,10 @@ use crate::watch::Watches;
 use gputopo_api::keys::RESOURCE_GPU;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{
-    AllocationReview, DraConfig, DraInventory, DraPod, claim_key, extended_claim,
-    extended_resource_class, hold_snapshot, pod_claim_names, review_allocation,
+    DraConfig, DraInventory, DraPod, claim_key, extended_claim, extended_resource_class,
+    hold_snapshot, pod_claim_names,
 };
+use gputopo_scheduler_core::dra_schedule::{AllocationReview, review_allocation};
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::Pod;

@@ -10,7 +10,8 @@
 //! where it has none.
 
 use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::dra::{DraInventory, DraJudge, DraPod};
+use gputopo_scheduler_core::dra::{DraInventory, DraPod};
+use gputopo_scheduler_core::dra_schedule::DraJudge;
 use gputopo_scheduler_core::node_fit::{NodeJudge, NodeVerdict};
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::snapshot::Snapshot;

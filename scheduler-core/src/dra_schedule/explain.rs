@@ -3,10 +3,10 @@
 //! [`super::schedule_claims`] picks, and each feasible row names the devices
 //! the claims would get there.
 
-use super::claim::DraPod;
-use super::devices::DraInventory;
 use super::judge::{DraJudge, DraRejection, rank};
 use crate::config::SchedulerConfig;
+use crate::dra::DraInventory;
+use crate::dra::DraPod;
 use crate::explain::{ExplainRow, Explanation, RowDevice, Verdict};
 use crate::pod::PendingPod;
 use crate::schedule::{Decision, NodeRejection, Unschedulable, message_from_counts};

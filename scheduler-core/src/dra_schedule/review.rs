@@ -5,11 +5,11 @@
 //! says so when the allocation is worse: the one moment an operator can
 //! see what the extender cannot guarantee.
 
-use super::claim::DraPod;
-use super::device::DeviceId;
-use super::devices::DraInventory;
 use super::judge::DraJudge;
 use crate::config::SchedulerConfig;
+use crate::dra::DeviceId;
+use crate::dra::DraInventory;
+use crate::dra::DraPod;
 use crate::gpuset::{SetPick, SetRequest};
 use crate::pod::PendingPod;
 use crate::snapshot::Snapshot;

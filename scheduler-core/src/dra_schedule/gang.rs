@@ -6,10 +6,11 @@
 //! member order, each member's devices held for the next. Every member
 //! fits, or none is placed.
 
-use super::claim::DraPod;
-use super::devices::DraInventory;
-use super::schedule::{DraPlacement, hold_snapshot};
+use super::schedule::DraPlacement;
 use crate::config::{SchedulerConfig, TopologyManagerPolicy};
+use crate::dra::DraInventory;
+use crate::dra::DraPod;
+use crate::dra::hold_snapshot;
 use crate::gang_schedule::{GangDecision, schedule_gang};
 use crate::gpuset::SetRequest;
 use crate::pod::PendingPod;

@@ -4,11 +4,11 @@
 //! extender's filter and prioritize all read a node through [`DraJudge`],
 //! so they cannot disagree about a node.
 
-use super::allocate::DraFit;
-use super::claim::DraPod;
-use super::devices::DraInventory;
-use super::error::NodeReason;
 use crate::config::{SchedulerConfig, TopologyManagerPolicy};
+use crate::dra::DraFit;
+use crate::dra::DraInventory;
+use crate::dra::DraPod;
+use crate::dra::NodeReason;
 use crate::gpuset::SetRequest;
 use crate::node_fit::{NodeJudge, NodeRejection};
 use crate::pod::PendingPod;

@@ -9,11 +9,11 @@
 //! ranked by the quality of that set first (bottleneck, NUMA span,
 //! leftover: the design's order), then by the node score, then by name.
 
-use super::allocate::DraFit;
-use super::claim::{DraPod, Mode};
-use super::devices::DraInventory;
 use super::judge::{DraJudge, rank};
 use crate::config::SchedulerConfig;
+use crate::dra::DraFit;
+use crate::dra::DraInventory;
+use crate::dra::{DraPod, Mode};
 use crate::pod::PendingPod;
 use crate::schedule::{Placement, message_from_counts};
 use crate::score::ScoreParts;
@@ -141,13 +141,4 @@ fn decide(
     let context = format!("best of {feasible} feasible of {} nodes", snapshot.len());
     let placement = judge.placement(id, &fit, parts, feasible, &context);
     DraDecision::Placed(Box::new(DraPlacement { placement, fit }))
-}
-
-/// Sets every node's held GPUs in `inventory` to those `snapshot` does not
-/// have free: bound and assumed pods, reservations, nominations. Called
-/// before each decision, as the snapshot changes within a cycle.
-pub fn hold_snapshot(inventory: &mut DraInventory, snapshot: &Snapshot) {
-    for node in snapshot.nodes() {
-        inventory.hold(node.name(), node.gpus() & !node.free_gpus());
-    }
 }
