@@ -19,7 +19,7 @@
 
 use crate::config::SchedulerConfig;
 use crate::filter::{Fit, PickSummary, PodContext};
-use crate::gang::{GangCluster, GangNode, GangPlacement, GangSpec, place_gang};
+use crate::gang::{GangCluster, GangNoFit, GangNode, GangPlacement, GangSpec, place_gang};
 use crate::pod::PendingPod;
 use crate::schedule::{Candidate, Decision, Placement, placement, schedule};
 use crate::score::Scorer;
@@ -216,7 +216,7 @@ fn place_on_one_model(
     tier_names: Vec<String>,
     nodes: Vec<GangNode>,
     mixed: bool,
-) -> Result<GangPlacement, String> {
+) -> Result<GangPlacement, GangNoRoom> {
     let model = |n: &GangNode| snapshot.node(NodeId(n.id as u32)).gpu_model();
     let mut models: BTreeMap<Option<&str>, Vec<GangNode>> = BTreeMap::new();
     for node in nodes {
@@ -225,7 +225,7 @@ fn place_on_one_model(
     if mixed || models.len() <= 1 {
         let nodes = models.into_values().flatten().collect();
         let cluster = GangCluster { tier_names, nodes };
-        return place_gang(spec, &cluster).map_err(|e| e.to_string());
+        return place_gang(spec, &cluster).map_err(GangNoRoom::Mixed);
     }
     let mut best: Option<(GangPlacement, &str)> = None;
     let mut shortages = Vec::new();
@@ -242,7 +242,7 @@ fn place_on_one_model(
                     best = Some((p, label));
                 }
             }
-            Err(e) => shortages.push(format!("{label}: {e}")),
+            Err(e) => shortages.push((label.to_string(), e)),
         }
     }
     match best {
@@ -254,12 +254,31 @@ fn place_on_one_model(
             );
             Ok(p)
         }
-        None => Err(format!(
-            "no single GPU model has room for the whole gang ({}); {}: \"true\" lets it mix models",
-            shortages.join("; "),
-            gputopo_api::keys::pod::GANG_MIXED_MODELS
-        )),
+        None => Err(GangNoRoom::PerModel(shortages)),
     }
+}
+
+/// Why no GPU model (or, mixing models, the nodes together) has room for
+/// the gang.
+#[derive(Clone, Debug, thiserror::Error)]
+enum GangNoRoom {
+    #[error(transparent)]
+    Mixed(GangNoFit),
+    /// Per model label, its shortage.
+    #[error(
+        "no single GPU model has room for the whole gang ({}); {}: \"true\" lets it mix models",
+        shortages(.0),
+        gputopo_api::keys::pod::GANG_MIXED_MODELS
+    )]
+    PerModel(Vec<(String, GangNoFit)>),
+}
+
+fn shortages(per_model: &[(String, GangNoFit)]) -> String {
+    per_model
+        .iter()
+        .map(|(label, e)| format!("{label}: {e}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// How a placement ranks against another model's: fewer leaf domains, then

@@ -15,7 +15,9 @@ use crate::config::SchedulerConfig;
 use crate::filter::PodContext;
 use crate::gang::{GangNode, Within};
 use crate::pod::PendingPod;
-use crate::preempt::{PreemptCluster, PreemptNode, PreemptionPolicy, Preemptor, Victim, propose};
+use crate::preempt::{
+    PreemptCluster, PreemptNoFit, PreemptNode, PreemptionPolicy, Preemptor, Victim, propose,
+};
 use crate::snapshot::{NodeId, Snapshot};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeSet, HashSet};
@@ -33,6 +35,22 @@ pub struct PreemptionPlan {
     pub explanation: String,
 }
 
+/// Why no preemption is proposed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PreemptionError {
+    #[error("nothing to place")]
+    NoMembers,
+    #[error("{pod} asks for no whole GPU: preemption frees whole GPUs")]
+    NoWholeGpus { pod: String },
+    #[error(
+        "gang members {first} and {other} ask for different GPU sets; preemption for a gang needs members that ask the same"
+    )]
+    MembersDiffer { first: String, other: String },
+    /// The search found no evictions that would free a usable GPU set.
+    #[error(transparent)]
+    NoFit(#[from] PreemptNoFit),
+}
+
 fn system_time(t: Timestamp) -> SystemTime {
     SystemTime::from(t)
 }
@@ -45,7 +63,7 @@ pub fn propose_preemption(
     config: &SchedulerConfig,
     policy: &PreemptionPolicy,
     now: Timestamp,
-) -> Result<PreemptionPlan, String> {
+) -> Result<PreemptionPlan, PreemptionError> {
     propose_preemption_sparing(snapshot, members, config, policy, now, &BTreeSet::new())
 }
 
@@ -60,23 +78,20 @@ pub fn propose_preemption_sparing(
     policy: &PreemptionPolicy,
     now: Timestamp,
     spared: &BTreeSet<String>,
-) -> Result<PreemptionPlan, String> {
-    let first = members.first().ok_or("nothing to place")?;
+) -> Result<PreemptionPlan, PreemptionError> {
+    let first = members.first().ok_or(PreemptionError::NoMembers)?;
     let ctx = PodContext::new(snapshot, first, config);
-    let request = ctx.set_request().copied().ok_or_else(|| {
-        format!(
-            "{} asks for no whole GPU: preemption frees whole GPUs",
-            first.key()
-        )
-    })?;
+    let request = ctx
+        .set_request()
+        .copied()
+        .ok_or_else(|| PreemptionError::NoWholeGpus { pod: first.key() })?;
     for m in &members[1..] {
         let other = PodContext::new(snapshot, m, config);
         if other.set_request().copied() != Some(request) {
-            return Err(format!(
-                "gang members {} and {} ask for different GPU sets; preemption for a gang needs members that ask the same",
-                first.key(),
-                m.key()
-            ));
+            return Err(PreemptionError::MembersDiffer {
+                first: first.key(),
+                other: m.key(),
+            });
         }
     }
     let now_st = system_time(now);
@@ -143,7 +158,7 @@ pub fn propose_preemption_sparing(
         members: members.len() as u32,
         within: Within::Anywhere,
     };
-    let proposal = propose(&preemptor, &cluster, policy, now_st).map_err(|e| e.to_string())?;
+    let proposal = propose(&preemptor, &cluster, policy, now_st)?;
     Ok(PreemptionPlan {
         victims: proposal.victims.iter().map(|v| v.name.clone()).collect(),
         members: proposal

@@ -59,7 +59,7 @@ fn evicts_inference_not_training_to_free_a_quad() {
         now(),
     )
     .expect_err("no victim of equal priority");
-    assert!(!e.is_empty());
+    assert!(!e.to_string().is_empty());
 }
 
 #[test]

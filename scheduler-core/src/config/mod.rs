@@ -37,6 +37,11 @@ pub enum ConfigError {
     MemoryTarget { low: f64, high: f64 },
     #[error("target workload: {detail}")]
     TargetWorkload { detail: String },
+    #[error("unknown GPU generation preference {value:?}; accepted: {accepted}")]
+    UnknownGenerationPreference {
+        value: String,
+        accepted: &'static str,
+    },
 }
 
 /// The network tiers, as node label keys, outermost first (the convention of
@@ -353,13 +358,16 @@ pub enum GenerationPreference {
 }
 
 impl std::str::FromStr for GenerationPreference {
-    type Err = String;
-    fn from_str(s: &str) -> Result<GenerationPreference, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<GenerationPreference, ConfigError> {
         match s {
             "off" => Ok(GenerationPreference::Off),
             "newest" => Ok(GenerationPreference::Newest),
             "oldest" => Ok(GenerationPreference::Oldest),
-            other => Err(format!("{other:?}: accepted: off | newest | oldest")),
+            other => Err(ConfigError::UnknownGenerationPreference {
+                value: other.to_string(),
+                accepted: "off | newest | oldest",
+            }),
         }
     }
 }

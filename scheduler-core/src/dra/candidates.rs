@@ -7,7 +7,7 @@ use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, Mode};
 use super::device::{DeviceId, DraDevice};
 use super::devices::{DraInventory, NodeDevices};
-use super::error::NodeReason;
+use super::error::{CelError, NodeReason};
 use gputopo_api::k8s_openapi::api::resource::v1::DeviceToleration;
 
 /// One request of an unallocated claim, as matched on this node.
@@ -75,7 +75,7 @@ pub(super) fn candidates(
     inventory: &DraInventory,
     devices: &NodeDevices,
     env: &CelEnv,
-    values: &[Result<DeviceValue, String>],
+    values: &[Result<DeviceValue, CelError>],
     claim: &ClaimPlan,
     ci: usize,
     ri: usize,

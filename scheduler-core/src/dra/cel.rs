@@ -8,7 +8,7 @@
 //! libraries.
 
 use super::device::DraDevice;
-use super::error::{ClaimError, ClaimErrorKind};
+use super::error::{CelError, ClaimError, ClaimErrorKind};
 use kube_cel::KubeCelExt;
 use kube_cel::cel::objects::Key;
 use kube_cel::cel::{Context, Program, Value};
@@ -164,7 +164,7 @@ impl Selector {
     /// Whether the device matches. `Err` is a runtime error (a missing
     /// attribute looked up without `has()`, a wrong type, a non-bool result):
     /// upstream treats it as an error, not as "no match", and so does gputopo.
-    pub fn matches(&self, env: &CelEnv, device: &DeviceValue) -> Result<bool, String> {
+    pub fn matches(&self, env: &CelEnv, device: &DeviceValue) -> Result<bool, CelError> {
         let mut attributes = device.attributes.clone();
         let mut capacity = device.capacity.clone();
         for literal in &self.literals {
@@ -189,8 +189,8 @@ impl Selector {
         ctx.add_variable_from_value("device", Value::from(dev));
         match self.program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!("must evaluate to bool, not {other:?}")),
-            Err(e) => Err(e.to_string()),
+            Ok(other) => Err(CelError::NotBool(format!("{other:?}"))),
+            Err(e) => Err(CelError::Evaluation(e.to_string())),
         }
     }
 }
@@ -209,11 +209,14 @@ impl Default for CelEnv {
 }
 
 impl CelEnv {
-    fn convert(&self, function: &str, text: &str) -> Result<Value, String> {
-        let program = Program::compile(&format!("{function}(s)")).map_err(|e| e.to_string())?;
+    fn convert(&self, function: &str, text: &str) -> Result<Value, CelError> {
+        let program = Program::compile(&format!("{function}(s)"))
+            .map_err(|e| CelError::Evaluation(e.to_string()))?;
         let mut ctx = self.base.new_inner_scope();
         ctx.add_variable_from_value("s", Value::String(Arc::new(text.to_string())));
-        program.execute(&ctx).map_err(|e| e.to_string())
+        program
+            .execute(&ctx)
+            .map_err(|e| CelError::Evaluation(e.to_string()))
     }
 }
 
@@ -228,7 +231,7 @@ pub struct DeviceValue {
 impl DeviceValue {
     /// `Err` when a version attribute is not a semantic version or a capacity
     /// not a quantity (the API server validates both, so this is rare).
-    pub fn new(env: &CelEnv, device: &DraDevice) -> Result<DeviceValue, String> {
+    pub fn new(env: &CelEnv, device: &DraDevice) -> Result<DeviceValue, CelError> {
         let driver = device.id.driver.clone();
         let split = |name: &str| -> (String, String) {
             match name.split_once('/') {
@@ -245,10 +248,15 @@ impl DeviceValue {
             } else if let Some(v) = &a.string {
                 Value::String(Arc::new(v.clone()))
             } else if let Some(v) = &a.version {
-                env.convert("semver", v)
-                    .map_err(|e| format!("attribute {name}: version {v:?}: {e}"))?
+                env.convert("semver", v).map_err(|e| CelError::Version {
+                    attribute: name.clone(),
+                    value: v.clone(),
+                    error: Box::new(e),
+                })?
             } else {
-                return Err(format!("attribute {name}: no value"));
+                return Err(CelError::NoValue {
+                    attribute: name.clone(),
+                });
             };
             let (domain, id) = split(name);
             attributes.entry(domain).or_default().insert(id, value);
@@ -257,7 +265,10 @@ impl DeviceValue {
         for (name, c) in &device.capacity {
             let value = env
                 .convert("quantity", &c.value.0)
-                .map_err(|e| format!("capacity {name}: {e}"))?;
+                .map_err(|e| CelError::Capacity {
+                    capacity: name.clone(),
+                    error: Box::new(e),
+                })?;
             let (domain, id) = split(name);
             capacity.entry(domain).or_default().insert(id, value);
         }

@@ -70,6 +70,25 @@ impl NodeDevices {
     }
 }
 
+/// Why a device is not placed on a GPU index of the node's topology.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnplacedReason {
+    #[error("the node has no GpuTopology")]
+    NoTopology,
+    #[error("type {kind}: gputopo places whole GPUs only")]
+    NotAGpu { kind: String },
+    #[error("no uuid attribute")]
+    NoUuid,
+    #[error("uuid {uuid} is not in the node's GpuTopology")]
+    UnknownUuid { uuid: String },
+    #[error("no index attribute, and the GpuTopology names no UUID to match")]
+    NoIndex,
+    #[error("index {index} is not in the node's GpuTopology")]
+    UnknownIndex { index: i64 },
+    #[error("GPU {gpu} is already another device's")]
+    GpuTaken { gpu: u32 },
+}
+
 /// Something the inventory left out, for the snapshot's warnings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DraWarning {
@@ -77,7 +96,7 @@ pub enum DraWarning {
     UnplacedDevice {
         node: String,
         device: DeviceId,
-        reason: String,
+        reason: UnplacedReason,
     },
     /// The node's topology names no UUID: devices were matched by their `index` attribute.
     IndexFallback { node: String },
@@ -444,7 +463,7 @@ fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut 
             warnings.push(DraWarning::UnplacedDevice {
                 node: node.node.clone(),
                 device: d.id.clone(),
-                reason: "the node has no GpuTopology".to_string(),
+                reason: UnplacedReason::NoTopology,
             });
         }
         return;
@@ -462,30 +481,29 @@ fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut 
     let mut taken = BTreeSet::new();
     for d in &mut node.devices {
         let kind = d.string_attribute("type");
-        let found: Result<u32, String> = if kind.is_some_and(|t| t != "gpu") {
-            Err(format!(
-                "type {}: gputopo places whole GPUs only",
-                kind.unwrap_or_default()
-            ))
+        let found: Result<u32, UnplacedReason> = if kind.is_some_and(|t| t != "gpu") {
+            Err(UnplacedReason::NotAGpu {
+                kind: kind.unwrap_or_default().to_string(),
+            })
         } else if by_uuid {
             match d.string_attribute("uuid") {
-                None => Err("no uuid attribute".to_string()),
+                None => Err(UnplacedReason::NoUuid),
                 Some(uuid) => gpus
                     .iter()
                     .find(|g| g.uuid.as_deref() == Some(uuid))
                     .map(|g| g.index)
-                    .ok_or_else(|| format!("uuid {uuid} is not in the node's GpuTopology")),
+                    .ok_or_else(|| UnplacedReason::UnknownUuid {
+                        uuid: uuid.to_string(),
+                    }),
             }
         } else {
             match d.int_attribute("index") {
-                None => Err(
-                    "no index attribute, and the GpuTopology names no UUID to match".to_string(),
-                ),
+                None => Err(UnplacedReason::NoIndex),
                 Some(index) => gpus
                     .iter()
                     .find(|g| i64::from(g.index) == index)
                     .map(|g| g.index)
-                    .ok_or_else(|| format!("index {index} is not in the node's GpuTopology")),
+                    .ok_or_else(|| UnplacedReason::UnknownIndex { index }),
             }
         };
         match found {
@@ -493,7 +511,7 @@ fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut 
             Ok(gpu) => warnings.push(DraWarning::UnplacedDevice {
                 node: node.node.clone(),
                 device: d.id.clone(),
-                reason: format!("GPU {gpu} is already another device's"),
+                reason: UnplacedReason::GpuTaken { gpu },
             }),
             Err(reason) => warnings.push(DraWarning::UnplacedDevice {
                 node: node.node.clone(),

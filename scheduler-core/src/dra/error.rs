@@ -28,6 +28,36 @@ impl ClaimError {
     }
 }
 
+/// A selector that could not be evaluated on a device, or a device that
+/// could not be presented to CEL: upstream treats both as errors, not as "no
+/// match", and so does gputopo.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CelError {
+    /// The expression evaluated to something other than a bool.
+    #[error("must evaluate to bool, not {0}")]
+    NotBool(String),
+    /// The evaluator failed (a missing attribute looked up without `has()`,
+    /// a wrong type): its message.
+    #[error("{0}")]
+    Evaluation(String),
+    /// A version attribute that is not a semantic version.
+    #[error("attribute {attribute}: version {value:?}: {error}")]
+    Version {
+        attribute: String,
+        value: String,
+        error: Box<CelError>,
+    },
+    /// An attribute with none of int, bool, string or version set.
+    #[error("attribute {attribute}: no value")]
+    NoValue { attribute: String },
+    /// A capacity that is not a quantity.
+    #[error("capacity {capacity}: {error}")]
+    Capacity {
+        capacity: String,
+        error: Box<CelError>,
+    },
+}
+
 /// What is wrong, and what is accepted instead.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimErrorKind {
@@ -159,7 +189,7 @@ pub enum NodeReason {
         object: String,
         field: String,
         device: Box<DeviceId>,
-        error: String,
+        error: CelError,
     },
     /// The GPU set's hard constraints (annotations, node policy) leave nothing.
     NoGpuSet(NoFitReason),

@@ -61,9 +61,10 @@ pub use claim::{
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
 pub use device::{DeviceId, DraDevice, claim_key};
 pub use devices::{
-    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices, hold_snapshot,
+    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices,
+    UnplacedReason, hold_snapshot,
 };
-pub use error::{ClaimError, ClaimErrorKind, NodeReason};
+pub use error::{CelError, ClaimError, ClaimErrorKind, NodeReason};
 pub use extended::{
     EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedClaim, extended_claim, extended_resource_class,
 };

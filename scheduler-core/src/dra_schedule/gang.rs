@@ -47,8 +47,10 @@ pub fn schedule_claim_gang(
             continue;
         }
         let name = format!("not-a-dra-node:{}", node.name());
-        if let Err(message) = dra_only.hold_free_gpus("", &name, node.name(), free) {
-            return ClaimGangDecision::Waiting { message };
+        if let Err(e) = dra_only.hold_free_gpus("", &name, node.name(), free) {
+            return ClaimGangDecision::Waiting {
+                message: e.to_string(),
+            };
         }
     }
     let judged: Vec<PendingPod> = members

@@ -2,8 +2,17 @@
 //! devices of a ResourceClaim, the GPUs of nodes a decision must not use.
 //! The placeholder has the highest priority, so no preemption takes it.
 
-use super::{BoundPodInput, GpuHolding, Snapshot};
+use super::{BoundPodInput, GpuHolding, Snapshot, SnapshotError};
 use crate::resources::Resources;
+
+/// GPUs that could not be held.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HoldError {
+    #[error("node {node} is gone from the cluster")]
+    NodeGone { node: String },
+    #[error("holding GPUs on {node}: {source}")]
+    Placeholder { node: String, source: SnapshotError },
+}
 
 impl Snapshot {
     /// Adds a placeholder pod `namespace/name` on `node` holding the GPUs of
@@ -14,9 +23,11 @@ impl Snapshot {
         name: &str,
         node: &str,
         mask: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), HoldError> {
         let Some(id) = self.node_id(node) else {
-            return Err(format!("node {node} is gone from the cluster"));
+            return Err(HoldError::NodeGone {
+                node: node.to_string(),
+            });
         };
         let free = self.node(id).free_gpus() & mask;
         if free == 0 {
@@ -31,6 +42,9 @@ impl Snapshot {
         input.priority = i32::MAX;
         self.add_pod(input)
             .map(|_| ())
-            .map_err(|e| format!("holding GPUs on {node}: {e}"))
+            .map_err(|source| HoldError::Placeholder {
+                node: node.to_string(),
+                source,
+            })
     }
 }

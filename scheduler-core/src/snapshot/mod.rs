@@ -65,6 +65,7 @@ mod domain;
 pub mod from_k8s;
 mod gpu_uuids;
 mod hold;
+pub use hold::HoldError;
 mod hot;
 mod input;
 pub(crate) mod intern;

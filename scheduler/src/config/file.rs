@@ -179,7 +179,7 @@ struct GenerationFile(GenerationPreference);
 impl TryFrom<String> for GenerationFile {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(GenerationFile)
+        s.parse().map(GenerationFile).map_err(|e| e.to_string())
     }
 }
 
