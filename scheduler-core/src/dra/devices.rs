@@ -503,7 +503,7 @@ fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut 
                     .iter()
                     .find(|g| i64::from(g.index) == index)
                     .map(|g| g.index)
-                    .ok_or_else(|| UnplacedReason::UnknownIndex { index }),
+                    .ok_or(UnplacedReason::UnknownIndex { index }),
             }
         };
         match found {
