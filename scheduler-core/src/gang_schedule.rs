@@ -19,7 +19,9 @@
 
 use crate::config::SchedulerConfig;
 use crate::filter::{Fit, PickSummary, PodContext};
-use crate::gang::{GangCluster, GangNoFit, GangNode, GangPlacement, GangSpec, place_gang};
+use crate::gang::{
+    GangCluster, GangNoFit, GangNode, GangPlacement, GangSpec, MemberSlot, place_gang,
+};
 use crate::pod::PendingPod;
 use crate::schedule::{Candidate, Decision, Placement, placement, schedule};
 use crate::score::Scorer;
@@ -45,67 +47,81 @@ pub fn schedule_gang(
     let Some(first) = members.first() else {
         return waiting("a gang with no members cannot be placed".to_string());
     };
-    let name = first
-        .request
-        .gang
-        .as_ref()
-        .map(|g| g.name().to_string())
-        .unwrap_or_else(|| first.key());
-    let n = members.len();
+    let gang = Gang {
+        name: first
+            .request
+            .gang
+            .as_ref()
+            .map(|g| g.name().to_string())
+            .unwrap_or_else(|| first.key()),
+        members,
+        config,
+    };
     let contexts: Vec<PodContext<'_>> = members
         .iter()
         .map(|m| PodContext::new(snapshot, m, config))
         .collect();
     if let Some(m) = contexts.iter().find(|c| c.wants_shared_gpu()) {
         return waiting(format!(
-            "gang {name}: member {} shares a GPU (gputopo.dev/gpu-share), which gangs do not support; give gang members whole GPUs",
+            "gang {}: member {} shares a GPU (gputopo.dev/gpu-share), which gangs do not support; give gang members whole GPUs",
+            gang.name,
             m.pod.key()
         ));
     }
-    let gpu_members: Vec<usize> = (0..n).filter(|&i| contexts[i].wants_whole_gpus()).collect();
-
-    let mut placements: Vec<Option<Placement>> = vec![None; n];
+    let gpu_members: Vec<usize> = (0..members.len())
+        .filter(|&i| contexts[i].wants_whole_gpus())
+        .collect();
+    let mut placements: Vec<Option<Placement>> = vec![None; members.len()];
     let mut work = snapshot.clone();
-    if !gpu_members.is_empty() {
+    let placed = gang
+        .place_gpu_members(
+            snapshot,
+            &mut work,
+            &contexts,
+            &gpu_members,
+            &mut placements,
+        )
+        .and_then(|()| gang.place_other_members(&mut work, &mut placements));
+    match placed {
+        Ok(()) => GangDecision::Placed(placements.into_iter().flatten().collect()),
+        Err(waiting) => waiting,
+    }
+}
+
+/// One gang's decision in progress: its name (for messages), members and
+/// configuration.
+struct Gang<'a> {
+    name: String,
+    members: &'a [PendingPod],
+    config: &'a SchedulerConfig,
+}
+
+impl Gang<'_> {
+    /// The members that ask for whole GPUs, placed together by the gang
+    /// search, then replayed one by one on `work`; or why the gang waits.
+    fn place_gpu_members(
+        &self,
+        snapshot: &Snapshot,
+        work: &mut Snapshot,
+        contexts: &[PodContext<'_>],
+        gpu_members: &[usize],
+        placements: &mut [Option<Placement>],
+    ) -> Result<(), GangDecision> {
+        let (name, n, members) = (&self.name, self.members.len(), self.members);
+        if gpu_members.is_empty() {
+            return Ok(());
+        }
         let requests: Vec<_> = gpu_members
             .iter()
             .filter_map(|&i| contexts[i].set_request().copied())
             .collect();
         if requests.len() != gpu_members.len() {
-            return waiting(format!(
+            return Err(waiting(format!(
                 "gang {name}: a member's GPU request could not be read"
-            ));
+            )));
         }
-        // Candidates: nodes with a topology that every GPU member passes alone.
         let lead = &contexts[gpu_members[0]];
-        let scorer = Scorer::new(lead);
-        let tier_names: Vec<String> = snapshot.tiers().keys().to_vec();
-        let mut nodes = Vec::new();
-        for i in 0..snapshot.len() {
-            let node = snapshot.node(NodeId(i as u32));
-            let Some(shape) = node.shape() else { continue };
-            let mut lead_fit = None;
-            let usable = gpu_members.iter().all(|&m| match contexts[m].filter(i) {
-                Ok(fit) => {
-                    lead_fit.get_or_insert(fit);
-                    true
-                }
-                Err(_) => false,
-            });
-            let (true, Some(fit)) = (usable, lead_fit) else {
-                continue;
-            };
-            let tiers = node
-                .domain_path()
-                .iter()
-                .map(|d| d.map(|id| snapshot.domain(id).name().to_string()))
-                .collect();
-            let mut gang_node = GangNode::new(i, tiers, shape.clone(), node.free_gpus());
-            // The single-pod score (0–100, strategy and preferences included)
-            // breaks ties between equally good domain choices.
-            gang_node.node_score = (scorer.score(lead, i, &fit).total * 100.0).round() as i32;
-            nodes.push(gang_node);
-        }
+        let nodes = candidate_nodes(snapshot, contexts, gpu_members);
         let uniform = requests.windows(2).all(|w| w[0] == w[1]);
         let spec = if uniform {
             GangSpec::uniform(requests.len() as u32, requests[0])
@@ -118,90 +134,149 @@ pub fn schedule_gang(
             .pod
             .request
             .gang_mixed_models
-            .unwrap_or(config.gang_mixed_models);
-        let chosen = match place_on_one_model(snapshot, &spec, tier_names, nodes, mixed) {
-            Ok(p) => p,
-            Err(no_fit) => {
-                return waiting(format!(
-                    "gang {name} ({n} members) waits, nothing bound: {no_fit} ({candidates} of {} nodes could host a member)",
-                    snapshot.len()
-                ));
-            }
-        };
+            .unwrap_or(self.config.gang_mixed_models);
+        let tier_names: Vec<String> = snapshot.tiers().keys().to_vec();
+        let chosen = place_on_one_model(snapshot, &spec, tier_names, nodes, mixed).map_err(|no_fit| {
+            waiting(format!(
+                "gang {name} ({n} members) waits, nothing bound: {no_fit} ({candidates} of {} nodes could host a member)",
+                snapshot.len()
+            ))
+        })?;
         let gang_text = chosen.explanation.clone();
-        for (slot, &m) in chosen.members.iter().zip(&gpu_members) {
-            let placed = {
-                let ctx = PodContext::new(&work, &members[m], config);
-                let node = work.node(NodeId(slot.node as u32));
-                if node.free_gpus() & slot.gpus != slot.gpus || ctx.filter(slot.node).is_err() {
-                    return waiting(format!(
-                        "gang {name} ({n} members) waits, nothing bound: member {} does not fit on {} once the members before it are placed there (CPU, memory or pods)",
-                        members[m].key(),
-                        node.name()
-                    ));
-                }
-                let shape = node.shape().expect("gang candidates have a topology");
-                let bottleneck = match ctx.set_request().map(|r| r.collective) {
-                    Some(Collective::AllToAll) => shape.all_to_all_bottleneck(slot.gpus),
-                    _ => shape.ring_bottleneck(slot.gpus),
-                };
-                let fit = Fit::Whole(PickSummary {
-                    gpus: slot.gpus,
-                    bottleneck,
-                    score: slot.score,
-                });
-                let parts = Scorer::new(&ctx).score(&ctx, slot.node, &fit);
-                let mut p = placement(
-                    &ctx,
-                    Candidate {
-                        node: NodeId(slot.node as u32),
-                        fit,
-                        parts,
-                    },
-                    None,
-                    candidates,
-                );
-                p.explanation = format!(
-                    "gang {name}, {n} members: {gang_text}; this member on {}",
-                    p.explanation
-                );
-                p
-            };
-            if let Err(e) = work.add_pod(placed.bound_pod(&members[m])) {
-                return waiting(format!(
-                    "gang {name}: member {} could not be recorded: {e}",
-                    members[m].key()
-                ));
+        for (slot, &m) in chosen.members.iter().zip(gpu_members) {
+            let ctx = PodContext::new(work, &members[m], self.config);
+            let node = work.node(NodeId(slot.node as u32));
+            if node.free_gpus() & slot.gpus != slot.gpus || ctx.filter(slot.node).is_err() {
+                return Err(waiting(format!(
+                    "gang {name} ({n} members) waits, nothing bound: member {} does not fit on {} once the members before it are placed there (CPU, memory or pods)",
+                    members[m].key(),
+                    node.name()
+                )));
             }
+            let mut placed = member_placement(&ctx, slot, candidates);
+            placed.explanation = format!(
+                "gang {name}, {n} members: {gang_text}; this member on {}",
+                placed.explanation
+            );
+            self.record(work, &members[m], &placed)?;
             placements[m] = Some(placed);
         }
+        Ok(())
     }
 
-    // Members without GPUs go where a single pod would, beside the others.
-    for (i, member) in members.iter().enumerate() {
-        if placements[i].is_some() {
-            continue;
-        }
-        match schedule(&work, member, config) {
-            Decision::Placed(p) => {
-                if let Err(e) = work.add_pod(p.bound_pod(member)) {
-                    return waiting(format!(
-                        "gang {name}: member {} could not be recorded: {e}",
-                        member.key()
-                    ));
+    /// Members without GPUs go where a single pod would, beside the others.
+    fn place_other_members(
+        &self,
+        work: &mut Snapshot,
+        placements: &mut [Option<Placement>],
+    ) -> Result<(), GangDecision> {
+        for (i, member) in self.members.iter().enumerate() {
+            if placements[i].is_some() {
+                continue;
+            }
+            match schedule(work, member, self.config) {
+                Decision::Placed(p) => {
+                    self.record(work, member, &p)?;
+                    placements[i] = Some(p);
                 }
-                placements[i] = Some(p);
-            }
-            Decision::Unschedulable(u) => {
-                return waiting(format!(
-                    "gang {name} ({n} members) waits, nothing bound: member {}: {}",
-                    member.key(),
-                    u.message
-                ));
+                Decision::Unschedulable(u) => {
+                    return Err(waiting(format!(
+                        "gang {} ({} members) waits, nothing bound: member {}: {}",
+                        self.name,
+                        self.members.len(),
+                        member.key(),
+                        u.message
+                    )));
+                }
             }
         }
+        Ok(())
     }
-    GangDecision::Placed(placements.into_iter().flatten().collect())
+
+    /// Adds a placed member to `work`, so the next member sees it.
+    fn record(
+        &self,
+        work: &mut Snapshot,
+        member: &PendingPod,
+        placed: &Placement,
+    ) -> Result<(), GangDecision> {
+        work.add_pod(placed.bound_pod(member))
+            .map(|_| ())
+            .map_err(|e| {
+                waiting(format!(
+                    "gang {}: member {} could not be recorded: {e}",
+                    self.name,
+                    member.key()
+                ))
+            })
+    }
+}
+
+/// Candidates: nodes with a topology that every GPU member passes alone,
+/// each with the lead member's single-pod score (0–100, strategy and
+/// preferences included), which breaks ties between equally good domain
+/// choices.
+fn candidate_nodes(
+    snapshot: &Snapshot,
+    contexts: &[PodContext<'_>],
+    gpu_members: &[usize],
+) -> Vec<GangNode> {
+    let lead = &contexts[gpu_members[0]];
+    let scorer = Scorer::new(lead);
+    let mut nodes = Vec::new();
+    for i in 0..snapshot.len() {
+        let node = snapshot.node(NodeId(i as u32));
+        let Some(shape) = node.shape() else { continue };
+        let mut lead_fit = None;
+        let usable = gpu_members.iter().all(|&m| match contexts[m].filter(i) {
+            Ok(fit) => {
+                lead_fit.get_or_insert(fit);
+                true
+            }
+            Err(_) => false,
+        });
+        let (true, Some(fit)) = (usable, lead_fit) else {
+            continue;
+        };
+        let tiers = node
+            .domain_path()
+            .iter()
+            .map(|d| d.map(|id| snapshot.domain(id).name().to_string()))
+            .collect();
+        let mut gang_node = GangNode::new(i, tiers, shape.clone(), node.free_gpus());
+        // The single-pod score (0–100, strategy and preferences included)
+        // breaks ties between equally good domain choices.
+        gang_node.node_score = (scorer.score(lead, i, &fit).total * 100.0).round() as i32;
+        nodes.push(gang_node);
+    }
+    nodes
+}
+
+/// A member's placement on the node and GPUs the gang search gave it,
+/// scored and explained as a single pod's would be.
+fn member_placement(ctx: &PodContext<'_>, slot: &MemberSlot, candidates: usize) -> Placement {
+    let node = ctx.snapshot.node(NodeId(slot.node as u32));
+    let shape = node.shape().expect("gang candidates have a topology");
+    let bottleneck = match ctx.set_request().map(|r| r.collective) {
+        Some(Collective::AllToAll) => shape.all_to_all_bottleneck(slot.gpus),
+        _ => shape.ring_bottleneck(slot.gpus),
+    };
+    let fit = Fit::Whole(PickSummary {
+        gpus: slot.gpus,
+        bottleneck,
+        score: slot.score,
+    });
+    let parts = Scorer::new(ctx).score(ctx, slot.node, &fit);
+    placement(
+        ctx,
+        Candidate {
+            node: NodeId(slot.node as u32),
+            fit,
+            parts,
+        },
+        None,
+        candidates,
+    )
 }
 
 /// Places the gang within one GPU model's nodes (unless `mixed`): within

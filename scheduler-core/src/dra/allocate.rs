@@ -96,6 +96,50 @@ impl DraPod {
         shape: Option<&NodeShape>,
         request: &SetRequest,
     ) -> Result<DraFit, NodeReason> {
+        let (fixed, existing) = self.existing_allocations(inventory, node)?;
+        let pending = self.claims.iter().any(|c| c.allocated.is_none());
+        let drivers = || inventory.config.drivers.join(", ");
+        let no_devices;
+        let devices = match inventory.node(node) {
+            Some(d) => d,
+            None if pending => return Err(NodeReason::NoDevices { drivers: drivers() }),
+            None => {
+                no_devices = NodeDevices {
+                    node: node.to_string(),
+                    devices: Vec::new(),
+                    mapping: super::devices::GpuMapping::NoTopology,
+                    unusable_pools: Vec::new(),
+                };
+                &no_devices
+            }
+        };
+        if pending && devices.devices.is_empty() {
+            return Err(NodeReason::NoDevices { drivers: drivers() });
+        }
+        let Some(shape) = shape else {
+            return Err(NodeReason::NoTopology);
+        };
+        if pending && devices.devices.iter().all(|d| d.gpu.is_none()) {
+            return Err(NodeReason::NoTopology);
+        }
+        let (cands, all_fixed) = self.request_candidates(inventory, devices, fixed)?;
+        let fixed = fixed | all_fixed;
+        let (pick, per) = self.best_split(devices, shape, request, fixed, &cands)?;
+        Ok(DraFit {
+            node: node.to_string(),
+            pick,
+            fixed,
+            claims: self.allocations(node, devices, existing, &cands, &per),
+        })
+    }
+
+    /// The devices of the pod's already-allocated claims, by claim index, and
+    /// the GPUs they fix; or why those claims cannot be used on `node`.
+    fn existing_allocations(
+        &self,
+        inventory: &DraInventory,
+        node: &str,
+    ) -> Result<(u32, BTreeMap<usize, Vec<AssignedDevice>>), NodeReason> {
         let mut fixed = 0u32;
         let mut existing: BTreeMap<usize, Vec<AssignedDevice>> = BTreeMap::new();
         for (ci, claim) in self.claims.iter().enumerate() {
@@ -145,29 +189,17 @@ impl DraPod {
             }
             existing.insert(ci, devices);
         }
+        Ok((fixed, existing))
+    }
 
-        let pending = self.claims.iter().any(|c| c.allocated.is_none());
-        let drivers = inventory.config.drivers.join(", ");
-        let devices = match inventory.node(node) {
-            Some(d) => d,
-            None if pending => return Err(NodeReason::NoDevices { drivers }),
-            None => &NodeDevices {
-                node: node.to_string(),
-                devices: Vec::new(),
-                mapping: super::devices::GpuMapping::NoTopology,
-                unusable_pools: Vec::new(),
-            },
-        };
-        if pending && devices.devices.is_empty() {
-            return Err(NodeReason::NoDevices { drivers });
-        }
-        let Some(shape) = shape else {
-            return Err(NodeReason::NoTopology);
-        };
-        if pending && devices.devices.iter().all(|d| d.gpu.is_none()) {
-            return Err(NodeReason::NoTopology);
-        }
-
+    /// Every pending request's candidates on the node, and the GPUs its
+    /// `All` requests take (no other request of the pod may share them).
+    fn request_candidates(
+        &self,
+        inventory: &DraInventory,
+        devices: &NodeDevices,
+        fixed: u32,
+    ) -> Result<(Vec<Candidates>, u32), NodeReason> {
         let env = CelEnv::default();
         let values = devices
             .devices
@@ -198,8 +230,21 @@ impl DraPod {
                 cands.push(c);
             }
         }
+        Ok((cands, all_fixed))
+    }
 
-        let combos = constraint_combinations(self, devices, &cands)?;
+    /// The best whole GPU set over the constraints' value combinations
+    /// (`fixed` GPUs included), and per candidate request the GPUs of the set
+    /// it gets; or the first reason a combination failed.
+    fn best_split(
+        &self,
+        devices: &NodeDevices,
+        shape: &NodeShape,
+        request: &SetRequest,
+        fixed: u32,
+        cands: &[Candidates],
+    ) -> Result<(SetPick, Vec<u32>), NodeReason> {
+        let combos = constraint_combinations(self, devices, cands)?;
         let mut best: Option<(SetPick, Vec<u32>)> = None;
         let mut first_error: Option<NodeReason> = None;
         let mut too_few = None;
@@ -227,7 +272,7 @@ impl DraPod {
             {
                 continue;
             }
-            match solve(shape, request, fixed | all_fixed, &counts, &req_masks) {
+            match solve(shape, request, fixed, &counts, &req_masks) {
                 Ok((pick, splits)) => {
                     let mut per = vec![0u32; cands.len()];
                     for (j, &i) in count_reqs.iter().enumerate() {
@@ -247,7 +292,7 @@ impl DraPod {
                 }
             }
         }
-        let Some((pick, per)) = best else {
+        let Some(best) = best else {
             if let Some(e) = first_error {
                 return Err(e);
             }
@@ -260,7 +305,20 @@ impl DraPod {
                 None => NodeReason::NoSplit { gpus: request.gpus },
             });
         };
+        Ok(best)
+    }
 
+    /// One allocation per claim, in the pod's order: an allocated claim as it
+    /// is; a pending one with the devices on its requests' GPUs (`per`) and
+    /// the `AllocationResult` to write, pinned to `node`.
+    fn allocations(
+        &self,
+        node: &str,
+        devices: &NodeDevices,
+        mut existing: BTreeMap<usize, Vec<AssignedDevice>>,
+        cands: &[Candidates],
+        per: &[u32],
+    ) -> Vec<ClaimAllocation> {
         let mut claims = Vec::with_capacity(self.claims.len());
         for (ci, claim) in self.claims.iter().enumerate() {
             if let Some(devices) = existing.remove(&ci) {
@@ -296,12 +354,7 @@ impl DraPod {
             };
             claims.push(allocation(claim, assigned, Some(written)));
         }
-        Ok(DraFit {
-            node: node.to_string(),
-            pick,
-            fixed: fixed | all_fixed,
-            claims,
-        })
+        claims
     }
 }
 

@@ -8,8 +8,8 @@ use super::device::claim_key;
 use super::error::{ClaimError, ClaimErrorKind};
 use gputopo_api::k8s_openapi::api::core::v1::{NodeSelector, Pod};
 use gputopo_api::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceClass, DeviceRequestAllocationResult, DeviceToleration,
-    ResourceClaim,
+    DeviceAllocationConfiguration, DeviceClass, DeviceConstraint, DeviceRequest,
+    DeviceRequestAllocationResult, DeviceToleration, ExactDeviceRequest, ResourceClaim,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -252,129 +252,18 @@ impl ClaimPlan {
         let mut total: u64 = 0;
         let mut seen = BTreeSet::new();
         for (i, request) in requests.iter().enumerate() {
-            let field = format!("spec.devices.requests[{i}]");
             if !seen.insert(request.name.clone()) {
                 return Err(ClaimError::new(
                     &object,
-                    format!("{field}.name"),
+                    format!("spec.devices.requests[{i}].name"),
                     ClaimErrorKind::DuplicateRequest(request.name.clone()),
                 ));
             }
-            if request
-                .first_available
-                .as_ref()
-                .is_some_and(|f| !f.is_empty())
-            {
-                return Err(ClaimError::new(
-                    &object,
-                    format!("{field}.firstAvailable"),
-                    ClaimErrorKind::FirstAvailable,
-                ));
+            let request = request_plan(&object, i, request, classes)?;
+            if let Mode::Count(n) = request.mode {
+                total += u64::from(n);
             }
-            let Some(exactly) = &request.exactly else {
-                return Err(ClaimError::new(&object, field, ClaimErrorKind::NoExactly));
-            };
-            let ex = format!("{field}.exactly");
-            if exactly.admin_access == Some(true) {
-                return Err(ClaimError::new(
-                    &object,
-                    format!("{ex}.adminAccess"),
-                    ClaimErrorKind::AdminAccess,
-                ));
-            }
-            if exactly.capacity.is_some() {
-                return Err(ClaimError::new(
-                    &object,
-                    format!("{ex}.capacity"),
-                    ClaimErrorKind::Capacity,
-                ));
-            }
-            let mode = match exactly.allocation_mode.as_deref() {
-                None | Some("") | Some("ExactCount") => {
-                    let count = exactly.count.unwrap_or(1);
-                    if !(1..=MAX_DEVICES_PER_CLAIM as i64).contains(&count) {
-                        return Err(ClaimError::new(
-                            &object,
-                            format!("{ex}.count"),
-                            ClaimErrorKind::Count(count),
-                        ));
-                    }
-                    total += count as u64;
-                    Mode::Count(count as u32)
-                }
-                Some("All") => {
-                    if exactly.count.is_some() {
-                        return Err(ClaimError::new(
-                            &object,
-                            format!("{ex}.count"),
-                            ClaimErrorKind::CountWithAll,
-                        ));
-                    }
-                    Mode::All
-                }
-                Some(other) => {
-                    return Err(ClaimError::new(
-                        &object,
-                        format!("{ex}.allocationMode"),
-                        ClaimErrorKind::AllocationMode(other.to_string()),
-                    ));
-                }
-            };
-            if exactly.device_class_name.is_empty() {
-                return Err(ClaimError::new(
-                    &object,
-                    format!("{ex}.deviceClassName"),
-                    ClaimErrorKind::NoDeviceClass,
-                ));
-            }
-            let class = classes
-                .get(exactly.device_class_name.as_str())
-                .ok_or_else(|| {
-                    ClaimError::new(
-                        &object,
-                        format!("{ex}.deviceClassName"),
-                        ClaimErrorKind::DeviceClassNotFound(exactly.device_class_name.clone()),
-                    )
-                })?;
-            let class_object = format!("DeviceClass {}", exactly.device_class_name);
-            let mut selectors = Vec::new();
-            for (j, s) in class
-                .spec
-                .iter()
-                .flat_map(|s| s.selectors.iter().flatten())
-                .enumerate()
-            {
-                let field = format!("spec.selectors[{j}]");
-                let cel = s
-                    .cel
-                    .as_ref()
-                    .ok_or_else(|| ClaimError::new(&class_object, &field, ClaimErrorKind::NoCel))?;
-                selectors.push(Selector::compile(
-                    &cel.expression,
-                    &class_object,
-                    format!("{field}.cel.expression"),
-                )?);
-            }
-            for (j, s) in exactly.selectors.iter().flatten().enumerate() {
-                let field = format!("{ex}.selectors[{j}]");
-                let cel = s
-                    .cel
-                    .as_ref()
-                    .ok_or_else(|| ClaimError::new(&object, &field, ClaimErrorKind::NoCel))?;
-                selectors.push(Selector::compile(
-                    &cel.expression,
-                    &object,
-                    format!("{field}.cel.expression"),
-                )?);
-            }
-            plan.requests.push(RequestPlan {
-                name: request.name.clone(),
-                field,
-                class: exactly.device_class_name.clone(),
-                mode,
-                selectors,
-                tolerations: exactly.tolerations.clone().unwrap_or_default(),
-            });
+            plan.requests.push(request);
         }
         if total > MAX_DEVICES_PER_CLAIM {
             return Err(ClaimError::new(
@@ -384,57 +273,192 @@ impl ClaimPlan {
             ));
         }
         for (i, c) in devices.constraints.iter().flatten().enumerate() {
-            let field = format!("spec.devices.constraints[{i}]");
-            if c.distinct_attribute.is_some() {
-                return Err(ClaimError::new(
-                    &object,
-                    format!("{field}.distinctAttribute"),
-                    ClaimErrorKind::DistinctAttribute,
-                ));
-            }
-            let Some(attribute) = &c.match_attribute else {
-                return Err(ClaimError::new(
-                    &object,
-                    field,
-                    ClaimErrorKind::NoConstraint,
-                ));
-            };
-            if !attribute.contains('/') {
-                return Err(ClaimError::new(
-                    &object,
-                    format!("{field}.matchAttribute"),
-                    ClaimErrorKind::UnqualifiedAttribute(attribute.clone()),
-                ));
-            }
-            let names = c.requests.clone().unwrap_or_default();
-            let mut indices = Vec::new();
-            for (j, n) in names.iter().enumerate() {
-                let index = plan
-                    .requests
-                    .iter()
-                    .position(|r| &r.name == n)
-                    .ok_or_else(|| {
-                        ClaimError::new(
-                            &object,
-                            format!("{field}.requests[{j}]"),
-                            ClaimErrorKind::UnknownRequest(n.clone()),
-                        )
-                    })?;
-                indices.push(index);
-            }
-            if indices.is_empty() {
-                indices = (0..plan.requests.len()).collect();
-            }
-            plan.constraints.push(MatchConstraint {
-                attribute: attribute.clone(),
-                requests: indices,
-                field,
-            });
+            let constraint = match_constraint(&object, i, c, &plan.requests)?;
+            plan.constraints.push(constraint);
         }
         plan.config =
             allocation_config(&plan.requests, &devices.config.unwrap_or_default(), classes);
         Ok(plan)
     }
+}
+
+/// One request of a claim read: what gputopo cannot honour exactly refused
+/// with the field named, its count or `All`, and its class's and its own
+/// selectors compiled.
+fn request_plan(
+    object: &str,
+    i: usize,
+    request: &DeviceRequest,
+    classes: &BTreeMap<&str, &DeviceClass>,
+) -> Result<RequestPlan, ClaimError> {
+    let field = format!("spec.devices.requests[{i}]");
+    if request
+        .first_available
+        .as_ref()
+        .is_some_and(|f| !f.is_empty())
+    {
+        return Err(ClaimError::new(
+            object,
+            format!("{field}.firstAvailable"),
+            ClaimErrorKind::FirstAvailable,
+        ));
+    }
+    let Some(exactly) = &request.exactly else {
+        return Err(ClaimError::new(object, field, ClaimErrorKind::NoExactly));
+    };
+    let ex = format!("{field}.exactly");
+    if exactly.admin_access == Some(true) {
+        return Err(ClaimError::new(
+            object,
+            format!("{ex}.adminAccess"),
+            ClaimErrorKind::AdminAccess,
+        ));
+    }
+    if exactly.capacity.is_some() {
+        return Err(ClaimError::new(
+            object,
+            format!("{ex}.capacity"),
+            ClaimErrorKind::Capacity,
+        ));
+    }
+    let mode = request_mode(object, &ex, exactly)?;
+    if exactly.device_class_name.is_empty() {
+        return Err(ClaimError::new(
+            object,
+            format!("{ex}.deviceClassName"),
+            ClaimErrorKind::NoDeviceClass,
+        ));
+    }
+    let class = classes
+        .get(exactly.device_class_name.as_str())
+        .ok_or_else(|| {
+            ClaimError::new(
+                object,
+                format!("{ex}.deviceClassName"),
+                ClaimErrorKind::DeviceClassNotFound(exactly.device_class_name.clone()),
+            )
+        })?;
+    let class_object = format!("DeviceClass {}", exactly.device_class_name);
+    let mut selectors = Vec::new();
+    for (j, s) in class
+        .spec
+        .iter()
+        .flat_map(|s| s.selectors.iter().flatten())
+        .enumerate()
+    {
+        let field = format!("spec.selectors[{j}]");
+        let cel = s
+            .cel
+            .as_ref()
+            .ok_or_else(|| ClaimError::new(&class_object, &field, ClaimErrorKind::NoCel))?;
+        selectors.push(Selector::compile(
+            &cel.expression,
+            &class_object,
+            format!("{field}.cel.expression"),
+        )?);
+    }
+    for (j, s) in exactly.selectors.iter().flatten().enumerate() {
+        let field = format!("{ex}.selectors[{j}]");
+        let cel = s
+            .cel
+            .as_ref()
+            .ok_or_else(|| ClaimError::new(object, &field, ClaimErrorKind::NoCel))?;
+        selectors.push(Selector::compile(
+            &cel.expression,
+            object,
+            format!("{field}.cel.expression"),
+        )?);
+    }
+    Ok(RequestPlan {
+        name: request.name.clone(),
+        field,
+        class: exactly.device_class_name.clone(),
+        mode,
+        selectors,
+        tolerations: exactly.tolerations.clone().unwrap_or_default(),
+    })
+}
+
+/// `allocationMode` and `count` of a request (`ExactCount` by default).
+fn request_mode(object: &str, ex: &str, exactly: &ExactDeviceRequest) -> Result<Mode, ClaimError> {
+    Ok(match exactly.allocation_mode.as_deref() {
+        None | Some("") | Some("ExactCount") => {
+            let count = exactly.count.unwrap_or(1);
+            if !(1..=MAX_DEVICES_PER_CLAIM as i64).contains(&count) {
+                return Err(ClaimError::new(
+                    object,
+                    format!("{ex}.count"),
+                    ClaimErrorKind::Count(count),
+                ));
+            }
+            Mode::Count(count as u32)
+        }
+        Some("All") => {
+            if exactly.count.is_some() {
+                return Err(ClaimError::new(
+                    object,
+                    format!("{ex}.count"),
+                    ClaimErrorKind::CountWithAll,
+                ));
+            }
+            Mode::All
+        }
+        Some(other) => {
+            return Err(ClaimError::new(
+                object,
+                format!("{ex}.allocationMode"),
+                ClaimErrorKind::AllocationMode(other.to_string()),
+            ));
+        }
+    })
+}
+
+/// One `matchAttribute` constraint of a claim, its request names resolved
+/// to indices (none named: every request).
+fn match_constraint(
+    object: &str,
+    i: usize,
+    c: &DeviceConstraint,
+    requests: &[RequestPlan],
+) -> Result<MatchConstraint, ClaimError> {
+    let field = format!("spec.devices.constraints[{i}]");
+    if c.distinct_attribute.is_some() {
+        return Err(ClaimError::new(
+            object,
+            format!("{field}.distinctAttribute"),
+            ClaimErrorKind::DistinctAttribute,
+        ));
+    }
+    let Some(attribute) = &c.match_attribute else {
+        return Err(ClaimError::new(object, field, ClaimErrorKind::NoConstraint));
+    };
+    if !attribute.contains('/') {
+        return Err(ClaimError::new(
+            object,
+            format!("{field}.matchAttribute"),
+            ClaimErrorKind::UnqualifiedAttribute(attribute.clone()),
+        ));
+    }
+    let names = c.requests.clone().unwrap_or_default();
+    let mut indices = Vec::new();
+    for (j, n) in names.iter().enumerate() {
+        let index = requests.iter().position(|r| &r.name == n).ok_or_else(|| {
+            ClaimError::new(
+                object,
+                format!("{field}.requests[{j}]"),
+                ClaimErrorKind::UnknownRequest(n.clone()),
+            )
+        })?;
+        indices.push(index);
+    }
+    if indices.is_empty() {
+        indices = (0..requests.len()).collect();
+    }
+    Ok(MatchConstraint {
+        attribute: attribute.clone(),
+        requests: indices,
+        field,
+    })
 }
 
 /// Upstream's `status.allocation.devices.config`: the configs of each used

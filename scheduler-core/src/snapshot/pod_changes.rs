@@ -4,11 +4,11 @@
 use super::amounts::{amounts, share_amounts};
 use super::node::{bit_indices, used_gpus};
 use super::{
-    BoundPod, BoundPodInput, GpuHolding, Node, PodId, SharedHold, SharedUse, Snapshot,
+    Amounts, BoundPod, BoundPodInput, GpuHolding, Node, PodId, SharedHold, SharedUse, Snapshot,
     SnapshotError, SnapshotWarning,
 };
 use crate::gpuset::MAX_GPUS;
-use gputopo_api::WorkloadKind;
+use gputopo_api::{GpuShare, WorkloadKind};
 
 impl Snapshot {
     /// Adds a bound pod (a placement being tried, a pod the watch just saw).
@@ -100,49 +100,13 @@ impl Snapshot {
         };
         let node_index = node_id.0 as usize;
         let node_name = input.node;
-        let present = self.nodes[node_index].gpus.present;
         let mut gpus = 0u32;
         let mut shared = None;
         match input.holding {
             GpuHolding::None => {}
             GpuHolding::Whole(indices) => {
-                let taken = {
-                    let g = &self.nodes[node_index].gpus;
-                    g.held | g.shared_mask
-                };
-                for gpu in indices {
-                    if gpu >= MAX_GPUS || present & (1 << gpu) == 0 {
-                        self.warnings.push(SnapshotWarning::GpuNotOnNode {
-                            pod: key.clone(),
-                            node: node_name.clone(),
-                            gpu,
-                        });
-                        continue;
-                    }
-                    if taken & (1 << gpu) != 0 {
-                        self.warnings.push(SnapshotWarning::GpuHeldTwice {
-                            pod: key.clone(),
-                            node: node_name.clone(),
-                            gpu,
-                        });
-                    }
-                    gpus |= 1 << gpu;
-                }
-                // A record naming fewer GPUs than the pod holds (edited, or
-                // naming GPUs the node lacks) never lowers the count.
-                let requested = u32::try_from(input.requests.gpus).unwrap_or(0);
-                let short = requested.saturating_sub(gpus.count_ones());
-                if short > 0 {
-                    let extra = self.charge_highest_free(node_index, gpus, short, &key, &node_name);
-                    self.warnings.push(SnapshotWarning::ShortAssignment {
-                        pod: key.clone(),
-                        node: node_name.clone(),
-                        listed: gpus.count_ones(),
-                        requested,
-                        charged: list(extra),
-                    });
-                    gpus |= extra;
-                }
+                gpus =
+                    self.charge_listed(node_index, indices, input.requests.gpus, &key, &node_name);
             }
             GpuHolding::Unknown(count) => {
                 gpus = self.charge_highest_free(node_index, 0, count, &key, &node_name);
@@ -156,46 +120,7 @@ impl Snapshot {
                 }
             }
             GpuHolding::Shared { gpu, share } => {
-                let mut warnings = Vec::new();
-                let node = &self.nodes[node_index];
-                let memory = |g: u32| self.gpu_memory(node, g);
-                let chosen = match gpu {
-                    Some(g) if g < MAX_GPUS && present & (1 << g) != 0 => {
-                        if node.gpus.held & (1 << g) != 0 {
-                            warnings.push(SnapshotWarning::GpuHeldTwice {
-                                pod: key.clone(),
-                                node: node_name.clone(),
-                                gpu: g,
-                            });
-                        }
-                        Some(g)
-                    }
-                    Some(g) => {
-                        warnings.push(SnapshotWarning::GpuNotOnNode {
-                            pod: key.clone(),
-                            node: node_name.clone(),
-                            gpu: g,
-                        });
-                        None
-                    }
-                    // Not told which: the lowest GPU not held whole with room for it.
-                    None => (0..MAX_GPUS)
-                        .filter(|&g| (present & !node.gpus.held) & (1 << g) != 0)
-                        .find(|&g| {
-                            let used = node.gpus.shared_use(g);
-                            share_amounts(share, memory(g))
-                                .is_some_and(|(m, _)| used.milli.saturating_add(m) <= 1000)
-                        }),
-                };
-                if let Some(g) = chosen {
-                    let (milli, memory_mib) = share_amounts(share, memory(g)).unwrap_or((0, 0));
-                    shared = Some(SharedHold {
-                        gpu: g,
-                        milli,
-                        memory_mib,
-                    });
-                }
-                self.warnings.extend(warnings);
+                shared = self.shared_hold(node_index, gpu, share, &key, &node_name);
             }
         }
 
@@ -205,6 +130,147 @@ impl Snapshot {
         // no one holds it, and the kept snapshot does not grow with churn.
         let reused = self.reusable_pod_ids.pop();
         let pod_id = reused.unwrap_or(PodId(self.pods.len() as u32));
+        self.charge_node(node_index, pod_id, gpus, shared, &requested, workload);
+        let pod = Some(BoundPod {
+            namespace: input.namespace,
+            name: input.name,
+            node: node_id,
+            requests: input.requests,
+            gpus,
+            shared,
+            request,
+            priority: input.priority,
+            start_time: input.start_time,
+        });
+        match reused.and_then(|id| self.pods.get_mut(id.0 as usize)) {
+            Some(slot) => *slot = pod,
+            None => self.pods.push(pod),
+        }
+        self.pod_index.insert(index_key, pod_id);
+        Ok(pod_id)
+    }
+
+    /// The GPUs a pod's record lists, charged whole: indices the node lacks
+    /// and GPUs already held are warned about; a record naming fewer GPUs
+    /// than the pod requests (edited, or naming GPUs the node lacks) never
+    /// lowers the count, the rest charged to the highest free GPUs.
+    fn charge_listed(
+        &mut self,
+        node_index: usize,
+        indices: Vec<u32>,
+        requested_gpus: i64,
+        key: &str,
+        node_name: &str,
+    ) -> u32 {
+        let present = self.nodes[node_index].gpus.present;
+        let mut gpus = 0u32;
+        let taken = {
+            let g = &self.nodes[node_index].gpus;
+            g.held | g.shared_mask
+        };
+        for gpu in indices {
+            if gpu >= MAX_GPUS || present & (1 << gpu) == 0 {
+                self.warnings.push(SnapshotWarning::GpuNotOnNode {
+                    pod: key.to_string(),
+                    node: node_name.to_string(),
+                    gpu,
+                });
+                continue;
+            }
+            if taken & (1 << gpu) != 0 {
+                self.warnings.push(SnapshotWarning::GpuHeldTwice {
+                    pod: key.to_string(),
+                    node: node_name.to_string(),
+                    gpu,
+                });
+            }
+            gpus |= 1 << gpu;
+        }
+        // A record naming fewer GPUs than the pod holds (edited, or
+        // naming GPUs the node lacks) never lowers the count.
+        let requested = u32::try_from(requested_gpus).unwrap_or(0);
+        let short = requested.saturating_sub(gpus.count_ones());
+        if short > 0 {
+            let extra = self.charge_highest_free(node_index, gpus, short, key, node_name);
+            self.warnings.push(SnapshotWarning::ShortAssignment {
+                pod: key.to_string(),
+                node: node_name.to_string(),
+                listed: gpus.count_ones(),
+                requested,
+                charged: list(extra),
+            });
+            gpus |= extra;
+        }
+        gpus
+    }
+
+    /// The GPU a shared pod uses (its recorded one, else the lowest GPU not
+    /// held whole with room for the share) and what it takes of it; `None`
+    /// when the recorded GPU is not on the node or none has room.
+    fn shared_hold(
+        &mut self,
+        node_index: usize,
+        gpu: Option<u32>,
+        share: GpuShare,
+        key: &str,
+        node_name: &str,
+    ) -> Option<SharedHold> {
+        let present = self.nodes[node_index].gpus.present;
+        let mut shared = None;
+        let mut warnings = Vec::new();
+        let node = &self.nodes[node_index];
+        let memory = |g: u32| self.gpu_memory(node, g);
+        let chosen = match gpu {
+            Some(g) if g < MAX_GPUS && present & (1 << g) != 0 => {
+                if node.gpus.held & (1 << g) != 0 {
+                    warnings.push(SnapshotWarning::GpuHeldTwice {
+                        pod: key.to_string(),
+                        node: node_name.to_string(),
+                        gpu: g,
+                    });
+                }
+                Some(g)
+            }
+            Some(g) => {
+                warnings.push(SnapshotWarning::GpuNotOnNode {
+                    pod: key.to_string(),
+                    node: node_name.to_string(),
+                    gpu: g,
+                });
+                None
+            }
+            // Not told which: the lowest GPU not held whole with room for it.
+            None => (0..MAX_GPUS)
+                .filter(|&g| (present & !node.gpus.held) & (1 << g) != 0)
+                .find(|&g| {
+                    let used = node.gpus.shared_use(g);
+                    share_amounts(share, memory(g))
+                        .is_some_and(|(m, _)| used.milli.saturating_add(m) <= 1000)
+                }),
+        };
+        if let Some(g) = chosen {
+            let (milli, memory_mib) = share_amounts(share, memory(g)).unwrap_or((0, 0));
+            shared = Some(SharedHold {
+                gpu: g,
+                milli,
+                memory_mib,
+            });
+        }
+        self.warnings.extend(warnings);
+        shared
+    }
+
+    /// Adds a placed pod's GPUs, share, requests and workload to its node,
+    /// then the node's scan row and its domains' GPU counts.
+    fn charge_node(
+        &mut self,
+        node_index: usize,
+        pod_id: PodId,
+        gpus: u32,
+        shared: Option<SharedHold>,
+        requested: &Amounts,
+        workload: Option<WorkloadKind>,
+    ) {
         let before = used_gpus(&self.nodes[node_index]);
         let node = &mut self.nodes[node_index];
         node.gpus.held |= gpus;
@@ -224,7 +290,7 @@ impl Snapshot {
                 node.gpus.shared_mask |= 1 << h.gpu;
             }
         }
-        node.requested.add(&requested);
+        node.requested.add(requested);
         node.pods.push(pod_id);
         match workload {
             Some(WorkloadKind::Training) => {
@@ -238,23 +304,6 @@ impl Snapshot {
         let after = used_gpus(node);
         self.refresh(node_index);
         self.shift_domain_usage(node_index, before, after);
-        let pod = Some(BoundPod {
-            namespace: input.namespace,
-            name: input.name,
-            node: node_id,
-            requests: input.requests,
-            gpus,
-            shared,
-            request,
-            priority: input.priority,
-            start_time: input.start_time,
-        });
-        match reused.and_then(|id| self.pods.get_mut(id.0 as usize)) {
-            Some(slot) => *slot = pod,
-            None => self.pods.push(pod),
-        }
-        self.pod_index.insert(index_key, pod_id);
-        Ok(pod_id)
     }
 
     /// Charges `count` GPUs of a node to a pod whose indices are not known:
