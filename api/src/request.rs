@@ -184,57 +184,45 @@ impl GpuRequest {
         scheduling_group: Option<&str>,
     ) -> Result<GpuRequest, RequestError> {
         let a = Annotations::new(annotations)?;
+        check_gpu_count(&a, gpu_limit)?;
         let mut req = GpuRequest {
             gpus: gpu_limit.unwrap_or(0),
             ..GpuRequest::default()
         };
+        req.read_choice(&a)?;
+        req.read_share(&a)?;
+        req.read_run(&a)?;
+        req.read_gang(&a, labels, annotations, scheduling_group)?;
+        Ok(req)
+    }
 
-        if let Some((k, v)) = a.get(key::GPU_COUNT) {
-            let n = parse_u32(k, v, ACCEPT_COUNT, 0..=1024)?;
-            match gpu_limit {
-                Some(limit) if limit == n => {}
-                Some(limit) => {
-                    return Err(RequestError::Inconsistent {
-                        key: k.to_string(),
-                        detail: format!(
-                            "says {n} GPUs but the pod's {RESOURCE_GPU} limit is {limit}; the limit is what the kubelet grants, so make them equal or drop the annotation"
-                        ),
-                    });
-                }
-                None if n == 0 => {}
-                None => {
-                    return Err(RequestError::Inconsistent {
-                        key: k.to_string(),
-                        detail: format!(
-                            "says {n} GPUs but the pod sets no {RESOURCE_GPU} limit; set resources.limits.{RESOURCE_GPU}: {n}"
-                        ),
-                    });
-                }
-            }
-        }
+    /// What decides the GPU set and the node: NVLink floor, collective,
+    /// workload, placement strategy, preferred domain, per-GPU memory,
+    /// latency sensitivity.
+    fn read_choice(&mut self, a: &Annotations<'_>) -> Result<(), RequestError> {
         if let Some((k, v)) = a.get(key::MIN_NVLINK_LEVEL) {
             let digits = v.strip_prefix("NV").unwrap_or(v);
-            req.min_nvlink_level = Some(
+            self.min_nvlink_level = Some(
                 parse_u32(k, digits, ACCEPT_NVLINK, 1..=64)
                     .map_err(|_| bad(k, v, ACCEPT_NVLINK))?,
             );
         }
         if let Some((k, v)) = a.get(key::COLLECTIVE) {
-            req.collective = match v {
+            self.collective = match v {
                 "ring" => Collective::Ring,
                 "all-to-all" => Collective::AllToAll,
                 _ => return Err(bad(k, v, ACCEPT_COLLECTIVE)),
             };
         }
         if let Some((k, v)) = a.get(key::WORKLOAD) {
-            req.workload = Some(match v {
+            self.workload = Some(match v {
                 "training" => WorkloadKind::Training,
                 "inference" => WorkloadKind::Inference,
                 _ => return Err(bad(k, v, ACCEPT_WORKLOAD)),
             });
         }
         if let Some((k, v)) = a.get(key::PLACEMENT_STRATEGY) {
-            req.placement_strategy = match v {
+            self.placement_strategy = match v {
                 "consolidated" => PlacementStrategy::Consolidated,
                 "distributed" => PlacementStrategy::Distributed,
                 "balanced" => PlacementStrategy::Balanced,
@@ -245,46 +233,69 @@ impl GpuRequest {
             if !is_label_value(v) {
                 return Err(bad(k, v, ACCEPT_DOMAIN));
             }
-            req.preferred_domain = Some(v.to_string());
+            self.preferred_domain = Some(v.to_string());
         }
         if let Some((k, v)) = a.get(key::GPU_MEMORY) {
             let mib = quantity::parse_mib(v).map_err(|_| bad(k, v, quantity::ACCEPTED_MEMORY))?;
             if mib == 0 {
                 return Err(bad(k, v, quantity::ACCEPTED_MEMORY));
             }
-            req.gpu_memory_mib = Some(mib);
+            self.gpu_memory_mib = Some(mib);
         }
         if let Some((k, v)) = a.get(key::LATENCY_SENSITIVE) {
-            req.latency_sensitive = match v {
+            self.latency_sensitive = match v {
                 "true" => true,
                 "false" => false,
                 _ => return Err(bad(k, v, ACCEPT_BOOL)),
             };
         }
+        Ok(())
+    }
+
+    /// A share of one GPU instead of whole GPUs.
+    fn read_share(&mut self, a: &Annotations<'_>) -> Result<(), RequestError> {
         if let Some((k, v)) = a.get(key::GPU_SHARE) {
-            req.gpu_share = Some(parse_share(k, v)?);
-            if req.gpus > 1 {
+            self.gpu_share = Some(parse_share(k, v)?);
+            if self.gpus > 1 {
                 return Err(RequestError::Inconsistent {
                     key: k.to_string(),
                     detail: format!(
                         "a shared pod takes part of one GPU, but the pod's {RESOURCE_GPU} limit is {}; use a limit of 0 or 1 with {k}",
-                        req.gpus
+                        self.gpus
                     ),
                 });
             }
             // A shared pod holds no GPU whole, whatever its time-slicing replica limit says.
-            req.gpus = 0;
+            self.gpus = 0;
         }
+        Ok(())
+    }
+
+    /// What the pod says about its run, for preemption's cost and the
+    /// network score: checkpoint time, expected completion, bandwidth.
+    fn read_run(&mut self, a: &Annotations<'_>) -> Result<(), RequestError> {
         if let Some((k, v)) = a.get(key::CHECKPOINT_TIME) {
-            req.checkpoint_time = Some(v.parse().map_err(|_| bad(k, v, ACCEPT_TIME))?);
+            self.checkpoint_time = Some(v.parse().map_err(|_| bad(k, v, ACCEPT_TIME))?);
         }
         if let Some((k, v)) = a.get(key::EXPECTED_COMPLETION) {
-            req.expected_completion = Some(v.parse().map_err(|_| bad(k, v, ACCEPT_TIME))?);
+            self.expected_completion = Some(v.parse().map_err(|_| bad(k, v, ACCEPT_TIME))?);
         }
         if let Some((k, v)) = a.get(key::NETWORK_BANDWIDTH) {
-            req.network_bandwidth_mbps = Some(parse_bandwidth(k, v)?);
+            self.network_bandwidth_mbps = Some(parse_bandwidth(k, v)?);
         }
-        req.gang = gang::parse(&gang::GangFields {
+        Ok(())
+    }
+
+    /// The gang the pod belongs to (declared or derived), and whether it may
+    /// span GPU models.
+    fn read_gang(
+        &mut self,
+        a: &Annotations<'_>,
+        labels: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
+        scheduling_group: Option<&str>,
+    ) -> Result<(), RequestError> {
+        self.gang = gang::parse(&gang::GangFields {
             scheduling_group,
             gang: a.get(key::GANG),
             size: a.get(key::GANG_SIZE),
@@ -293,19 +304,48 @@ impl GpuRequest {
             annotations,
         })?;
         if let Some((k, v)) = a.get(key::GANG_MIXED_MODELS) {
-            req.gang_mixed_models = Some(match v {
+            self.gang_mixed_models = Some(match v {
                 "true" => true,
                 "false" => false,
                 _ => return Err(bad(k, v, ACCEPT_BOOL)),
             });
         }
-        Ok(req)
+        Ok(())
     }
 
     /// Whether the pod asks the GPU scheduler for anything at all.
     pub fn wants_gpus(&self) -> bool {
         self.gpus > 0 || self.gpu_share.is_some()
     }
+}
+
+/// `gputopo.dev/gpu-count`, when set, must equal the `nvidia.com/gpu` limit:
+/// the limit is what the kubelet grants.
+fn check_gpu_count(a: &Annotations<'_>, gpu_limit: Option<u32>) -> Result<(), RequestError> {
+    if let Some((k, v)) = a.get(key::GPU_COUNT) {
+        let n = parse_u32(k, v, ACCEPT_COUNT, 0..=1024)?;
+        match gpu_limit {
+            Some(limit) if limit == n => {}
+            Some(limit) => {
+                return Err(RequestError::Inconsistent {
+                    key: k.to_string(),
+                    detail: format!(
+                        "says {n} GPUs but the pod's {RESOURCE_GPU} limit is {limit}; the limit is what the kubelet grants, so make them equal or drop the annotation"
+                    ),
+                });
+            }
+            None if n == 0 => {}
+            None => {
+                return Err(RequestError::Inconsistent {
+                    key: k.to_string(),
+                    detail: format!(
+                        "says {n} GPUs but the pod sets no {RESOURCE_GPU} limit; set resources.limits.{RESOURCE_GPU}: {n}"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The pod's effective `nvidia.com/gpu` limit, as the kubelet computes effective

@@ -174,66 +174,27 @@ impl DraInventory {
             config: config.clone(),
             ..DraInventory::default()
         };
-        let mut pools: BTreeMap<(String, String), PoolSlices<'a>> = BTreeMap::new();
-        for slice in slices {
-            let spec = &slice.spec;
-            if !config.handles(&spec.driver) {
-                continue;
-            }
-            let name = slice.metadata.name.clone().unwrap_or_default();
-            let node_local = spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
-            if !node_local || spec.per_device_node_selection == Some(true) {
-                let what = if spec.all_nodes == Some(true) {
-                    "allNodes"
-                } else if spec.node_selector.is_some() {
-                    "nodeSelector"
-                } else if spec.per_device_node_selection == Some(true) {
-                    "perDeviceNodeSelection"
-                } else {
-                    "no node selection"
-                };
-                inv.warnings.push(DraWarning::UnsupportedSlice {
-                    slice: name,
-                    reason: format!(
-                        "{what}: only node-local slices (spec.nodeName) are placed on a node's GPU topology"
-                    ),
-                });
-                continue;
-            }
-            let key = (spec.driver.clone(), spec.pool.name.clone());
-            let entry = pools.entry(key).or_insert(PoolSlices {
-                generation: spec.pool.generation,
-                slices: Vec::new(),
-            });
-            if spec.pool.generation < entry.generation {
-                continue;
-            }
-            if spec.pool.generation > entry.generation {
-                entry.generation = spec.pool.generation;
-                entry.slices.clear();
-            }
-            entry.slices.push(slice);
-        }
+        let pools = newest_pools(config, slices, &mut inv.warnings);
+        inv.add_pools(pools);
+        inv.place_devices(topologies);
+        inv.mark_busy(claims);
+        inv
+    }
 
-        let topo_by_node: BTreeMap<&str, &GpuTopology> = topologies
-            .into_iter()
-            .map(|t| {
-                let name = t.metadata.name.as_deref().unwrap_or(&t.spec.node_name);
-                (name, t)
-            })
-            .collect();
-
+    /// Each usable pool's devices, under the pool's node; an incomplete or
+    /// invalid pool is a warning and leaves its node unusable for `All`.
+    fn add_pools(&mut self, pools: BTreeMap<(String, String), PoolSlices<'_>>) {
         for ((driver, pool), group) in pools {
             let pool_id = format!("{driver}/{pool}");
             let first = &group.slices[0].spec;
             let node = first.node_name.clone().unwrap_or_default();
             let problem = pool_problem(&group);
             if let Some(reason) = problem {
-                inv.warnings.push(DraWarning::UnusablePool {
+                self.warnings.push(DraWarning::UnusablePool {
                     pool: pool_id.clone(),
                     reason: reason.clone(),
                 });
-                inv.node_entry(&node)
+                self.node_entry(&node)
                     .unusable_pools
                     .push(format!("{pool_id}: {reason}"));
                 continue;
@@ -243,7 +204,7 @@ impl DraInventory {
                 .iter()
                 .flat_map(|s| s.spec.devices.iter().flatten())
                 .collect();
-            let entry = inv.node_entry(&node);
+            let entry = self.node_entry(&node);
             for device in devices {
                 entry.devices.push(DraDevice {
                     id: DeviceId {
@@ -268,9 +229,20 @@ impl DraInventory {
                 });
             }
         }
+    }
+
+    /// Each node's devices sorted and placed on its topology's GPU indices.
+    fn place_devices<'a>(&mut self, topologies: impl IntoIterator<Item = &'a GpuTopology>) {
+        let topo_by_node: BTreeMap<&str, &GpuTopology> = topologies
+            .into_iter()
+            .map(|t| {
+                let name = t.metadata.name.as_deref().unwrap_or(&t.spec.node_name);
+                (name, t)
+            })
+            .collect();
 
         let mut warnings = Vec::new();
-        for (name, node) in &mut inv.nodes {
+        for (name, node) in &mut self.nodes {
             node.devices.sort_by(|a, b| a.id.cmp(&b.id));
             place(
                 node,
@@ -278,8 +250,12 @@ impl DraInventory {
                 &mut warnings,
             );
         }
-        inv.warnings.extend(warnings);
+        self.warnings.extend(warnings);
+    }
 
+    /// Devices in any claim's `status.allocation` (admin access excluded,
+    /// as upstream) are busy, and so are the counter sets they consume.
+    fn mark_busy<'a>(&mut self, claims: impl IntoIterator<Item = &'a ResourceClaim>) {
         for claim in claims {
             let Some(allocation) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
                 continue;
@@ -293,7 +269,7 @@ impl DraInventory {
                 if result.admin_access == Some(true) {
                     continue;
                 }
-                inv.busy.insert(
+                self.busy.insert(
                     DeviceId {
                         driver: result.driver.clone(),
                         pool: result.pool.clone(),
@@ -304,15 +280,14 @@ impl DraInventory {
             }
         }
         let mut counters = BTreeSet::new();
-        for id in inv.busy.keys() {
-            if let Some(device) = inv.find(id).map(|(_, d)| d) {
+        for id in self.busy.keys() {
+            if let Some(device) = self.find(id).map(|(_, d)| d) {
                 for set in &device.counter_sets {
                     counters.insert((id.driver.clone(), id.pool.clone(), set.clone()));
                 }
             }
         }
-        inv.busy_counters = counters;
-        inv
+        self.busy_counters = counters;
     }
 
     fn node_entry(&mut self, node: &str) -> &mut NodeDevices {
@@ -411,6 +386,56 @@ impl DraInventory {
             }
         }
     }
+}
+
+/// The configured drivers' node-local slices, grouped by pool, keeping only
+/// each pool's newest generation; other slices are a warning.
+fn newest_pools<'a>(
+    config: &DraConfig,
+    slices: impl IntoIterator<Item = &'a ResourceSlice>,
+    warnings: &mut Vec<DraWarning>,
+) -> BTreeMap<(String, String), PoolSlices<'a>> {
+    let mut pools: BTreeMap<(String, String), PoolSlices<'a>> = BTreeMap::new();
+    for slice in slices {
+        let spec = &slice.spec;
+        if !config.handles(&spec.driver) {
+            continue;
+        }
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        let node_local = spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
+        if !node_local || spec.per_device_node_selection == Some(true) {
+            let what = if spec.all_nodes == Some(true) {
+                "allNodes"
+            } else if spec.node_selector.is_some() {
+                "nodeSelector"
+            } else if spec.per_device_node_selection == Some(true) {
+                "perDeviceNodeSelection"
+            } else {
+                "no node selection"
+            };
+            warnings.push(DraWarning::UnsupportedSlice {
+                slice: name,
+                reason: format!(
+                    "{what}: only node-local slices (spec.nodeName) are placed on a node's GPU topology"
+                ),
+            });
+            continue;
+        }
+        let key = (spec.driver.clone(), spec.pool.name.clone());
+        let entry = pools.entry(key).or_insert(PoolSlices {
+            generation: spec.pool.generation,
+            slices: Vec::new(),
+        });
+        if spec.pool.generation < entry.generation {
+            continue;
+        }
+        if spec.pool.generation > entry.generation {
+            entry.generation = spec.pool.generation;
+            entry.slices.clear();
+        }
+        entry.slices.push(slice);
+    }
+    pools
 }
 
 /// Sets every node's held GPUs in `inventory` to those `snapshot` does not

@@ -61,16 +61,7 @@ impl Snapshot {
         let generation = self.generation(&name, topology.as_deref(), &labels);
         interned.sort_unstable_by_key(|(k, _)| *k);
 
-        let taints = if taints.is_empty() {
-            0
-        } else {
-            let next = self.taint_sets.len() as u32;
-            let id = *state.taint_index.entry(taints.clone()).or_insert(next);
-            if id == next {
-                self.taint_sets.push(taints.into_boxed_slice());
-            }
-            id
-        };
+        let taints = self.intern_taints(taints, state);
 
         let topology = topology.and_then(|spec| {
             match super::plausible::implausible_topology(&spec, &allocatable) {
@@ -87,6 +78,61 @@ impl Snapshot {
         let allocatable = amounts(&allocatable, &mut self.strings);
         let gpus = self.node_gpus(&name, topology.as_deref(), allocatable.gpus, state);
 
+        let domains = self.node_domains(id, &labels, gpus.present, state);
+        let policy = self.label_policy(&name, &labels);
+        let cost_per_hour = self.label_cost(&name, &labels);
+
+        let spot = SPOT_LABELS
+            .iter()
+            .any(|(k, v)| labels.get(*k).is_some_and(|x| x == v))
+            || labels
+                .get(INSTANCE_TYPE_LABEL)
+                .is_some_and(|t| spot_types.iter().any(|s| s == t));
+
+        Node {
+            name: name.into_boxed_str(),
+            labels: interned.into_boxed_slice(),
+            taints,
+            unschedulable,
+            allocatable,
+            requested: Amounts::default(),
+            gpus,
+            domains,
+            pods: Vec::new(),
+            policy,
+            cost_per_hour,
+            spot,
+            model,
+            generation,
+            training_pods: 0,
+            inference_pods: 0,
+        }
+    }
+
+    /// The node's taint set, interned: nodes with the same taints share one
+    /// entry (0: no taints).
+    fn intern_taints(&mut self, taints: Vec<Taint>, state: &mut BuildState) -> u32 {
+        if taints.is_empty() {
+            0
+        } else {
+            let next = self.taint_sets.len() as u32;
+            let id = *state.taint_index.entry(taints.clone()).or_insert(next);
+            if id == next {
+                self.taint_sets.push(taints.into_boxed_slice());
+            }
+            id
+        }
+    }
+
+    /// The node's network domain at each configured tier (outermost first),
+    /// each domain created on first sight and told of the node and its GPUs.
+    fn node_domains(
+        &mut self,
+        id: NodeId,
+        labels: &BTreeMap<String, String>,
+        present: u32,
+        state: &mut BuildState,
+    ) -> [Option<DomainId>; MAX_TIERS] {
         let mut domains = [None; MAX_TIERS];
         let mut parent = None;
         let tier_keys: Vec<String> = self.tiers.keys().to_vec();
@@ -114,65 +160,52 @@ impl Snapshot {
             };
             let d = &mut self.domains[domain.index()];
             Arc::make_mut(&mut d.nodes).push(id);
-            d.gpus += gpus.present.count_ones();
+            d.gpus += present.count_ones();
             domains[t] = Some(domain);
             parent = Some(domain);
         }
+        domains
+    }
 
-        let policy = labels
+    /// The node's `gputopo.dev/topology-manager-policy` label; a bad value is
+    /// a warning and the configured default applies.
+    fn label_policy(
+        &mut self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<TopologyManagerPolicy> {
+        labels
             .get(node_keys::TOPOLOGY_MANAGER_POLICY)
             .and_then(|v| match v.parse::<TopologyManagerPolicy>() {
                 Ok(p) => Some(p),
                 Err(e) => {
                     self.warnings.push(SnapshotWarning::BadLabel {
-                        node: name.clone(),
+                        node: name.to_string(),
                         key: node_keys::TOPOLOGY_MANAGER_POLICY.into(),
                         value: v.clone(),
                         detail: format!("{e}; the configured default applies"),
                     });
                     None
                 }
-            });
-        let cost_per_hour =
-            labels
-                .get(node_keys::COST_PER_HOUR)
-                .and_then(|v| match v.trim().parse::<f32>() {
-                    Ok(c) if c.is_finite() && c >= 0.0 => Some(c),
-                    _ => {
-                        self.warnings.push(SnapshotWarning::BadLabel {
-                            node: name.clone(),
-                            key: node_keys::COST_PER_HOUR.into(),
-                            value: v.clone(),
-                            detail: "accepted: a non-negative number such as 32.77".into(),
-                        });
-                        None
-                    }
-                });
-        let spot = SPOT_LABELS
-            .iter()
-            .any(|(k, v)| labels.get(*k).is_some_and(|x| x == v))
-            || labels
-                .get(INSTANCE_TYPE_LABEL)
-                .is_some_and(|t| spot_types.iter().any(|s| s == t));
+            })
+    }
 
-        Node {
-            name: name.into_boxed_str(),
-            labels: interned.into_boxed_slice(),
-            taints,
-            unschedulable,
-            allocatable,
-            requested: Amounts::default(),
-            gpus,
-            domains,
-            pods: Vec::new(),
-            policy,
-            cost_per_hour,
-            spot,
-            model,
-            generation,
-            training_pods: 0,
-            inference_pods: 0,
-        }
+    /// The node's `gputopo.dev/cost-per-hour` label; a bad value is a warning.
+    fn label_cost(&mut self, name: &str, labels: &BTreeMap<String, String>) -> Option<f32> {
+        labels
+            .get(node_keys::COST_PER_HOUR)
+            .and_then(|v| match v.trim().parse::<f32>() {
+                Ok(c) if c.is_finite() && c >= 0.0 => Some(c),
+                _ => {
+                    self.warnings.push(SnapshotWarning::BadLabel {
+                        node: name.to_string(),
+                        key: node_keys::COST_PER_HOUR.into(),
+                        value: v.clone(),
+                        detail: "accepted: a non-negative number such as 32.77".into(),
+                    });
+                    None
+                }
+            })
     }
 
     /// A node's GPU generation: its `gputopo.dev/gpu-generation` label
