@@ -14,7 +14,7 @@ use crate::snapshot::{NodeId, Snapshot};
 use std::collections::HashMap;
 
 /// Explains `pod` with its claims `dra` on `snapshot` and `inventory` (whose
-/// held GPUs mirror the snapshot's: see [`super::hold_snapshot`]). An
+/// held GPUs mirror the snapshot's: see [`crate::dra::hold_snapshot`]). An
 /// unschedulable decision's `rejections` are the node-predicate ones: a
 /// node whose devices fall short has its reason in its row, not a
 /// `FilterReason`.

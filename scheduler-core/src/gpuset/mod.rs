@@ -72,24 +72,24 @@ mod choose;
 mod constrained;
 mod exact;
 mod explain;
-mod fragmentation;
 pub mod heuristic;
 mod mask;
 mod quality;
 mod query;
 mod request;
 mod shape;
+mod stranded;
 mod tables;
 
 pub use cache::{MAX_CACHED, MAX_DENSE_GPUS};
 pub use choose::Picker;
 pub use constrained::{MAX_CONSTRAINED_SUBSETS, constrained_subsets};
-pub use fragmentation::{full_nvlink_slots, stranded_free_gpus};
 pub use heuristic::{GapReport, heuristic_gap};
 pub use request::{
     DecidedBy, GpuSetChoice, Leftover, LeftoverSlot, Method, NoFitReason, SetPick, SetRequest,
 };
 pub use shape::{LinkMatrixKey, MAX_GPUS, NodeShape, ShapeCatalog, ShapeError, ShapeKey};
+pub use stranded::{full_nvlink_slots, stranded_free_gpus};
 pub use tables::{LEFTOVER_SIZES, MAX_EXACT_GPUS};
 
 /// Chooses the GPU set for `request` among `free` on `shape`; see [`NodeShape::choose`].
