@@ -157,7 +157,7 @@ impl LinkClass {
     }
 
     /// A dense rank for arithmetic (scores, tables): SYS=1 … PIX=5,
-    /// XGMI-ROUTED=6, XGMI=7, NV<k>=7+k (saturating: an absurd `k` from an
+    /// XGMI-ROUTED=6, XGMI=7, `NV<k>`=7+k (saturating: an absurd `k` from an
     /// untrusted object cannot wrap).
     pub fn rank(self) -> u32 {
         match self {
