@@ -84,7 +84,7 @@ pub fn schedule_claims(
 }
 
 /// [`schedule_claims`] for a pod's special claim (KEP-5004, see
-/// `extended.rs`): only nodes whose GPUs are not the node's allocatable
+/// `dra/extended.rs`): only nodes whose GPUs are not the node's allocatable
 /// resource (no device plugin) are considered, as upstream serves an
 /// extended resource through DRA only where no device plugin does.
 pub fn schedule_extended(
