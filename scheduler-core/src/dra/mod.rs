@@ -23,6 +23,14 @@
 //!   claim, pinned to the node as upstream pins node-local devices. Or a
 //!   [`NodeReason`].
 //!
+//! The decisions built on these (a claim pod over the cluster, over named
+//! nodes, in a gang, explained, or reviewed after kube-scheduler allocated)
+//! are in [`crate::dra_schedule`], a level above.
+//!
+//! Files: `device.rs` (a device and the names of devices and claims), `cel.rs`,
+//! `error.rs`, `devices.rs` (the inventory), `claim.rs`, `extended.rs`,
+//! `candidates.rs`, `constraint.rs`, `matching.rs`, `allocate.rs`.
+//!
 //! # What a caller writes, in order (as kube-scheduler's DRA plugin)
 //!
 //! For the chosen node's [`DraFit`], for each claim of [`DraFit::to_write`]:
