@@ -2,7 +2,7 @@
 //! pending and bound, how many the gang needs, and how long it may wait.
 //! Pure functions over the watched objects.
 
-use super::stages::domain_selectors;
+use super::domains::domain_selectors;
 use super::{Clock, EventSpec};
 use crate::cluster::{AssumeCache, is_gated, is_pending_for, is_unbound_for};
 use crate::gangs::{GangObjects, GangSize, GangSizeError};

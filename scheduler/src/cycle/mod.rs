@@ -18,39 +18,42 @@
 //! recording [`ClusterWrites`] that fails on demand.
 
 pub mod accounting;
-mod binds;
-mod claims;
+pub mod clocks;
+pub mod domains;
 mod drive;
-mod extended;
 pub mod gang;
 pub mod gang_status;
+pub mod holds;
 pub mod node_trust;
 pub mod nominations;
 pub mod outcome;
 mod preempt;
+pub mod prepare;
 pub mod queue;
 pub mod reservations;
-mod stages;
+mod steps;
+mod work;
 pub mod writes;
+pub mod written;
 
 #[cfg(test)]
 mod tests;
 
-pub use binds::DEFAULT_BINDS_IN_FLIGHT;
+pub use drive::DEFAULT_BINDS_IN_FLIGHT;
 pub use outcome::Outcome;
+pub use prepare::{PrepareError, Prepared};
 pub use writes::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 
-use crate::cluster::{AssumeCache, Usage};
+use crate::cluster::Usage;
 use crate::config::Settings;
-use gang::GangKey;
+use clocks::GangClocks;
 use gputopo_scheduler_core::accounting::AssignmentMismatch;
+use holds::Holds;
 use k8s_openapi::jiff::Timestamp;
-use nominations::Nominations;
 use queue::SchedulingQueue;
-use reservations::GangReservations;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use written::Written;
 
 /// How long a preemptor keeps its claim on the GPUs its victims free: well
 /// beyond the victims' default 30 s grace period.
@@ -74,41 +77,20 @@ impl Clock {
 }
 
 /// The scheduler's state between cycles: what it decided and has not yet
-/// seen in the API, and what it holds for whom.
+/// seen in the API, and what it holds for whom. Each part owns its rules.
 #[derive(Debug)]
 pub struct Cycle {
     /// Shared so that a decision can hold its profile while the cycle's
     /// state changes, without copying the configuration per pod.
     settings: Arc<Settings>,
     queue: SchedulingQueue,
-    assumed: AssumeCache,
-    /// When each gang waiting now was first seen pending: for
-    /// `gputopo_gang_wait_seconds` and the gang's schedule timeout.
-    gang_since: HashMap<GangKey, Instant>,
-    /// GPUs held for waiting gangs; `None` when the configuration turns
-    /// reservations off.
-    reservations: Option<GangReservations>,
-    /// Preemptors' claims on the GPUs their victims free.
-    nominations: Nominations,
-    /// Gangs partly bound (some members bound, others pending) since when.
-    partial_since: HashMap<GangKey, Instant>,
-    /// The snapshot warnings of the last cycle: a new one is logged at
-    /// `warn` once (an edited GPU record, a topology not trusted), not
-    /// every cycle.
-    warned: HashSet<String>,
-    /// The assignment mismatches already reported.
-    assignment_checks: accounting::AssignmentChecks,
-    /// Why each gang's last decision could not place it (for its
-    /// PodGroup's status); cleared when it is placed.
-    gang_unschedulable: HashMap<GangKey, String>,
-    /// The gang status writes made, with the object's resourceVersion
-    /// then: not repeated until the object changes.
-    gang_status_sent: HashMap<String, (Option<String>, gang_status::GangStatusWrite)>,
-    /// Which nodes' `GpuTopologyTrusted` condition was written when.
-    node_trust: node_trust::NodeTrustChecks,
-    /// Claims written and not yet seen by the watch.
-    claims_assumed: crate::claims::AssumedClaims,
-    /// The most bindings outstanding at once (`binds.rs`).
+    /// Pods assumed bound, GPUs reserved and nominated, claims assumed.
+    holds: Holds,
+    /// How long each gang has waited, and been partly bound.
+    clocks: GangClocks,
+    /// What was said already: warnings, mismatches, conditions, statuses.
+    written: Written,
+    /// The most bindings outstanding at once (`drive/binds.rs`).
     binds_in_flight: usize,
     /// The snapshot kept from cycle to cycle (`live_cluster.rs`).
     live: crate::live_cluster::LiveCluster,
@@ -118,17 +100,9 @@ impl Cycle {
     pub fn new(settings: Settings) -> Cycle {
         Cycle {
             queue: SchedulingQueue::new(settings.backoff),
-            assumed: AssumeCache::default(),
-            gang_since: HashMap::new(),
-            reservations: settings.gangs.reservations.map(GangReservations::new),
-            nominations: Nominations::default(),
-            partial_since: HashMap::new(),
-            warned: HashSet::new(),
-            assignment_checks: accounting::AssignmentChecks::default(),
-            gang_unschedulable: HashMap::new(),
-            gang_status_sent: HashMap::new(),
-            node_trust: node_trust::NodeTrustChecks::default(),
-            claims_assumed: crate::claims::AssumedClaims::default(),
+            holds: Holds::new(settings.gangs.reservations),
+            clocks: GangClocks::default(),
+            written: Written::default(),
             binds_in_flight: DEFAULT_BINDS_IN_FLIGHT,
             live: crate::live_cluster::LiveCluster::new(
                 &settings.core,
@@ -166,17 +140,17 @@ impl Cycle {
 
     /// Pods placed and not yet seen bound.
     pub fn assumed(&self) -> usize {
-        self.assumed.len()
+        self.holds.assumed().len()
     }
 
     /// Gangs holding a reservation.
     pub fn reservations(&self) -> usize {
-        self.reservations.as_ref().map_or(0, GangReservations::len)
+        self.holds.reservations()
     }
 
     /// Preemptors holding a nomination.
     pub fn nominations(&self) -> usize {
-        self.nominations.len()
+        self.holds.nominations().len()
     }
 }
 
@@ -246,7 +220,7 @@ pub struct CycleReport {
     pub usage: Option<Usage>,
     pub domains: Vec<DomainUse>,
     /// The snapshot could not be built; every due pod backs off.
-    pub snapshot_error: Option<String>,
+    pub snapshot_error: Option<PrepareError>,
     /// Pods found running on other GPUs than chosen, each reported once.
     pub assignment_mismatches: Vec<AssignmentMismatch>,
     /// What the cycle carries to the next, after this one.
@@ -286,11 +260,11 @@ impl Cycle {
     /// See [`HeldState`].
     pub fn held_state(&self) -> HeldState {
         HeldState {
-            assumed_pods: self.assumed.len(),
-            gang_reservations: self.reservations.as_ref().map_or(0, GangReservations::len),
-            nominations: self.nominations.len(),
-            waiting_gangs: self.gang_since.len(),
-            partial_gangs: self.partial_since.len(),
+            assumed_pods: self.assumed(),
+            gang_reservations: self.reservations(),
+            nominations: self.nominations(),
+            waiting_gangs: self.clocks.waiting(),
+            partial_gangs: self.clocks.partial(),
         }
     }
 }
