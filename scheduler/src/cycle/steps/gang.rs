@@ -8,10 +8,10 @@
 use super::claims::gang_claims;
 use crate::cluster::pod_key;
 use crate::cycle::domains::domain_selectors;
-use crate::cycle::gang::{GangReadiness, GangUnit, recovery_event, since_created};
+use crate::cycle::gang::{GangReadiness, GangUnit};
 use crate::cycle::work::{Member, Work};
 use crate::cycle::writes::{EventSpec, WriteError};
-use crate::cycle::{Cycle, EvictionResult, Outcome};
+use crate::cycle::{Clock, Cycle, EvictionResult, Outcome};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{
     ClaimGangDecision, DraInventory, DraPlacement, DraPod, schedule_claim_gang,
@@ -362,4 +362,44 @@ pub fn members_placed(unit: &GangUnit, placements: &[Placement]) -> Vec<(Member,
         .cloned()
         .zip(placements.iter().cloned())
         .collect()
+}
+
+/// The event on a member placed beside its gang's bound members: how many,
+/// and the closest network domain they now share.
+fn recovery_event(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]) -> EventSpec {
+    let nodes: Vec<String> = unit
+        .bound_members
+        .iter()
+        .map(|(_, n)| n.clone())
+        .chain(placements.iter().map(|p| p.node.clone()))
+        .collect();
+    let shared = domain_selectors(snapshot, &nodes)
+        .into_iter()
+        .next()
+        .filter(|s| !s.is_empty())
+        .map_or("no shared network domain".to_string(), |s| {
+            s.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+    EventSpec::normal(
+        "GangMemberReplaced",
+        "Scheduling",
+        format!(
+            "{}: {} member(s) placed beside its {} bound member(s), by the gang's own rule (their domain first); together in {shared}",
+            unit.key,
+            placements.len(),
+            unit.bound_members.len()
+        ),
+    )
+}
+
+/// How long since `pod` was created, by the cycle's wall clock.
+fn since_created(pod: &Pod, clock: Clock) -> Duration {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| clock.wall.duration_since(t.0).try_into().ok())
+        .unwrap_or_default()
 }
