@@ -1,21 +1,34 @@
 //! One scheduling cycle, read as I/O → pure → I/O.
 //!
-//! * **In**: the watched objects ([`Objects`]) and a [`Clock`], passed in
-//!   by the daemon (`scheduler.rs`), which owns the watches.
-//! * **Pure** (no `async`, no API; `stages.rs`, `gang.rs`, `queue.rs`,
-//!   `reservations.rs`, `nominations.rs`, `preempt.rs`, `outcome.rs`,
-//!   `accounting.rs`): the
-//!   [`Cycle`]'s bookkeeping (queue, assume cache, gang clocks,
-//!   reservations, nominations), the snapshot, gang assembly, and
-//!   scheduler-core's decisions, ending in typed [`Outcome`]s.
-//! * **Out**: every write goes through [`ClusterWrites`] (`drive.rs`, the
-//!   only async part): bind, evict (a dry run first), nominate, set the
-//!   PodScheduled condition, record an event. What the writes answer feeds
-//!   the next pure stage (a refused eviction spares its pod; a failed bind
+//! * **In**: the watched objects ([`Objects`](crate::cluster::Objects))
+//!   and a [`Clock`], passed in by the daemon (`scheduler.rs`), which owns
+//!   the watches.
+//! * **Pure** (no `async`, no API), a ladder from the bottom up:
+//!   - the state between cycles, each part owning its rules: `queue.rs`,
+//!     `holds.rs` (assumed pods, gang reservations (`reservations.rs`),
+//!     preemptors' nominations (`nominations.rs`), claims assumed),
+//!     `clocks.rs` (gang waits, partial binds), `written.rs` (what was
+//!     reported and written already: warnings, `accounting.rs`'s
+//!     mismatches, `node_trust.rs`'s conditions, `gang_status.rs`'s
+//!     statuses), with `gang.rs` (gang assembly), `domains.rs`,
+//!     `outcome.rs` (the typed [`Outcome`]), `preempt.rs` (preemption's
+//!     proposals) and `writes.rs` (the [`ClusterWrites`] trait);
+//!   - `prepare.rs`: the snapshot and the pods due; `work.rs`: what one
+//!     cycle's decisions work with;
+//!   - `steps/`: every decision a step, from the state, the snapshot and
+//!     the clock to a typed step (`PodStep`, `GangStep`, preemption's
+//!     `PreemptStep`, the claim writes' `ClaimBindStep`, ...), and the
+//!     functions that take in what the writes answered.
+//! * **Out** (`drive/`, the only async part; it decides nothing itself):
+//!   carries out each step through [`ClusterWrites`] (bind, evict with a
+//!   dry run first, nominate, set the PodScheduled condition, write claims,
+//!   statuses and node conditions, record an event) and hands each answer
+//!   back to the steps (a refused eviction spares its pod; a failed bind
 //!   backs the pod off). Metrics derive from the returned [`CycleReport`].
 //!
 //! The tests (`tests/`) drive whole cycles over literal objects with a
-//! recording [`ClusterWrites`] that fails on demand.
+//! recording [`ClusterWrites`] that fails on demand, and run the steps on
+//! literal worlds (`steps_*.rs`).
 
 pub mod accounting;
 pub mod clocks;
