@@ -18,7 +18,7 @@
 //! because the promise is the binding itself.
 
 use super::super::work::{Member, Work};
-use super::super::{ClusterWrites, Cycle, Outcome, WriteError};
+use super::super::{ClusterWrites, Cycle, WriteError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -102,23 +102,19 @@ impl Cycle {
     }
 
     /// Binds every pod, one after another, its GPUs written by the same
-    /// request: a gang's members (see [`Cycle::member_bound`]). Returns
-    /// whether every pod was bound.
+    /// request: a gang's members (see [`Cycle::member_bound`]).
     pub(super) async fn bind_all<W: ClusterWrites>(
         &mut self,
         writes: &W,
         work: &mut Work<'_>,
         all: Vec<(Member, Placement)>,
-    ) -> bool {
-        let mut all_bound = true;
+    ) {
         for (member, p) in all {
             let result = writes.bind(&member.0, &p).await;
             let outcome = self.member_bound(work, &member, p, result);
-            all_bound &= matches!(outcome, Outcome::Scheduled(_));
             let (pod, pending) = member;
             self.finish(writes, work, &pod, Some(&pending), outcome)
                 .await;
         }
-        all_bound
     }
 }

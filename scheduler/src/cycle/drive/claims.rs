@@ -9,15 +9,14 @@ use super::super::{ClusterWrites, Cycle};
 use gputopo_scheduler_core::dra::{DraPlacement, ExtendedClaim};
 
 impl Cycle {
-    /// Writes the claims of every pod, then binds every pod; returns
-    /// whether all were bound.
+    /// Writes the claims of every pod, then binds every pod.
     pub(super) async fn bind_with_claims<W: ClusterWrites>(
         &mut self,
         writes: &W,
         work: &mut Work<'_>,
         members: Vec<Member>,
         placed: Vec<DraPlacement>,
-    ) -> bool {
+    ) {
         let mut run = ClaimBinds::new(members, placed);
         loop {
             match run.step() {
@@ -37,7 +36,7 @@ impl Cycle {
                     let (pod, pending) = run.member(member);
                     self.finish(writes, work, pod, Some(pending), outcome).await;
                 }
-                ClaimBindStep::Done(all_bound) => return all_bound,
+                ClaimBindStep::Done => return,
             }
         }
     }

@@ -148,8 +148,8 @@ impl Cycle {
         let outcome = match self.gang_step(work, &attempt, core) {
             GangStep::Bind(placements) => {
                 let all = super::steps::gang::members_placed(&attempt.unit, &placements);
-                let all_bound = self.bind_all(writes, work, all).await;
-                for (pod, event) in self.gang_bound(work, &attempt, &placements, all_bound) {
+                self.bind_all(writes, work, all).await;
+                for (pod, event) in self.gang_bound(work, &attempt, &placements) {
                     writes.emit_event(&pod, event);
                 }
                 return;
@@ -157,8 +157,8 @@ impl Cycle {
             GangStep::BindClaims(placed) => {
                 let placements: Vec<_> = placed.iter().map(|d| d.placement.clone()).collect();
                 let members = attempt.unit.members.clone();
-                let all_bound = self.bind_with_claims(writes, work, members, placed).await;
-                for (pod, event) in self.gang_bound(work, &attempt, &placements, all_bound) {
+                self.bind_with_claims(writes, work, members, placed).await;
+                for (pod, event) in self.gang_bound(work, &attempt, &placements) {
                     writes.emit_event(&pod, event);
                 }
                 return;

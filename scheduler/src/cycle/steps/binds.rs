@@ -103,8 +103,8 @@ pub enum ClaimBindStep {
     Bind { member: usize, placement: Placement },
     /// The member's attempt ends with this outcome.
     Finish { member: usize, outcome: Outcome },
-    /// Every write made: whether every member was bound.
-    Done(bool),
+    /// Every write made.
+    Done,
 }
 
 /// Writes the claims of every pod (one, or a gang's members), then binds
@@ -123,7 +123,6 @@ pub struct ClaimBinds {
     member: usize,
     claim: usize,
     binding: bool,
-    all_bound: bool,
     over: bool,
 }
 
@@ -137,7 +136,6 @@ impl ClaimBinds {
             member: 0,
             claim: 0,
             binding: false,
-            all_bound: true,
             over: false,
         }
     }
@@ -153,7 +151,7 @@ impl ClaimBinds {
             return s;
         }
         if self.over {
-            return ClaimBindStep::Done(self.all_bound);
+            return ClaimBindStep::Done;
         }
         let n = self.members.len().min(self.placed.len());
         if !self.binding {
@@ -178,7 +176,7 @@ impl ClaimBinds {
             };
         }
         self.over = true;
-        ClaimBindStep::Done(self.all_bound)
+        ClaimBindStep::Done
     }
 
     /// The answer to [`ClaimBindStep::Reserve`] of `write`.
@@ -202,7 +200,6 @@ impl ClaimBinds {
                         outcome: Outcome::BindFailed(e.clone()),
                     });
                 }
-                self.all_bound = false;
                 self.over = true;
             }
         }
@@ -239,7 +236,6 @@ impl ClaimBinds {
             Err(e) => {
                 warn!(error = %e, "binding failed; releasing the pod's claims");
                 self.queued.extend(release(&self.written[i]));
-                self.all_bound = false;
                 Outcome::BindFailed(e)
             }
         };

@@ -190,18 +190,21 @@ impl Cycle {
     }
 
     /// After [`GangStep::Bind`]'s bindings (each member's outcome already
-    /// recorded): a gang bound whole stops its clocks and ends its
-    /// reservation; members that joined running ones (a lost member's
-    /// replacement) are told so, by the returned events. A gang not bound
-    /// whole has its holds put back.
+    /// recorded in the report): a gang bound whole stops its clocks and
+    /// ends its reservation; members that joined running ones (a lost
+    /// member's replacement) are told so, by the returned events. A gang
+    /// not bound whole has its holds put back.
     pub(in crate::cycle) fn gang_bound(
         &mut self,
         work: &mut Work<'_>,
         attempt: &GangAttempt,
         placements: &[Placement],
-        all_bound: bool,
     ) -> Vec<(Arc<Pod>, EventSpec)> {
         let unit = &attempt.unit;
+        let all_bound = attempt
+            .member_keys
+            .iter()
+            .all(|k| matches!(work.report.outcome(k), Some(Outcome::Scheduled(_))));
         if !all_bound {
             self.gang_restore(work, attempt);
             return Vec::new();
