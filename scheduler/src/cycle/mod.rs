@@ -31,23 +31,23 @@
 //! literal worlds (`steps_*.rs`).
 
 pub mod accounting;
-pub mod clocks;
-pub mod domains;
+mod clocks;
+mod domains;
 mod drive;
 pub mod gang;
 pub mod gang_status;
-pub mod holds;
+mod holds;
 pub mod node_trust;
 pub mod nominations;
 pub mod outcome;
 mod preempt;
-pub mod prepare;
+mod prepare;
 pub mod queue;
 pub mod reservations;
 mod steps;
 mod work;
 pub mod writes;
-pub mod written;
+mod written;
 
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@ mod node_trust;
 mod pods;
 mod preemption;
 mod stepper;
+mod steps_claims;
 mod steps_gang;
 mod steps_pod;
 mod steps_preempt;
