@@ -66,7 +66,7 @@ impl Scheduler {
         }
     }
 
-    /// At most `n` bindings outstanding at once (`cycle/binds.rs`).
+    /// At most `n` bindings outstanding at once (`cycle/drive/binds.rs`).
     pub fn with_binds_in_flight(mut self, n: usize) -> Scheduler {
         self.cycle = self.cycle.with_binds_in_flight(n);
         self

@@ -2,14 +2,10 @@
 //! pending and bound, how many the gang needs, and how long it may wait.
 //! Pure functions over the watched objects.
 
-use super::stages::domain_selectors;
-use super::{Clock, EventSpec};
 use crate::cluster::{AssumeCache, is_gated, is_pending_for, is_unbound_for};
 use crate::gangs::{GangObjects, GangSize, GangSizeError};
 use gputopo_api::GangRef;
 use gputopo_scheduler_core::pod::PendingPod;
-use gputopo_scheduler_core::schedule::Placement;
-use gputopo_scheduler_core::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -221,50 +217,6 @@ fn bound_members(key: &GangKey, ctx: &GangContext<'_>) -> Vec<(String, String)> 
         .collect();
     bound.sort();
     bound
-}
-
-/// The event on a member placed beside its gang's bound members: how many,
-/// and the closest network domain they now share.
-pub(super) fn recovery_event(
-    snapshot: &Snapshot,
-    unit: &GangUnit,
-    placements: &[Placement],
-) -> EventSpec {
-    let nodes: Vec<String> = unit
-        .bound_members
-        .iter()
-        .map(|(_, n)| n.clone())
-        .chain(placements.iter().map(|p| p.node.clone()))
-        .collect();
-    let shared = domain_selectors(snapshot, &nodes)
-        .into_iter()
-        .next()
-        .filter(|s| !s.is_empty())
-        .map_or("no shared network domain".to_string(), |s| {
-            s.iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        });
-    EventSpec::normal(
-        "GangMemberReplaced",
-        "Scheduling",
-        format!(
-            "{}: {} member(s) placed beside its {} bound member(s), by the gang's own rule (their domain first); together in {shared}",
-            unit.key,
-            placements.len(),
-            unit.bound_members.len()
-        ),
-    )
-}
-
-/// How long since `pod` was created, by the cycle's wall clock.
-pub(super) fn since_created(pod: &Pod, clock: Clock) -> Duration {
-    pod.metadata
-        .creation_timestamp
-        .as_ref()
-        .and_then(|t| clock.wall.duration_since(t.0).try_into().ok())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

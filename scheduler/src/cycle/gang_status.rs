@@ -7,15 +7,12 @@
 //! Pure; the cycle writes what differs from the watched object.
 
 use super::gang::{GangKey, GangKind};
-use super::{Clock, ClusterWrites};
-use crate::cluster::Objects;
 use crate::gangs::{GangObjects, PodGroupStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
-use tracing::{debug, warn};
 
 /// The upstream condition gputopo writes.
 pub const INITIALLY_SCHEDULED: &str = "PodGroupInitiallyScheduled";
@@ -246,59 +243,5 @@ pub fn resource_version(gangs: &GangObjects, w: &GangStatusWrite) -> Option<Stri
             .iter()
             .find(|g| same(&g.metadata, namespace, name))
             .and_then(|g| g.metadata.resource_version.clone()),
-    }
-}
-
-impl super::Cycle {
-    /// Brings the status of every gang object this scheduler serves up to
-    /// what its pods show; a write that fails is tried again next cycle.
-    pub(super) async fn write_gang_statuses<W: ClusterWrites>(
-        &mut self,
-        objects: &Objects<'_>,
-        writes: &W,
-        clock: Clock,
-    ) {
-        let names = self.settings.all_scheduler_names();
-        let wanted =
-            if objects.gangs.pod_groups.is_empty() && objects.gangs.upstream_groups.is_empty() {
-                // No status to write: the pods are not counted (every cycle,
-                // the cluster's pods); only the reasons of gangs no longer
-                // waiting are forgotten.
-                let waiting: HashSet<GangKey> = self
-                    .live
-                    .pending()
-                    .filter_map(|(_, p)| GangKey::of_pod(p))
-                    .collect();
-                self.gang_unschedulable.retain(|k, _| waiting.contains(k));
-                Vec::new()
-            } else {
-                gang_status_writes(
-                    objects.gangs,
-                    self.live.pods().values(),
-                    &names,
-                    &mut self.gang_unschedulable,
-                    clock.wall,
-                )
-            };
-        let mut sent = std::mem::take(&mut self.gang_status_sent);
-        for w in wanted {
-            let key = format!("{}:{}", kind_of(&w), w.target());
-            let version = resource_version(objects.gangs, &w);
-            if sent.get(&key) == Some(&(version.clone(), w.clone())) {
-                continue;
-            }
-            match writes.set_gang_status(&w).await {
-                Ok(()) => {
-                    debug!(group = %w.target(), "gang status written");
-                    sent.insert(key, (version, w));
-                }
-                Err(e) => warn!(error = %e, "writing a gang status; retrying next cycle"),
-            }
-        }
-        // Forget what is settled: the object now shows it, or is gone.
-        sent.retain(|_, (version, w)| {
-            version.is_some() && resource_version(objects.gangs, w) == *version
-        });
-        self.gang_status_sent = sent;
     }
 }

@@ -1,56 +1,72 @@
 //! One scheduling cycle, read as I/O → pure → I/O.
 //!
-//! * **In**: the watched objects ([`Objects`]) and a [`Clock`], passed in
-//!   by the daemon (`scheduler.rs`), which owns the watches.
-//! * **Pure** (no `async`, no API; `stages.rs`, `gang.rs`, `queue.rs`,
-//!   `reservations.rs`, `nominations.rs`, `preempt.rs`, `outcome.rs`,
-//!   `accounting.rs`): the
-//!   [`Cycle`]'s bookkeeping (queue, assume cache, gang clocks,
-//!   reservations, nominations), the snapshot, gang assembly, and
-//!   scheduler-core's decisions, ending in typed [`Outcome`]s.
-//! * **Out**: every write goes through [`ClusterWrites`] (`drive.rs`, the
-//!   only async part): bind, evict (a dry run first), nominate, set the
-//!   PodScheduled condition, record an event. What the writes answer feeds
-//!   the next pure stage (a refused eviction spares its pod; a failed bind
+//! * **In**: the watched objects ([`Objects`](crate::cluster::Objects))
+//!   and a [`Clock`], passed in by the daemon (`scheduler.rs`), which owns
+//!   the watches.
+//! * **Pure** (no `async`, no API), a ladder from the bottom up:
+//!   - the state between cycles, each part owning its rules: `queue.rs`,
+//!     `holds.rs` (assumed pods, gang reservations (`reservations.rs`),
+//!     preemptors' nominations (`nominations.rs`), claims assumed),
+//!     `clocks.rs` (gang waits, partial binds), `written.rs` (what was
+//!     reported and written already: warnings, `accounting.rs`'s
+//!     mismatches, `node_trust.rs`'s conditions, `gang_status.rs`'s
+//!     statuses), with `gang.rs` (gang assembly), `domains.rs`,
+//!     `outcome.rs` (the typed [`Outcome`]), `preempt.rs` (preemption's
+//!     proposals) and `writes.rs` (the [`ClusterWrites`] trait);
+//!   - `prepare.rs`: the snapshot and the pods due; `work.rs`: what one
+//!     cycle's decisions work with;
+//!   - `steps/`: every decision a step, from the state, the snapshot and
+//!     the clock to a typed step (`PodStep`, `GangStep`, preemption's
+//!     `PreemptStep`, the claim writes' `ClaimBindStep`, ...), and the
+//!     functions that take in what the writes answered.
+//! * **Out** (`drive/`, the only async part; it decides nothing itself):
+//!   carries out each step through [`ClusterWrites`] (bind, evict with a
+//!   dry run first, nominate, set the PodScheduled condition, write claims,
+//!   statuses and node conditions, record an event) and hands each answer
+//!   back to the steps (a refused eviction spares its pod; a failed bind
 //!   backs the pod off). Metrics derive from the returned [`CycleReport`].
 //!
 //! The tests (`tests/`) drive whole cycles over literal objects with a
-//! recording [`ClusterWrites`] that fails on demand.
+//! recording [`ClusterWrites`] that fails on demand, and run the steps on
+//! literal worlds (`steps_*.rs`).
 
 pub mod accounting;
-mod binds;
-mod claims;
+mod clocks;
+mod domains;
 mod drive;
-mod extended;
 pub mod gang;
 pub mod gang_status;
+mod holds;
 pub mod node_trust;
 pub mod nominations;
 pub mod outcome;
 mod preempt;
+mod prepare;
 pub mod queue;
 pub mod reservations;
-mod stages;
+mod steps;
+mod work;
 pub mod writes;
+mod written;
 
 #[cfg(test)]
 mod tests;
 
-pub use binds::DEFAULT_BINDS_IN_FLIGHT;
+pub use drive::DEFAULT_BINDS_IN_FLIGHT;
 pub use outcome::Outcome;
+pub use prepare::{PrepareError, Prepared};
 pub use writes::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
 
-use crate::cluster::{AssumeCache, Usage};
+use crate::cluster::Usage;
 use crate::config::Settings;
-use gang::GangKey;
+use clocks::GangClocks;
 use gputopo_scheduler_core::reported::AssignmentMismatch;
+use holds::Holds;
 use k8s_openapi::jiff::Timestamp;
-use nominations::Nominations;
 use queue::SchedulingQueue;
-use reservations::GangReservations;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use written::Written;
 
 /// How long a preemptor keeps its claim on the GPUs its victims free: well
 /// beyond the victims' default 30 s grace period.
@@ -74,41 +90,20 @@ impl Clock {
 }
 
 /// The scheduler's state between cycles: what it decided and has not yet
-/// seen in the API, and what it holds for whom.
+/// seen in the API, and what it holds for whom. Each part owns its rules.
 #[derive(Debug)]
 pub struct Cycle {
     /// Shared so that a decision can hold its profile while the cycle's
     /// state changes, without copying the configuration per pod.
     settings: Arc<Settings>,
     queue: SchedulingQueue,
-    assumed: AssumeCache,
-    /// When each gang waiting now was first seen pending: for
-    /// `gputopo_gang_wait_seconds` and the gang's schedule timeout.
-    gang_since: HashMap<GangKey, Instant>,
-    /// GPUs held for waiting gangs; `None` when the configuration turns
-    /// reservations off.
-    reservations: Option<GangReservations>,
-    /// Preemptors' claims on the GPUs their victims free.
-    nominations: Nominations,
-    /// Gangs partly bound (some members bound, others pending) since when.
-    partial_since: HashMap<GangKey, Instant>,
-    /// The snapshot warnings of the last cycle: a new one is logged at
-    /// `warn` once (an edited GPU record, a topology not trusted), not
-    /// every cycle.
-    warned: HashSet<String>,
-    /// The assignment mismatches already reported.
-    assignment_checks: accounting::AssignmentChecks,
-    /// Why each gang's last decision could not place it (for its
-    /// PodGroup's status); cleared when it is placed.
-    gang_unschedulable: HashMap<GangKey, String>,
-    /// The gang status writes made, with the object's resourceVersion
-    /// then: not repeated until the object changes.
-    gang_status_sent: HashMap<String, (Option<String>, gang_status::GangStatusWrite)>,
-    /// Which nodes' `GpuTopologyTrusted` condition was written when.
-    node_trust: node_trust::NodeTrustChecks,
-    /// Claims written and not yet seen by the watch.
-    claims_assumed: crate::claims::AssumedClaims,
-    /// The most bindings outstanding at once (`binds.rs`).
+    /// Pods assumed bound, GPUs reserved and nominated, claims assumed.
+    holds: Holds,
+    /// How long each gang has waited, and been partly bound.
+    clocks: GangClocks,
+    /// What was said already: warnings, mismatches, conditions, statuses.
+    written: Written,
+    /// The most bindings outstanding at once (`drive/binds.rs`).
     binds_in_flight: usize,
     /// The snapshot kept from cycle to cycle (`live_cluster.rs`).
     live: crate::live_cluster::LiveCluster,
@@ -118,17 +113,9 @@ impl Cycle {
     pub fn new(settings: Settings) -> Cycle {
         Cycle {
             queue: SchedulingQueue::new(settings.backoff),
-            assumed: AssumeCache::default(),
-            gang_since: HashMap::new(),
-            reservations: settings.gangs.reservations.map(GangReservations::new),
-            nominations: Nominations::default(),
-            partial_since: HashMap::new(),
-            warned: HashSet::new(),
-            assignment_checks: accounting::AssignmentChecks::default(),
-            gang_unschedulable: HashMap::new(),
-            gang_status_sent: HashMap::new(),
-            node_trust: node_trust::NodeTrustChecks::default(),
-            claims_assumed: crate::claims::AssumedClaims::default(),
+            holds: Holds::new(settings.gangs.reservations),
+            clocks: GangClocks::default(),
+            written: Written::default(),
             binds_in_flight: DEFAULT_BINDS_IN_FLIGHT,
             live: crate::live_cluster::LiveCluster::new(
                 &settings.core,
@@ -166,17 +153,17 @@ impl Cycle {
 
     /// Pods placed and not yet seen bound.
     pub fn assumed(&self) -> usize {
-        self.assumed.len()
+        self.holds.assumed().len()
     }
 
     /// Gangs holding a reservation.
     pub fn reservations(&self) -> usize {
-        self.reservations.as_ref().map_or(0, GangReservations::len)
+        self.holds.reservations()
     }
 
     /// Preemptors holding a nomination.
     pub fn nominations(&self) -> usize {
-        self.nominations.len()
+        self.holds.nominations().len()
     }
 }
 
@@ -246,7 +233,7 @@ pub struct CycleReport {
     pub usage: Option<Usage>,
     pub domains: Vec<DomainUse>,
     /// The snapshot could not be built; every due pod backs off.
-    pub snapshot_error: Option<String>,
+    pub snapshot_error: Option<PrepareError>,
     /// Pods found running on other GPUs than chosen, each reported once.
     pub assignment_mismatches: Vec<AssignmentMismatch>,
     /// What the cycle carries to the next, after this one.
@@ -286,11 +273,11 @@ impl Cycle {
     /// See [`HeldState`].
     pub fn held_state(&self) -> HeldState {
         HeldState {
-            assumed_pods: self.assumed.len(),
-            gang_reservations: self.reservations.as_ref().map_or(0, GangReservations::len),
-            nominations: self.nominations.len(),
-            waiting_gangs: self.gang_since.len(),
-            partial_gangs: self.partial_since.len(),
+            assumed_pods: self.assumed(),
+            gang_reservations: self.reservations(),
+            nominations: self.nominations(),
+            waiting_gangs: self.clocks.waiting(),
+            partial_gangs: self.clocks.partial(),
         }
     }
 }

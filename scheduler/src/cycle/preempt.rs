@@ -1,5 +1,6 @@
 //! Preemption's pure parts: whether to try, what one round proposes, and
-//! what each result says. The driver (`drive.rs`) runs the rounds: every
+//! what each result says. `steps/preempt.rs` runs the rounds, and the
+//! driver (`drive/`) makes their writes: every
 //! victim is evicted first as a dry run, and a PodDisruptionBudget that
 //! refuses one spares it (and its gang) for the next round's proposal, so
 //! a refusal never leaves half a plan evicted.

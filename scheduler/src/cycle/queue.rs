@@ -5,6 +5,7 @@
 //! out, as kube-scheduler moves pods from its unschedulable set to its
 //! backoff queue. Pure: the caller passes the clock.
 
+use super::outcome::Outcome;
 use crate::config::Backoff;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
@@ -183,6 +184,21 @@ impl SchedulingQueue {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The bookkeeping after `outcome`: a placed pod (or one gone) leaves,
+    /// a failed binding backs off, anything else waits for a change.
+    pub fn record(&mut self, pod: &str, outcome: &Outcome, now: Instant) {
+        match outcome {
+            Outcome::Scheduled(_) => self.done(pod),
+            Outcome::BindFailed(e) if e.pod_gone() => self.done(pod),
+            Outcome::BindFailed(_) => {
+                self.retry_later(pod, now);
+            }
+            _ => {
+                self.unschedulable(pod, now);
+            }
+        }
     }
 }
 

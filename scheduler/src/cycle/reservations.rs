@@ -59,6 +59,35 @@ fn mask_text(mask: u32) -> String {
         .join(",")
 }
 
+/// Why a reservation was refused, naming the bound.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ReserveError {
+    #[error("{0} already holds a reservation")]
+    AlreadyHeld(GangKey),
+    #[error("{0}: nothing to reserve")]
+    Nothing(GangKey),
+    #[error(
+        "{held} gangs hold reservations, the most allowed (gangs.reservations.maxReservations)"
+    )]
+    TooMany { held: usize },
+    #[error(
+        "reserving {gpus} GPUs would hold {total} of the cluster's {cluster_gpus}; at most {limit} may be reserved (gangs.reservations.maxFraction {max_fraction})"
+    )]
+    OverFraction {
+        gpus: u32,
+        total: u32,
+        cluster_gpus: u32,
+        limit: u32,
+        max_fraction: f64,
+    },
+    #[error("GPUs {gpus} of {node} are already reserved for {other}")]
+    Taken {
+        gpus: String,
+        node: String,
+        other: GangKey,
+    },
+}
+
 /// Every waiting gang's reservation.
 #[derive(Clone, Debug)]
 pub struct GangReservations {
@@ -152,9 +181,9 @@ impl GangReservations {
         nodes: Vec<(String, u32)>,
         cluster_gpus: u32,
         now: Instant,
-    ) -> Result<&HeldReservation, String> {
+    ) -> Result<&HeldReservation, ReserveError> {
         if self.held.contains_key(gang) {
-            return Err(format!("{gang} already holds a reservation"));
+            return Err(ReserveError::AlreadyHeld(gang.clone()));
         }
         let mut wanted: BTreeMap<String, u32> = BTreeMap::new();
         for (node, mask) in nodes {
@@ -164,30 +193,32 @@ impl GangReservations {
         }
         let gpus: u32 = wanted.values().map(|m| m.count_ones()).sum();
         if gpus == 0 {
-            return Err(format!("{gang}: nothing to reserve"));
+            return Err(ReserveError::Nothing(gang.clone()));
         }
         if self.held.len() >= self.policy.max_reservations {
-            return Err(format!(
-                "{} gangs hold reservations, the most allowed (gangs.reservations.maxReservations)",
-                self.held.len()
-            ));
+            return Err(ReserveError::TooMany {
+                held: self.held.len(),
+            });
         }
         let limit = (f64::from(cluster_gpus) * self.policy.max_fraction.clamp(0.0, 1.0)) as u32;
         let reserved = self.reserved_gpus();
         if reserved + gpus > limit {
-            return Err(format!(
-                "reserving {gpus} GPUs would hold {} of the cluster's {cluster_gpus}; at most {limit} may be reserved (gangs.reservations.maxFraction {})",
-                reserved + gpus,
-                self.policy.max_fraction
-            ));
+            return Err(ReserveError::OverFraction {
+                gpus,
+                total: reserved + gpus,
+                cluster_gpus,
+                limit,
+                max_fraction: self.policy.max_fraction,
+            });
         }
         for (other, r) in &self.held {
             for (node, mask) in &wanted {
                 if r.nodes.get(node).is_some_and(|m| m & mask != 0) {
-                    return Err(format!(
-                        "GPUs {} of {node} are already reserved for {other}",
-                        mask_text(r.nodes[node] & mask)
-                    ));
+                    return Err(ReserveError::Taken {
+                        gpus: mask_text(r.nodes[node] & mask),
+                        node: node.clone(),
+                        other: other.clone(),
+                    });
                 }
             }
         }
@@ -350,13 +381,15 @@ mod tests {
         });
         let e = r
             .reserve(&key, vec![("n1".into(), 0xff), ("n2".into(), 0x1)], 16, now)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("maxFraction") && e.contains("at most 8"), "{e}");
         r.reserve(&key, vec![("n1".into(), 0x0f)], 16, now)
             .expect("4 of 16");
         let e = r
             .reserve(&other("b"), vec![("n1".into(), 0x18)], 16, now)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("GPUs 3 of n1") && e.contains("already reserved"),
             "{e}"
@@ -365,7 +398,8 @@ mod tests {
             .expect("disjoint");
         let e = r
             .reserve(&other("c"), vec![("n2".into(), 0x1)], 16, now)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("maxReservations"), "{e}");
         assert!(r.reserve(&key, vec![("n2".into(), 0x1)], 16, now).is_err());
     }

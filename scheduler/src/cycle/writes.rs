@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use std::future::Future;
 
 /// Every write the scheduling cycle makes. `Sync`: several bindings are
-/// outstanding at once (`binds.rs`), each holding a reference.
+/// outstanding at once (`drive/binds.rs`), each holding a reference.
 pub trait ClusterWrites: Sync {
     /// Binds `pod` to `placement.node` through `pods/binding`, carrying the
     /// GPUs as the binding's annotations (the API server copies them onto

@@ -39,7 +39,7 @@ pub(super) fn dra_world(count: usize) -> World {
     w
 }
 
-fn claim(name: &str, request: Value) -> ResourceClaim {
+pub(super) fn claim(name: &str, request: Value) -> ResourceClaim {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}")},
         "spec": {"devices": {"requests": [request]}}
@@ -47,12 +47,12 @@ fn claim(name: &str, request: Value) -> ResourceClaim {
     .expect("a claim")
 }
 
-fn gpus(count: u32) -> Value {
+pub(super) fn gpus(count: u32) -> Value {
     json!({"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}})
 }
 
 /// A pending pod using the claim `claim` and no extended resource.
-fn claim_pod(name: &str, claim: &str) -> Pod {
+pub(super) fn claim_pod(name: &str, claim: &str) -> Pod {
     let mut p = pod(name, 0, None, 0);
     let spec = p.spec.as_mut().expect("spec");
     spec.containers[0].resources =

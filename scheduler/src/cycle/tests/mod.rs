@@ -13,6 +13,11 @@ mod live;
 mod node_trust;
 mod pods;
 mod preemption;
+mod stepper;
+mod steps_claims;
+mod steps_gang;
+mod steps_pod;
+mod steps_preempt;
 mod workload_gangs;
 
 use super::{Clock, Cycle, CycleReport, Outcome};
