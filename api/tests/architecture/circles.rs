@@ -4,8 +4,8 @@
 //! more than one file. A child module is part of its parent, so a use of an
 //! ancestor's item does not count; a parent's use of its child does.
 
-use crate::graph;
 use crate::ratchet::{Rule, ratchet};
+use crate::tarjan;
 use crate::workspace::{CrateGraph, Finding, workspace};
 use std::collections::BTreeSet;
 
@@ -66,7 +66,7 @@ pub fn circles_of(graph: &CrateGraph) -> Vec<Finding> {
         let file = &graph.files[f];
         file.strip_prefix(&src).unwrap_or(file).to_string()
     };
-    graph::circles(graph.files.len(), &graph.edges)
+    tarjan::circles(graph.files.len(), &graph.edges)
         .into_iter()
         .map(|circle| {
             let members: BTreeSet<usize> = circle.iter().copied().collect();

@@ -156,3 +156,41 @@ pub fn type_name(ty: &syn::Type) -> String {
         _ => "<impl>".to_string(),
     }
 }
+
+#[test]
+fn what_counts_as_a_long_function() {
+    let body = |n: usize| "    let _ = 1;\n".repeat(n - 2);
+    // 121 lines from `fn` to `}` each, but the test ones are not counted.
+    let source = format!(
+        "/// doc\n#[inline]\nfn long() {{\n{}}}\nfn short() {{\n{}}}\n\
+         impl Thing {{ fn method(&self) {{\n{}}} }}\n\
+         trait Walk {{ fn walk(&self) {{\n{}}} fn required(&self); }}\n\
+         fn outer() {{ let f = || {{ fn inner() {{\n{}}} }}; }}\n\
+         #[cfg(test)]\nmod tests {{ fn helper() {{\n{}}} }}\n\
+         #[test]\nfn a_test() {{\n{}}}\n",
+        body(121),
+        body(120),
+        body(121),
+        body(121),
+        body(121),
+        body(121),
+        body(121),
+    );
+    let ast = syn::parse_file(&source).expect("parses");
+    let found: Vec<String> = long_fns("x.rs", &ast)
+        .into_iter()
+        .map(|f| format!("{}: {}", f.item, f.detail))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "long: lines 3-123, 121 lines (at most 120)",
+            "Thing::method: lines 244-364, 121 lines (at most 120)",
+            "Walk::walk: lines 365-485, 121 lines (at most 120)",
+            // A closure counts inside its function, and so does a nested
+            // function, which also counts on its own.
+            "outer: lines 486-606, 121 lines (at most 120)",
+            "outer::inner: lines 486-606, 121 lines (at most 120)",
+        ]
+    );
+}

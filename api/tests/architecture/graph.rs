@@ -7,7 +7,7 @@
 //! number of times, else the deepest module file reached), and an edge runs
 //! from the file that uses to that file. An edge to a file of one of the
 //! user's own ancestor modules is left out: a child module is part of its
-//! parent. Circles are the strongly connected components (Tarjan).
+//! parent. Circles are the strongly connected components (`tarjan.rs`).
 
 use crate::source::is_test;
 use proc_macro2::{Spacing, TokenStream, TokenTree};
@@ -170,81 +170,6 @@ impl Tree {
     }
 }
 
-/// The strongly connected components of more than one file (Tarjan), each
-/// sorted, in order of their first file.
-pub fn circles(files: usize, edges: &Edges) -> Vec<Vec<usize>> {
-    let mut next = vec![Vec::new(); files];
-    for &(from, to) in edges.keys() {
-        next[from].push(to);
-    }
-    let mut tarjan = Tarjan {
-        next: &next,
-        index: vec![None; files],
-        low: vec![0; files],
-        on_stack: vec![false; files],
-        stack: Vec::new(),
-        counter: 0,
-        components: Vec::new(),
-    };
-    for v in 0..files {
-        if tarjan.index[v].is_none() {
-            tarjan.visit(v);
-        }
-    }
-    let mut components: Vec<Vec<usize>> = tarjan
-        .components
-        .into_iter()
-        .filter(|c| c.len() > 1)
-        .map(|mut c| {
-            c.sort();
-            c
-        })
-        .collect();
-    components.sort();
-    components
-}
-
-struct Tarjan<'a> {
-    next: &'a [Vec<usize>],
-    index: Vec<Option<usize>>,
-    low: Vec<usize>,
-    on_stack: Vec<bool>,
-    stack: Vec<usize>,
-    counter: usize,
-    components: Vec<Vec<usize>>,
-}
-
-impl Tarjan<'_> {
-    fn visit(&mut self, v: usize) {
-        self.index[v] = Some(self.counter);
-        self.low[v] = self.counter;
-        self.counter += 1;
-        self.stack.push(v);
-        self.on_stack[v] = true;
-        for &w in &self.next[v] {
-            match self.index[w] {
-                None => {
-                    self.visit(w);
-                    self.low[v] = self.low[v].min(self.low[w]);
-                }
-                Some(iw) if self.on_stack[w] => self.low[v] = self.low[v].min(iw),
-                Some(_) => {}
-            }
-        }
-        if Some(self.low[v]) == self.index[v] {
-            let mut component = Vec::new();
-            while let Some(w) = self.stack.pop() {
-                self.on_stack[w] = false;
-                component.push(w);
-                if w == v {
-                    break;
-                }
-            }
-            self.components.push(component);
-        }
-    }
-}
-
 struct Builder<'a> {
     read: Read<'a>,
     tree: Tree,
@@ -306,9 +231,7 @@ impl Builder<'_> {
             }
             match item {
                 Item::Mod(decl) => self.child(m, decl, children, path_base),
-                Item::Use(used) if used.leading_colon.is_none() => {
-                    self.use_tree(m, &used.tree, Vec::new());
-                }
+                Item::Use(used) if used.leading_colon.is_none() => self.use_tree(m, &used.tree),
                 _ => {
                     if let Some(name) = defined_name(item) {
                         self.tree.modules[m].defines.insert(name);
@@ -346,39 +269,58 @@ impl Builder<'_> {
         self.add_file(file, text, path, Some(m), mod_rs);
     }
 
-    fn use_tree(&mut self, m: usize, tree: &UseTree, prefix: Segments) {
+    fn use_tree(&mut self, m: usize, tree: &UseTree) {
         let module = &mut self.tree.modules[m];
-        let mut leaf = |ident: &syn::Ident, alias: &syn::Ident| {
-            let mut full = prefix.clone();
-            if ident != "self" {
-                full.push(ident.unraw().to_string());
-            }
-            let alias = if alias == "self" {
-                full.last().cloned()
-            } else {
-                Some(alias.unraw().to_string())
-            };
-            if let Some(alias) = alias.filter(|a| a != "_") {
-                module.imports.insert(alias, full.clone());
-            }
-            module.refs.push(full);
-        };
-        match tree {
-            UseTree::Path(p) => {
-                let mut next = prefix.clone();
-                next.push(p.ident.unraw().to_string());
-                self.use_tree(m, &p.tree, next);
-            }
-            UseTree::Name(n) => leaf(&n.ident, &n.ident),
-            UseTree::Rename(r) => leaf(&r.ident, &r.rename),
-            UseTree::Glob(_) => {
-                module.globs.push(prefix.clone());
-                module.refs.push(prefix);
-            }
-            UseTree::Group(g) => {
-                for t in &g.items {
-                    self.use_tree(m, t, prefix.clone());
+        let mut leaves = Vec::new();
+        use_leaves(tree, Vec::new(), &mut leaves);
+        for leaf in leaves {
+            match leaf.alias {
+                Some(alias) if alias == "*" => module.globs.push(leaf.path.clone()),
+                Some(alias) if alias != "_" => {
+                    module.imports.insert(alias, leaf.path.clone());
                 }
+                _ => {}
+            }
+            module.refs.push(leaf.path);
+        }
+    }
+}
+
+/// One name a `use` brings in: `alias` is the name it goes by (`*` for a
+/// glob, `_` for none), `path` what it names, as written.
+struct UseLeaf {
+    alias: Option<String>,
+    path: Segments,
+}
+
+fn use_leaves(tree: &UseTree, prefix: Segments, out: &mut Vec<UseLeaf>) {
+    let mut leaf = |ident: &syn::Ident, alias: &syn::Ident| {
+        let mut path = prefix.clone();
+        if ident != "self" {
+            path.push(ident.unraw().to_string());
+        }
+        let alias = if alias == "self" {
+            path.last().cloned()
+        } else {
+            Some(alias.unraw().to_string())
+        };
+        out.push(UseLeaf { alias, path });
+    };
+    match tree {
+        UseTree::Path(p) => {
+            let mut next = prefix.clone();
+            next.push(p.ident.unraw().to_string());
+            use_leaves(&p.tree, next, out);
+        }
+        UseTree::Name(n) => leaf(&n.ident, &n.ident),
+        UseTree::Rename(r) => leaf(&r.ident, &r.rename),
+        UseTree::Glob(_) => out.push(UseLeaf {
+            alias: Some("*".into()),
+            path: prefix,
+        }),
+        UseTree::Group(g) => {
+            for t in &g.items {
+                use_leaves(t, prefix.clone(), out);
             }
         }
     }
@@ -415,6 +357,15 @@ impl<'ast> Visit<'ast> for Refs<'_> {
             return;
         }
         visit::visit_trait_item(self, item);
+    }
+
+    /// A `use` in a function body: what it names is used.
+    fn visit_item_use(&mut self, used: &'ast syn::ItemUse) {
+        let mut leaves = Vec::new();
+        if used.leading_colon.is_none() {
+            use_leaves(&used.tree, Vec::new(), &mut leaves);
+        }
+        self.0.extend(leaves.into_iter().map(|leaf| leaf.path));
     }
 
     fn visit_path(&mut self, path: &'ast syn::Path) {

@@ -1,7 +1,8 @@
 //! The import graph on small literal source trees: what counts as an edge,
 //! where it points, and which circles it finds.
 
-use crate::graph::{Tree, circles};
+use crate::graph::Tree;
+use crate::tarjan::circles;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

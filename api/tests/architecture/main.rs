@@ -25,4 +25,5 @@ mod ladder;
 mod ratchet;
 mod source;
 mod string_errors;
+mod tarjan;
 mod workspace;

@@ -221,3 +221,25 @@ fn is_string_result(ty: &syn::TypePath) -> bool {
             if error.qself.is_none()
                 && error.path.segments.last().is_some_and(|s| s.ident == "String" && s.arguments.is_none()))
 }
+
+#[test]
+fn every_spelling_of_a_string_error_is_found() {
+    let source = r#"
+        fn a() -> Result<(), String> { let _: Result<(), String> = Ok(()); Ok(()) }
+        fn b(f: Box<dyn Fn() -> std::result::Result<u8, std::string::String>>) {}
+        struct C { field: Option<Result<u8, String>> }
+        type D<T> = Result<T, String>;
+        trait E { fn e(&self) -> Result<(), String>; }
+        impl F { fn f(&self) -> Result<&'static str, String> { fn g() -> Result<(), String> { Ok(()) } todo!() } }
+        fn fine() -> Result<(), &'static str> { Ok(()) }
+        fn also_fine() -> Result<(), Box<dyn std::error::Error>> { Ok(()) }
+        fn io() -> std::io::Result<String> { todo!() }
+        #[cfg(test)] mod tests { fn t() -> Result<(), String> { Ok(()) } }
+    "#;
+    let ast = syn::parse_file(source).expect("parses");
+    let found: Vec<String> = string_errors("x.rs", &ast)
+        .into_iter()
+        .map(|f| f.item)
+        .collect();
+    assert_eq!(found, ["a", "b", "C", "D", "E::e", "F::f", "F::f::g"]);
+}
