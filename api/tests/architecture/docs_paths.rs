@@ -1,10 +1,13 @@
 //! The architecture's document names only paths that exist: every
 //! backticked span of `docs/architecture.md` that looks like a repository
-//! path (has a `/`, or ends in `.rs`, `.md`, `.toml` or `.yaml`, a trailing
-//! `/` allowed) names a file or folder of the repository, from its root or,
-//! written short (`cycle/drive.rs`), as the tail of one. Spans with
-//! placeholders or patterns (`<name>`, `*`, `{a,b}`), spaces, `::` or URLs
-//! are not paths; fenced code blocks are not read.
+//! path names a file or folder of the repository, from its root or, written
+//! short (`cycle/drive.rs`), as the tail of one. A span looks like a path
+//! when it ends in `.rs`, `.md`, `.toml` or `.yaml`, or has a `/` after a
+//! top-level entry of the repository (`scheduler/src/cycle/`), a trailing
+//! `/` allowed; resource names and API groups (`nvidia.com/gpu`,
+//! `apps/v1`) do not. Spans with placeholders or patterns (`<name>`, `*`,
+//! `{a,b}`), spaces, `::` or URLs are not paths; fenced code blocks are not
+//! read.
 
 use crate::source::{RULES_DOC, relative, repo_root, walk};
 use std::collections::BTreeSet;
@@ -22,7 +25,12 @@ fn every_path_docs_architecture_names_exists() {
     let mut all = Vec::new();
     walk(&root, &mut all);
     let existing: BTreeSet<String> = all.iter().map(|p| relative(&root, p)).collect();
-    let named = named_paths(&text);
+    let top: BTreeSet<&str> = existing
+        .iter()
+        .filter(|p| !p.contains('/'))
+        .map(String::as_str)
+        .collect();
+    let named = named_paths(&text, &top);
     let missing: Vec<String> = named
         .iter()
         .filter(|(_, path)| {
@@ -41,7 +49,7 @@ fn every_path_docs_architecture_names_exists() {
 
 /// The (line, span) of each backticked span outside fenced code that looks
 /// like a path.
-fn named_paths(text: &str) -> Vec<(usize, String)> {
+fn named_paths(text: &str, top: &BTreeSet<&str>) -> Vec<(usize, String)> {
     let mut fenced = false;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -53,7 +61,7 @@ fn named_paths(text: &str) -> Vec<(usize, String)> {
             continue;
         }
         for span in line.split('`').skip(1).step_by(2) {
-            if looks_like_path(span) {
+            if looks_like_path(span, top) {
                 out.push((n + 1, span.to_string()));
             }
         }
@@ -61,14 +69,15 @@ fn named_paths(text: &str) -> Vec<(usize, String)> {
     out
 }
 
-fn looks_like_path(span: &str) -> bool {
+fn looks_like_path(span: &str, top: &BTreeSet<&str>) -> bool {
     let bare = span.trim_end_matches('/');
     let plain = !bare.is_empty()
         && bare
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
         && !bare.starts_with('/');
-    let pathlike = bare.contains('/')
+    let first = bare.split('/').next().unwrap_or_default();
+    let pathlike = (bare.contains('/') && top.contains(first))
         || [".rs", ".md", ".toml", ".yaml"]
             .iter()
             .any(|ext| bare.ends_with(ext));
@@ -78,9 +87,14 @@ fn looks_like_path(span: &str) -> bool {
 #[test]
 fn what_looks_like_a_path() {
     let text = "See `scheduler/src/cycle/`, `cycle/drive.rs`, `Cargo.toml`, `docs/x.md`,\n\
-                not `crate::x`, `Result<_, String>`, `tests/<name>/main.rs`, `a b/c`.\n\
+                not `crate::x`, `Result<_, String>`, `tests/<name>/main.rs`, `a b/c`,\n\
+                `nvidia.com/gpu`, `apps/v1`, `https://x.io/a.md`.\n\
                 ```\n`in/fence.rs`\n```\n";
-    let named: Vec<String> = named_paths(text).into_iter().map(|(_, p)| p).collect();
+    let top = BTreeSet::from(["scheduler", "docs", "tests"]);
+    let named: Vec<String> = named_paths(text, &top)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
     assert_eq!(
         named,
         [

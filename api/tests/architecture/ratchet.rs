@@ -69,3 +69,39 @@ pub fn ratchet(rule: &Rule, findings: &[Finding], allowlist: &[(&str, &str)]) {
         "{message}The rule is documented in {RULES_DOC}."
     );
 }
+
+#[test]
+fn the_ratchet_fails_on_new_violations_and_on_stale_entries() {
+    let rule = Rule {
+        statement: "the rule",
+        remedy: "fix it",
+        allowlist_in: "here.rs",
+    };
+    let found = |file: &str, item: &str| Finding {
+        file: file.into(),
+        item: item.into(),
+        detail: "where".into(),
+    };
+    let failure = |findings: Vec<Finding>, allowlist: &[(&str, &str)]| {
+        std::panic::catch_unwind(|| ratchet(&rule, &findings, allowlist))
+            .err()
+            .map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default())
+    };
+    assert_eq!(failure(vec![found("a.rs", "f")], &[("a.rs", "f")]), None);
+    let new = failure(
+        vec![found("a.rs", "f"), found("b.rs", "g")],
+        &[("a.rs", "f")],
+    )
+    .expect("a new violation fails");
+    assert!(
+        new.contains("1 new violation(s) of the rule: the rule\n  b.rs: g: where"),
+        "{new}"
+    );
+    let stale = failure(vec![], &[("a.rs", "f")]).expect("a stale entry fails");
+    assert!(
+        stale.contains("remove them from the allowlist in here.rs"),
+        "{stale}"
+    );
+    assert!(stale.contains(r#"("a.rs", "f"),"#), "{stale}");
+    assert!(stale.contains(RULES_DOC), "{stale}");
+}
