@@ -150,17 +150,21 @@ impl Tree {
             if module.defines.contains(seg) {
                 return Ok((m, seg.clone()));
             }
-            if hops < MAX_HOPS {
-                let through_import = module.imports.get(seg).map(|p| (p, i + 1));
-                let through_globs = module.globs.iter().map(|p| (p, i));
-                for (via, rest) in through_import.into_iter().chain(through_globs) {
-                    let Some(base) = self.absolute(m, via, 0) else {
-                        continue;
-                    };
-                    let full = [&base[..], &absolute[rest..]].concat();
-                    if let Ok(found) = self.target(&full, hops + 1) {
-                        return Ok(found);
-                    }
+            if hops >= MAX_HOPS {
+                return Err((m, seg.clone()));
+            }
+            // An import names what it brings in for certain: follow it
+            // wherever it leads (inside the crate); a glob only may.
+            let imported = module.imports.get(seg).and_then(|p| self.absolute(m, p, 0));
+            if let Some(base) = imported {
+                return self.target(&[&base[..], &absolute[i + 1..]].concat(), hops + 1);
+            }
+            for glob in &module.globs {
+                let Some(base) = self.absolute(m, glob, 0) else {
+                    continue;
+                };
+                if let Ok(found) = self.target(&[&base[..], &absolute[i..]].concat(), hops + 1) {
+                    return Ok(found);
                 }
             }
             return Err((m, seg.clone()));
