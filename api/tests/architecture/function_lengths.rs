@@ -2,7 +2,8 @@
 //! to its closing brace (closures count inside their function): free
 //! functions, methods and trait default methods alike. Test code is left
 //! out: `#[cfg(test)]` modules and `#[test]` functions, the files of
-//! `tests/`, `benches/` and `examples/` folders and the fuzzer.
+//! `tests/`, `benches/` and `examples/` folders (the testenv crate's
+//! `tests/` among them) and the fuzzer (`fuzz/`); binaries count.
 
 use crate::ratchet::{Rule, ratchet};
 use crate::source::is_test;
