@@ -1,0 +1,244 @@
+//! The ladders: the scheduler core's top-level modules, and the modules of
+//! the scheduler's `cycle/`, each stand on a level, and a module uses only
+//! modules of its own level or below (over the import graph of `graph.rs`;
+//! a use of an ancestor module, the crate root or `cycle/mod.rs`, is the
+//! child's own). Every module has its place in the table: a new module
+//! fails until it is added, a removed one until it is taken out.
+
+use crate::ratchet::{Rule, ratchet};
+use crate::source::RULES_DOC;
+use crate::workspace::{CrateGraph, Finding, workspace};
+use std::collections::BTreeSet;
+
+/// A ladder: the modules under `under` in the crate rooted at `root`, by
+/// level, bottom first.
+struct Ladder {
+    root: &'static str,
+    under: &'static [&'static str],
+    levels: &'static [Level],
+}
+
+struct Level {
+    name: &'static str,
+    modules: &'static [&'static str],
+}
+
+const CORE: Ladder = Ladder {
+    root: "scheduler-core/src/lib.rs",
+    under: &[],
+    levels: &[
+        Level {
+            name: "configuration and the request's and cluster's types",
+            modules: &["config", "pod", "resources", "selector"],
+        },
+        Level {
+            name: "the snapshot and what it reads",
+            modules: &["snapshot", "accounting"],
+        },
+        Level {
+            name: "the choosers",
+            modules: &[
+                "gpuset",
+                "gang",
+                "preempt",
+                "filter",
+                "score",
+                "node_fit",
+                "fragmentation",
+            ],
+        },
+        Level {
+            name: "one pod's decision",
+            modules: &["schedule"],
+        },
+        Level {
+            name: "the decisions built on it",
+            modules: &["gang_schedule", "preempt_schedule", "explain"],
+        },
+        // DRA wraps the decisions above for pods whose GPUs come through
+        // ResourceClaims (its own schedule, gang and explain), and nothing
+        // of the core uses it.
+        Level {
+            name: "Dynamic Resource Allocation",
+            modules: &["dra"],
+        },
+    ],
+};
+
+const CYCLE: Ladder = Ladder {
+    root: "scheduler/src/lib.rs",
+    under: &["cycle"],
+    levels: &[
+        Level {
+            name: "the cycle's state and bookkeeping, and what it writes",
+            modules: &[
+                "queue",
+                "nominations",
+                "reservations",
+                "gang",
+                "outcome",
+                "writes",
+                "gang_status",
+                "node_trust",
+                "accounting",
+            ],
+        },
+        Level {
+            name: "the pure decision steps",
+            modules: &["stages", "preempt"],
+        },
+        Level {
+            name: "the driver and its async write paths",
+            modules: &["drive", "binds", "claims", "extended"],
+        },
+    ],
+};
+
+/// Today's uses of a higher level, (file, the file it uses), each to go.
+const ALLOWLIST: &[(&str, &str)] = &[
+    (
+        "scheduler-core/src/config.rs",
+        "scheduler-core/src/fragmentation.rs",
+    ),
+    (
+        "scheduler-core/src/node_fit.rs",
+        "scheduler-core/src/schedule.rs",
+    ),
+    (
+        "scheduler-core/src/snapshot/build_node.rs",
+        "scheduler-core/src/gpuset/shape.rs",
+    ),
+    (
+        "scheduler-core/src/snapshot/mod.rs",
+        "scheduler-core/src/gpuset/shape.rs",
+    ),
+    (
+        "scheduler-core/src/snapshot/node.rs",
+        "scheduler-core/src/gpuset/shape.rs",
+    ),
+    (
+        "scheduler-core/src/snapshot/node_ref.rs",
+        "scheduler-core/src/gpuset/shape.rs",
+    ),
+    (
+        "scheduler-core/src/snapshot/pod_changes.rs",
+        "scheduler-core/src/gpuset/shape.rs",
+    ),
+    (
+        "scheduler-core/src/snapshot/warning.rs",
+        "scheduler-core/src/gpuset/shape.rs",
+    ),
+    (
+        "scheduler/src/cycle/gang.rs",
+        "scheduler/src/cycle/stages.rs",
+    ),
+];
+
+const RULE: Rule = Rule {
+    statement: "a module of the core's ladder or the cycle's uses only modules of its own level \
+                or below",
+    remedy: "Move what the lower module needs down to its level (or below), or pass it in; \
+             the levels are in api/tests/architecture/ladder.rs.",
+    allowlist_in: "api/tests/architecture/ladder.rs",
+};
+
+#[test]
+fn no_module_uses_a_higher_level() {
+    let findings: Vec<Finding> = [CORE, CYCLE]
+        .iter()
+        .flat_map(|ladder| upward_uses(ladder, graph_of(ladder)))
+        .collect();
+    ratchet(&RULE, &findings, ALLOWLIST);
+}
+
+#[test]
+fn the_ladders_place_every_module() {
+    let mut wrong = Vec::new();
+    for ladder in [CORE, CYCLE] {
+        let graph = graph_of(&ladder);
+        let modules: BTreeSet<&str> = (0..graph.files.len())
+            .filter_map(|f| rung(&ladder, graph, f))
+            .collect();
+        let placed: BTreeSet<&str> = ladder
+            .levels
+            .iter()
+            .flat_map(|l| l.modules.iter().copied())
+            .collect();
+        let count: usize = ladder.levels.iter().map(|l| l.modules.len()).sum();
+        assert_eq!(
+            count,
+            placed.len(),
+            "{}: a module is placed twice",
+            ladder.root
+        );
+        let under = ladder.under.join("::");
+        for m in modules.difference(&placed) {
+            wrong.push(format!(
+                "  {} `{under}::{m}`: add it to the ladder, on its level",
+                ladder.root
+            ));
+        }
+        for m in placed.difference(&modules) {
+            wrong.push(format!(
+                "  {} `{under}::{m}`: no such module; take it off the ladder",
+                ladder.root
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the ladders in api/tests/architecture/ladder.rs must place every module (the levels \
+         are documented in {RULES_DOC}):\n{}",
+        wrong.join("\n")
+    );
+}
+
+fn graph_of(ladder: &Ladder) -> &'static CrateGraph {
+    workspace()
+        .graphs
+        .iter()
+        .find(|g| g.root == ladder.root)
+        .unwrap_or_else(|| panic!("{}: no such crate root", ladder.root))
+}
+
+/// The ladder's module that file `f` belongs to, if any (`None` for the
+/// ladder's parent module and files outside it).
+fn rung<'g>(ladder: &Ladder, graph: &'g CrateGraph, f: usize) -> Option<&'g str> {
+    let path = &graph.modules[f];
+    let inside =
+        path.len() > ladder.under.len() && path.iter().zip(ladder.under).all(|(a, b)| a == b);
+    inside.then(|| path[ladder.under.len()].as_str())
+}
+
+fn level(ladder: &Ladder, module: &str) -> Option<usize> {
+    ladder
+        .levels
+        .iter()
+        .position(|l| l.modules.contains(&module))
+}
+
+fn upward_uses(ladder: &Ladder, graph: &CrateGraph) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for (&(from, to), names) in &graph.edges {
+        let (Some(a), Some(b)) = (rung(ladder, graph, from), rung(ladder, graph, to)) else {
+            continue;
+        };
+        let (Some(la), Some(lb)) = (level(ladder, a), level(ladder, b)) else {
+            continue;
+        };
+        if la < lb {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            found.push(Finding {
+                file: graph.files[from].clone(),
+                item: graph.files[to].clone(),
+                detail: format!(
+                    "`{a}` (level {la}, {}) uses `{b}` (level {lb}, {}): {}",
+                    ladder.levels[la].name,
+                    ladder.levels[lb].name,
+                    names.join(", ")
+                ),
+            });
+        }
+    }
+    found
+}
