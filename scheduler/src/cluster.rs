@@ -11,7 +11,6 @@
 //! forgotten once the store shows it bound (its own annotations then say
 //! which GPUs it holds), once it is gone, or when its uid changes.
 
-use crate::cycle::queue::QueuedPod;
 use crate::gangs::GangObjects;
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -73,15 +72,6 @@ pub fn is_unbound_for(pod: &Pod, names: &[String]) -> bool {
     ours && unbound
         && pod.metadata.deletion_timestamp.is_none()
         && !matches!(phase, Some("Succeeded" | "Failed"))
-}
-
-/// The queue's view of a pending pod.
-pub fn queued(pod: &Pod) -> QueuedPod {
-    QueuedPod {
-        key: pod_key(pod),
-        priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
-        created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
-    }
 }
 
 /// A pod placed by this scheduler and not yet seen bound.

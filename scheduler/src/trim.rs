@@ -74,7 +74,8 @@ pub fn trim_node(node: &mut Node) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{is_pending_for, queued};
+    use crate::cluster::is_pending_for;
+    use crate::cycle::queue::QueuedPod;
     use gputopo_scheduler_core::pod::PendingPod;
     use gputopo_scheduler_core::snapshot::from_k8s::bound_pod_input;
     use serde_json::json;
@@ -153,7 +154,7 @@ mod tests {
                 is_pending_for(&trimmed, &names),
                 is_pending_for(&full, &names)
             );
-            assert_eq!(queued(&trimmed), queued(&full));
+            assert_eq!(QueuedPod::of(&trimmed), QueuedPod::of(&full));
             assert_eq!(
                 trimmed.spec.as_ref().map(|s| &s.resource_claims),
                 full.spec.as_ref().map(|s| &s.resource_claims)

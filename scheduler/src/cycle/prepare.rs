@@ -8,7 +8,7 @@
 use super::Cycle;
 use super::queue::QueuedPod;
 use super::{Clock, NOMINATION_TTL};
-use crate::cluster::{Objects, ReadingTrust, nominated_node, pod_key, queued};
+use crate::cluster::{Objects, ReadingTrust, nominated_node, pod_key};
 use gputopo_scheduler_core::dra::DraInventory;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
@@ -87,7 +87,7 @@ impl Cycle {
             .map(|(k, p)| (k, p.clone()))
             .unzip();
         let pending_keys: HashSet<String> = pending_keys.into_iter().map(str::to_string).collect();
-        self.queue.sync(pending.iter().map(|p| queued(p)));
+        self.queue.sync(pending.iter().map(|p| QueuedPod::of(p)));
         self.clocks.sync(&pending, clock);
         let clocks = &self.clocks;
         self.holds

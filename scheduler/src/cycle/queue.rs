@@ -6,7 +6,9 @@
 //! backoff queue. Pure: the caller passes the clock.
 
 use super::outcome::Outcome;
+use crate::cluster::pod_key;
 use crate::config::Backoff;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,6 +21,17 @@ pub struct QueuedPod {
     pub priority: i32,
     /// `metadata.creationTimestamp`.
     pub created: Option<Timestamp>,
+}
+
+impl QueuedPod {
+    /// The queue's view of a pending pod.
+    pub fn of(pod: &Pod) -> QueuedPod {
+        QueuedPod {
+            key: pod_key(pod),
+            priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
