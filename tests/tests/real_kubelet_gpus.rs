@@ -184,6 +184,7 @@ async fn visible_devices(node: &mut KubeletNode, pods: &Api<Pod>, name: &str) ->
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_device_plugin_on_a_real_kubelet_hands_out_the_chosen_gpus_and_the_agent_reads_them() {
     let env = TestEnv::shared().await;
     // Its node lifecycle controller lifts the not-ready taint every new
