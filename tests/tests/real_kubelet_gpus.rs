@@ -34,7 +34,8 @@
 //! ignores CDI devices.
 //!
 //! Rerun: `cargo build -p gputopo-device-plugin -p gputopo-agent -p
-//! gputopo-scheduler && cargo test -p gputopo-testenv --test real_kubelet_gpus`
+//! gputopo-scheduler && cargo test -p gputopo-testenv --test real_kubelet_gpus --
+//! --include-ignored`
 //! (root, with the packages `tests/tests/real_kubelet.rs` names).
 
 mod kubelet_common;
