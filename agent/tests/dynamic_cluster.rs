@@ -49,6 +49,7 @@ fn degraded(t: &GpuTopology) -> Option<(String, String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_link_down_or_a_lost_gpu_flips_degraded_at_the_next_scan() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(env, "nvml-dynamic", &[]).await;

@@ -161,6 +161,7 @@ fn now() -> Time {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_agent_may_publish_its_own_node_and_nothing_else() {
     let env = TestEnv::shared().await;
     let admin = env.client().await;

@@ -114,6 +114,7 @@ fn status_writes(env: &TestEnv, node: &str) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn publishes_what_the_kubelet_allocated_and_follows_it() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(env, "podres-busy", &[]).await;
@@ -181,6 +182,7 @@ async fn publishes_what_the_kubelet_allocated_and_follows_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_missing_or_refusing_socket_is_last_error_and_the_rest_is_published() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(env, "podres-down", &[]).await;
@@ -254,6 +256,7 @@ async fn a_missing_or_refusing_socket_is_last_error_and_the_rest_is_published() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn observed_at_is_refreshed_every_heartbeat_while_nothing_changes() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(env, "podres-beat", &[]).await;
@@ -280,6 +283,7 @@ async fn observed_at_is_refreshed_every_heartbeat_while_nothing_changes() {
 
 /// Offline: a saved answer read every scan, as the socket would be.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_saved_answer_is_read_every_scan() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(env, "podres-saved", &[]).await;

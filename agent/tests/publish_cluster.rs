@@ -41,6 +41,7 @@ fn replace(path: &Path, contents: &[u8]) {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn publishes_labels_and_topology_then_writes_nothing_while_unchanged() {
     let env = TestEnv::shared().await;
     let (node, created) = create_node(env, "agent-quiet", &[]).await;
@@ -126,6 +127,7 @@ async fn publishes_labels_and_topology_then_writes_nothing_while_unchanged() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn follows_a_changed_topology_and_never_touches_foreign_labels() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(
@@ -180,6 +182,7 @@ async fn follows_a_changed_topology_and_never_touches_foreign_labels() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_node_that_loses_its_gpus_loses_the_agents_labels() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(env, "agent-gone", &[("team", "ml")]).await;
@@ -222,6 +225,7 @@ async fn a_node_that_loses_its_gpus_loses_the_agents_labels() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn deleting_the_node_garbage_collects_its_topology() {
     let env = TestEnv::shared().await;
     env.with_controller_manager().await;
@@ -254,6 +258,7 @@ async fn deleting_the_node_garbage_collects_its_topology() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_label_value_changed_by_hand_is_set_back() {
     let env = TestEnv::shared().await;
     let (node, _) = create_node(env, "agent-drift", &[]).await;
@@ -288,6 +293,7 @@ async fn a_label_value_changed_by_hand_is_set_back() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn recovers_by_itself_when_the_api_server_goes_away_and_comes_back() {
     // A control plane of its own: the outage must not disturb other tests.
     let env = TestEnv::start().await.expect("control plane");
@@ -353,6 +359,7 @@ async fn recovers_by_itself_when_the_api_server_goes_away_and_comes_back() {
 /// the agent leaves the labels another writer holds alone (and still writes
 /// its own), so the two never flip them back and forth.
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn labels_gpu_feature_discovery_holds_are_left_to_it() {
     let env = TestEnv::shared().await;
     // Created with GFD's labels: the creating client manages them.

@@ -198,6 +198,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_pod_gets_exactly_the_gpus_gputopo_chose_in_allocate_and_pod_resources() {
     let h = Harness::start("hgx-h100-8gpu-nvswitch-nvml.yaml").await;
     assert!(h.readiness.is_ready(), "{}", h.readiness.reason());
@@ -243,6 +244,7 @@ async fn a_pod_gets_exactly_the_gpus_gputopo_chose_in_allocate_and_pod_resources
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_pod_the_plugins_view_has_not_seen_yet_still_gets_its_gpus_from_a_fresh_list() {
     let h = Harness::start_with("hgx-h100-8gpu-nvswitch-nvml.yaml", true).await;
     let (key, _) = h.pod("early", 2, Some("2,6")).await;
@@ -253,6 +255,7 @@ async fn a_pod_the_plugins_view_has_not_seen_yet_still_gets_its_gpus_from_a_fres
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_pod_without_gputopos_choice_gets_the_topology_rules_gpu() {
     // GPU 3 has two NVLinks down: a 1-GPU pod takes it, keeping the NV18 seven whole.
     let h = Harness::start("hgx-h100-8gpu-nvswitch-DEGRADED-gpu3-2-links-down-nvml.yaml").await;
@@ -263,6 +266,7 @@ async fn a_pod_without_gputopos_choice_gets_the_topology_rules_gpu() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn two_fitting_pods_are_told_apart_by_creation_then_name() {
     let h = Harness::start("hgx-h100-8gpu-nvswitch-nvml.yaml").await;
     let (b, b_pod) = h.pod("pod-b", 2, Some("0,1")).await;
@@ -284,6 +288,7 @@ async fn two_fitting_pods_are_told_apart_by_creation_then_name() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_kubelet_restart_is_followed_by_a_new_registration() {
     let mut h = Harness::start("hgx-h100-8gpu-nvswitch-nvml.yaml").await;
     assert_eq!(h.kubelet.registrations(), 1);
@@ -304,6 +309,7 @@ async fn a_kubelet_restart_is_followed_by_a_new_registration() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_kubelet_that_removes_the_plugins_new_socket_as_it_starts_is_registered_with_again() {
     let mut h = Harness::start("hgx-h100-8gpu-nvswitch-nvml.yaml").await;
     assert_eq!(h.metrics.registration_count("error"), 0);
@@ -329,6 +335,7 @@ async fn a_kubelet_that_removes_the_plugins_new_socket_as_it_starts_is_registere
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_lost_gpu_leaves_the_available_set() {
     let h = Harness::start("hgx-h100-8gpu-nvswitch-nvml.yaml").await;
     let lost = h.uuids(&[0])[0].clone();
@@ -353,6 +360,7 @@ async fn a_lost_gpu_leaves_the_available_set() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn unusable_annotations_are_counted_and_the_topology_rule_decides() {
     let h = Harness::start("hgx-h100-8gpu-nvswitch-DEGRADED-gpu3-2-links-down-nvml.yaml").await;
     let (beyond, _) = h.pod("beyond", 2, Some("0,9")).await;

@@ -12,6 +12,7 @@ use gputopo_testenv::process::{Process, tail};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_scheduler_waits_out_an_api_outage_at_startup() {
     let env = TestEnv::start().await.expect("a control plane of its own");
     env.stop_apiserver();

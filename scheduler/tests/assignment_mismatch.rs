@@ -15,6 +15,7 @@ use serde_json::json;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_node_reporting_other_gpus_is_believed_and_the_pod_is_told() {
     let env = env().await;
     let client = env.client().await;

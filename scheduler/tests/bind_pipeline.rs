@@ -12,6 +12,7 @@ use kube::api::{Api, ListParams};
 use std::collections::BTreeSet;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_scheduler_killed_with_bindings_in_flight_assigns_no_gpu_twice_after_restart() {
     let env = env().await;
     let client = env.client().await;

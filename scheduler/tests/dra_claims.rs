@@ -17,6 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_template_claim_gets_an_nvlink_set_and_is_released_and_reused() {
     let env = env().await;
     let client = env.client().await;
@@ -96,6 +97,7 @@ async fn a_template_claim_gets_an_nvlink_set_and_is_released_and_reused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn devices_another_scheduler_allocated_stay_theirs() {
     let env = env().await;
     let client = env.client().await;
@@ -167,6 +169,7 @@ async fn devices_another_scheduler_allocated_stay_theirs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_claim_gputopo_cannot_honour_exactly_is_refused_naming_the_field() {
     let env = env().await;
     let client = env.client().await;
@@ -211,6 +214,7 @@ async fn a_claim_gputopo_cannot_honour_exactly_is_refused_naming_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_crash_between_the_claim_and_the_binding_allocates_no_device_twice() {
     let env = env().await;
     let client = env.client().await;
@@ -263,6 +267,7 @@ async fn a_crash_between_the_claim_and_the_binding_allocates_no_device_twice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both() {
     let env = env().await;
     let client = env.client().await;
@@ -299,6 +304,7 @@ async fn a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_gang_of_template_claim_pods_is_placed_as_one() {
     let env = env().await;
     let client = env.client().await;

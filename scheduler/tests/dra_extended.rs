@@ -21,6 +21,7 @@ use std::time::Duration;
 const EXTENDED_CLASS: &str = "gpu-extended";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_plain_gpu_pod_gets_an_nvlink_set_through_its_special_claim() {
     let env = env().await;
     let client = env.client().await;

@@ -43,6 +43,7 @@ fn jobset(name: &str, group: &str, replicas: u32, gpus: u32) -> serde_json::Valu
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_jobset_is_one_gang_on_the_fewest_leaves_with_optimal_gpu_sets() {
     let env = ecosystem_env().await;
     jobset_controller(env).await;
@@ -66,6 +67,7 @@ async fn a_jobset_is_one_gang_on_the_fewest_leaves_with_optimal_gpu_sets() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_jobset_of_half_node_pods_gets_nvlink_quads_in_one_leaf() {
     let env = ecosystem_env().await;
     jobset_controller(env).await;
@@ -83,6 +85,7 @@ async fn a_jobset_of_half_node_pods_gets_nvlink_quads_in_one_leaf() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_jobset_too_big_for_the_cluster_gets_an_event_naming_its_gang_and_binds_nothing() {
     let env = ecosystem_env().await;
     jobset_controller(env).await;

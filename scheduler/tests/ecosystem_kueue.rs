@@ -145,6 +145,7 @@ fn condition<'a>(workload: &'a serde_json::Value, type_: &str) -> Option<&'a ser
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn kueue_admits_ungates_and_gputopo_places_inside_the_leaf_kueue_assigned() {
     let env = ecosystem_env().await;
     kueue_controller(env).await;
@@ -263,6 +264,7 @@ fn group_member(name: &str, queue: &str, group: &str, size: u32, gpus: u32) -> P
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn kueue_gates_plain_pods_until_admitted_and_gputopo_places_them_in_its_leaf() {
     let env = ecosystem_env().await;
     kueue_controller(env).await;

@@ -45,6 +45,7 @@ fn leader_worker_set(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_leader_worker_group_is_one_gang_on_the_fewest_leaves_with_optimal_gpu_sets() {
     let env = ecosystem_env().await;
     lws_controller(env).await;
@@ -75,6 +76,7 @@ async fn a_leader_worker_group_is_one_gang_on_the_fewest_leaves_with_optimal_gpu
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn each_group_of_a_two_replica_set_is_a_gang_of_its_own() {
     let env = ecosystem_env().await;
     lws_controller(env).await;

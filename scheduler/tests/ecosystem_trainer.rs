@@ -44,6 +44,7 @@ fn runtime(name: &str, group: &str, gpus: u32) -> serde_json::Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_trainjob_with_coscheduling_is_one_gang_on_the_fewest_leaves() {
     let env = ecosystem_env().await;
     trainer_controller(env).await;

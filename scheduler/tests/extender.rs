@@ -31,6 +31,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     let env = env().await;
     let client = env.client().await;
@@ -298,6 +299,7 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
 /// What a caller without kube-scheduler's certificate, or with it but
 /// asking for what kube-scheduler would not, gets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_extender_refuses_strangers_other_profiles_other_uids_and_big_bodies() {
     let env = TestEnv::shared().await;
     let client = env.client().await;

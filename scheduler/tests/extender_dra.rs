@@ -37,6 +37,7 @@ fn indices(devices: &[String]) -> Vec<u32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_extender_steers_claim_pods_to_nvlink_and_says_when_kube_schedulers_devices_are_worse()
 {
     let env = env().await;

@@ -14,6 +14,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_schedules() {
     let env = env().await;
     let client = env.client().await;
@@ -123,6 +124,7 @@ async fn an_unreadable_gpu_topology_is_skipped_and_a_restarted_scheduler_still_s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_node_whose_topology_its_allocatable_contradicts_gets_a_condition_saying_why() {
     use gputopo_topology::backend::nvidia_smi::facts_from_topo;
     use gputopo_topology::normalize::normalize;

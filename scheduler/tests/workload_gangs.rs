@@ -49,6 +49,7 @@ fn condition(g: &UpstreamPodGroup) -> Option<(String, String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_gang_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_scheduled() {
     let env = env().await;
     let client = env.client().await;
@@ -150,6 +151,7 @@ async fn a_gang_job_is_one_upstream_gang_on_one_leaf_and_its_pod_group_says_sche
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn an_upstream_gang_that_cannot_fit_binds_nothing_and_its_pod_group_says_why() {
     let env = env().await;
     let client = env.client().await;
@@ -200,6 +202,7 @@ async fn an_upstream_gang_that_cannot_fit_binds_nothing_and_its_pod_group_says_w
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_pod_naming_two_gangs_is_refused_with_both_fields_and_others_are_served() {
     let env = env().await;
     let client = env.client().await;

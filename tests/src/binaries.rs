@@ -5,9 +5,20 @@
 //! `${GPUTOPO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gputopo}/bin/<tool>-<version>/`,
 //! with the version read from the tool's `go.mod` at compile time, so a
 //! version bump in `tests/tools/*/go.mod` never picks up a stale binary.
+//!
+//! Every test that needs these binaries carries `#[ignore = IGNORE_REASON]`
+//! (the literal: an attribute takes no constant), so plain `cargo test`
+//! runs everything else without the Go build and `scripts/test` runs the
+//! ignored ones with the binaries (README, "Test tiers").
 
 use anyhow::{Context as _, bail};
 use std::path::{Path, PathBuf};
+
+/// The reason every test that needs these binaries is ignored with, and the
+/// only `#[ignore]` in the workspace (a test checks both), so that
+/// `cargo test -- --ignored` runs exactly those tests.
+pub const IGNORE_REASON: &str =
+    "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored";
 
 /// One Go module under `tests/tools/` and the module whose version names it.
 #[derive(Clone, Copy, Debug)]
@@ -175,7 +186,9 @@ fn resolve(
             "{binary} ({} {}) not found at {} ({origin}). The integration tests run the real \
              control plane, built from source: run `scripts/control-plane-binaries` (a cold \
              build takes about 10 minutes on 2 cores) and, if you use a non-default cache, \
-             `export GPUTOPO_BIN_DIR=$(scripts/control-plane-binaries)`",
+             `export GPUTOPO_BIN_DIR=$(scripts/control-plane-binaries)`. Plain `cargo test` \
+             skips the tests that need them: each carries `#[ignore = \"{IGNORE_REASON}\"]`; \
+             a test that plain `cargo test` ran to here lacks that mark",
             tool.module,
             tool.version(),
             path.display()
@@ -253,6 +266,7 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("scripts/control-plane-binaries"), "{msg}");
         assert!(msg.contains("GPUTOPO_BIN_DIR"), "{msg}");
+        assert!(msg.contains(IGNORE_REASON), "{msg}");
 
         let err = resolve(None, Some(empty.path().to_owned()), ETCD, "etcd").unwrap_err();
         let expected = empty
@@ -273,5 +287,51 @@ mod tests {
         assert_eq!(required_version(go_mod, "a.b/c"), Some("v1.2.3"));
         assert_eq!(required_version(go_mod, "d.e/f"), Some("v0.1.0"));
         assert_eq!(required_version(go_mod, "a.b"), None);
+    }
+
+    /// `scripts/test` runs the cheap tier, then `cargo test -- --ignored`
+    /// with the binaries: an `#[ignore]` with another reason would be run
+    /// there and skipped here for a reason nobody documented.
+    #[test]
+    fn every_ignored_test_is_one_that_needs_the_control_plane() {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let expected = format!("#[ignore = \"{IGNORE_REASON}\"]");
+        let mut marked = 0;
+        let mut others = Vec::new();
+        for file in rust_files(&workspace) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line == expected {
+                    marked += 1;
+                } else if line.starts_with("#[ignore")
+                    || line.starts_with("ignore =")
+                    || (line.starts_with("#[cfg_attr") && line.contains("ignore"))
+                {
+                    let file = file.strip_prefix(&workspace).unwrap_or(&file);
+                    others.push(format!("{}:{}: {line}", file.display(), n + 1));
+                }
+            }
+        }
+        assert!(others.is_empty(), "use {expected}:\n{}", others.join("\n"));
+        assert!(marked > 0, "no test is marked {expected}");
+    }
+
+    /// The workspace's `.rs` files, without build output and hidden folders.
+    fn rust_files(dir: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy();
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            if path.is_dir() {
+                found.extend(rust_files(&path));
+            } else if name.ends_with(".rs") {
+                found.push(path);
+            }
+        }
+        found
     }
 }

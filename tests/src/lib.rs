@@ -7,7 +7,10 @@
 //! on free loopback ports, with TLS and client-certificate authentication
 //! from a throw-away CA, RBAC on, and an audit log. Nothing is mocked: the
 //! binaries are the upstream ones, built from source by
-//! `scripts/control-plane-binaries` (see [`binaries`]).
+//! `scripts/control-plane-binaries` (see [`binaries`]). A test that starts
+//! one is marked `#[ignore = "..."]` with [`binaries::IGNORE_REASON`], so
+//! plain `cargo test` skips it and `scripts/test` runs it (README, "Test
+//! tiers").
 //!
 //! ```no_run
 //! # async fn t() {

@@ -40,6 +40,7 @@ fn annotate(key: &str, value: &str) -> Patch<serde_json::Value> {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_bound_pods_gpu_record_cannot_be_edited() {
     let env = TestEnv::shared().await;
     let client = env.client().await;

@@ -79,6 +79,7 @@ fn topology_for(node: &Node) -> GpuTopology {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn version_is_the_release_built_from_go_mod() {
     let env = TestEnv::shared().await;
     let info = env.client().await.apiserver_version().await.unwrap();
@@ -88,6 +89,7 @@ async fn version_is_the_release_built_from_go_mod() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn gpu_topology_round_trips_through_the_apiserver() {
     let env = TestEnv::shared().await;
     let client = env.client().await;
@@ -131,6 +133,7 @@ async fn gpu_topology_round_trips_through_the_apiserver() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn rbac_refuses_an_unprivileged_user_until_granted() {
     let env = TestEnv::shared().await;
     let admin = env.client().await;
@@ -215,6 +218,7 @@ async fn rbac_refuses_an_unprivileged_user_until_granted() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn audit_log_records_who_wrote_what() {
     let env = TestEnv::shared().await;
     let client = env.client().await;
@@ -240,6 +244,7 @@ async fn audit_log_records_who_wrote_what() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn garbage_collector_deletes_the_topology_with_its_node() {
     let env = TestEnv::shared().await.with_controller_manager().await;
     let client = env.client().await;
@@ -272,6 +277,7 @@ async fn garbage_collector_deletes_the_topology_with_its_node() {
 /// The CRD's bounds are the API server's: a link claiming more NVLinks than
 /// any GPU has, or joining a pair the wrong way round, never gets stored.
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_api_server_refuses_a_gputopology_beyond_the_crds_bounds() {
     let env = TestEnv::shared().await;
     let client = env.client().await;

@@ -34,6 +34,7 @@ fn jobset(name: &str, depends_on_first: bool) -> DynamicObject {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_controller_answers_through_its_webhooks_and_leaves_nothing_when_dropped() {
     let env = TestEnv::start().await.expect("a control plane");
     let client = env.client().await;

@@ -8,6 +8,7 @@ use gputopo_testenv::binaries::workspace_binary;
 use std::process::Command;
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn demo_brings_up_the_cluster_and_lists_every_topology() {
     let agent = workspace_binary("gputopo-agent", "gputopo-agent");
     let scheduler = workspace_binary("gputopo-scheduler", "gputopo-scheduler");

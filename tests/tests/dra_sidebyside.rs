@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn dra_side_by_side_on_one_node_per_model_keeps_the_invariants() {
     let scheduler = workspace_binary("gputopo-scheduler", "gputopo-scheduler");
     let dir = tempfile::tempdir().expect("a temp dir");

@@ -69,6 +69,7 @@ fn phase(p: &Pod) -> Option<&str> {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_pod_bound_to_a_fake_gpu_node_runs() {
     let env = TestEnv::shared().await.with_kwok().await;
     let node = env.unique_name("dgx");
@@ -99,6 +100,7 @@ async fn a_pod_bound_to_a_fake_gpu_node_runs() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_stock_scheduler_places_gpu_pods_by_allocatable() {
     let env = TestEnv::shared()
         .await

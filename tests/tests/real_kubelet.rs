@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn pods_run_on_a_real_kubelet_node_and_its_pod_resources_socket_lists_them() {
     let env = TestEnv::shared().await;
     let mut node = KubeletNode::start(env)
@@ -153,6 +154,7 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_bad_node_name_is_refused_before_anything_starts() {
     let env = TestEnv::shared().await;
     for bad in [
@@ -247,6 +249,7 @@ impl DevicePlugin for TestPlugin {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_device_plugin_registers_with_the_real_kubelet_and_its_device_reaches_a_pod() {
     const RESOURCE: &str = "example.com/dev";
     let env = TestEnv::shared().await;

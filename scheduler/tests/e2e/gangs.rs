@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_gang_lands_on_two_adjacent_leaves_or_binds_none() {
     let env = env().await;
     let client = env.client().await;
@@ -133,6 +134,7 @@ async fn a_gang_lands_on_two_adjacent_leaves_or_binds_none() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_waiting_gang_holds_the_gpus_a_stream_of_small_pods_would_take() {
     let env = env().await;
     let client = env.client().await;

@@ -32,6 +32,7 @@ async fn leads(s: &SchedulerProcess) -> Option<bool> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn two_replicas_bind_each_pod_once_from_the_leader_and_fail_over() {
     const LEASE: Duration = Duration::from_secs(4);
     const RENEW: Duration = Duration::from_secs(3);

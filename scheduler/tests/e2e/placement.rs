@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_ddp_pod_gets_the_nvlink_quad_scheduler_core_chooses_and_runs() {
     let env = env().await;
     let client = env.client().await;
@@ -127,6 +128,7 @@ async fn a_ddp_pod_gets_the_nvlink_quad_scheduler_core_chooses_and_runs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn an_impossible_pod_gets_one_failed_scheduling_event_with_the_reasons() {
     let env = env().await;
     let client = env.client().await;
@@ -190,6 +192,7 @@ async fn an_impossible_pod_gets_one_failed_scheduling_event_with_the_reasons() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_bad_annotation_is_named_and_the_scheduler_keeps_going() {
     let env = env().await;
     let client = env.client().await;
@@ -227,6 +230,7 @@ async fn a_bad_annotation_is_named_and_the_scheduler_keeps_going() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn pods_racing_for_the_last_quad_never_share_a_gpu() {
     let env = env().await;
     let client = env.client().await;
@@ -253,6 +257,7 @@ async fn pods_racing_for_the_last_quad_never_share_a_gpu() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn inference_pods_sharing_gpus_pack_and_never_touch_a_held_gpu() {
     let env = env().await;
     let client = env.client().await;
@@ -322,6 +327,7 @@ async fn inference_pods_sharing_gpus_pack_and_never_touch_a_held_gpu() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_mixed_fleet_on_four_leaves_places_each_pod_where_its_wires_are() {
     let env = env().await;
     let client = env.client().await;

@@ -54,6 +54,7 @@ async fn evicted(pods: &Api<Pod>, name: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_training_gang_preempts_inference_not_a_training_pod_near_completion() {
     let env = env().await;
     let client = env.client().await;
@@ -187,6 +188,7 @@ async fn a_training_gang_preempts_inference_not_a_training_pod_near_completion()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn preemption_honours_a_pod_disruption_budget() {
     let env = env().await;
     let client = env.client().await;

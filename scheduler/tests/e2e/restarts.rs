@@ -7,6 +7,7 @@ use kube::api::{Api, ListParams};
 use std::collections::BTreeSet;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn after_a_restart_bound_pods_keep_their_gpus() {
     let env = env().await;
     let client = env.client().await;
@@ -37,6 +38,7 @@ async fn after_a_restart_bound_pods_keep_their_gpus() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_scheduler_killed_mid_gang_completes_it_after_restart_and_assigns_no_gpu_twice() {
     let env = env().await;
     let client = env.client().await;

@@ -6,6 +6,7 @@
 use super::*;
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_agent_publishes_with_exactly_the_charts_rbac() {
     let env = TestEnv::shared().await;
     let admin = env.client().await;

@@ -25,6 +25,7 @@ fn owned_labels(policy: &Value) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_policys_owned_labels_are_the_agents() {
     let expected: Vec<String> = gputopo_api::keys::node::OWNED
         .iter()
@@ -39,6 +40,7 @@ fn the_policys_owned_labels_are_the_agents() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_policy_follows_the_release_namespace_and_service_account() {
     let docs = render_ok(
         "team-a",

@@ -62,6 +62,7 @@ fn assert_locked_down(ds: &Value, what: &str) {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_agent_reads_pod_resources_as_root_with_nothing_else() {
     let charted = render_ok(RELEASE, NAMESPACE, None);
     let plain = plain_manifests();
@@ -109,6 +110,7 @@ fn the_agent_reads_pod_resources_as_root_with_nothing_else() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn without_pod_resources_the_agent_is_not_root() {
     let docs = render_ok(
         RELEASE,
@@ -134,6 +136,7 @@ fn without_pod_resources_the_agent_is_not_root() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn a_heartbeat_shorter_than_a_scan_fails_the_render() {
     let cases = [
         (

@@ -8,6 +8,7 @@ use serde_json::Value;
 use std::ffi::OsStr;
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn helm_lint_passes_with_default_and_non_default_values() {
     let chart = chart_dir();
     let out = helm(&[
@@ -43,6 +44,7 @@ fn helm_lint_passes_with_default_and_non_default_values() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn values_that_cannot_work_fail_the_render_with_a_reason() {
     let cases = [
         // A misspelt key is refused by values.schema.json, not ignored.
@@ -105,6 +107,7 @@ fn values_that_cannot_work_fail_the_render_with_a_reason() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn non_default_values_render_as_asked() {
     let defaults = render_ok(RELEASE, NAMESPACE, None);
     assert_eq!(

@@ -51,6 +51,7 @@ fn pod_spec(docs: &[Value]) -> &Value {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn nothing_of_the_device_plugin_renders_by_default() {
     let default = render_ok(RELEASE, NAMESPACE, None);
     assert!(!default.is_empty());
@@ -88,6 +89,7 @@ fn nothing_of_the_device_plugin_renders_by_default() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_device_plugins_rbac_is_reading_pods_and_nothing_else() {
     let docs = render_ok(RELEASE, NAMESPACE, Some(ENABLED));
     let role = object(&docs, "ClusterRole");
@@ -121,6 +123,7 @@ fn the_device_plugins_rbac_is_reading_pods_and_nothing_else() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_device_plugin_pod_is_as_tight_as_the_kubelet_socket_allows() {
     let docs = render_ok(RELEASE, NAMESPACE, Some(ENABLED));
     let spec = pod_spec(&docs);
@@ -195,6 +198,7 @@ fn the_device_plugin_pod_is_as_tight_as_the_kubelet_socket_allows() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn non_default_device_plugin_values_render_as_asked() {
     let values = r#"
 devicePlugin:
@@ -257,6 +261,7 @@ devicePlugin:
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn device_plugin_values_that_cannot_work_fail_the_render_with_a_reason() {
     let cases = [
         (
@@ -314,6 +319,7 @@ fn plain_device_plugin() -> Vec<Value> {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_chart_and_the_plain_device_plugin_manifests_describe_the_same_objects() {
     let chart: BTreeMap<_, _> = render_ok(RELEASE, NAMESPACE, Some(ENABLED))
         .into_iter()
@@ -339,6 +345,7 @@ fn the_chart_and_the_plain_device_plugin_manifests_describe_the_same_objects() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_device_plugin_image_is_built_as_ci_checks() {
     let read = |p: &str| std::fs::read_to_string(root().join(p)).expect(p);
     let docs = render_ok(RELEASE, NAMESPACE, Some(ENABLED));
@@ -370,6 +377,7 @@ fn the_device_plugin_image_is_built_as_ci_checks() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_api_server_admits_the_device_plugin_and_its_identity_reads_pods_only() {
     let env = TestEnv::shared().await;
     let admin = env.client().await;

@@ -46,6 +46,7 @@ fn selects(selector: &Value, labels: &Value) -> bool {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_device_plugins_metrics_service_selects_its_pods_on_the_port_they_serve() {
     let docs = render_ok(RELEASE, NAMESPACE, Some(MONITORED));
     let service = object(&docs, "Service");
@@ -90,6 +91,7 @@ fn the_device_plugins_metrics_service_selects_its_pods_on_the_port_they_serve() 
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_device_plugins_service_monitor_scrapes_that_service_with_the_monitoring_values() {
     let docs = render_ok(RELEASE, NAMESPACE, Some(MONITORED));
     let monitor = object(&docs, "ServiceMonitor");
@@ -142,6 +144,7 @@ fn the_device_plugins_service_monitor_scrapes_that_service_with_the_monitoring_v
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_device_plugins_metrics_objects_follow_their_switches() {
     let cases = [
         // Monitoring on, the plugin off: nothing of it.
@@ -193,6 +196,7 @@ fn the_device_plugins_metrics_objects_follow_their_switches() {
 }
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_api_server_admits_the_device_plugins_service_monitor() {
     let env = TestEnv::shared().await;
     let client = env.client().await;

@@ -20,6 +20,7 @@ use std::ffi::OsStr;
 use std::time::{Duration, Instant};
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_extender_binds_a_pod_with_exactly_the_charts_rbac() {
     let env = TestEnv::shared().await;
     env.with_controller_manager().await;

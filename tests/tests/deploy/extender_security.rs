@@ -69,6 +69,7 @@ fn network_policy(docs: &[Value]) -> Option<&Value> {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_extender_port_admits_kube_scheduler_only_and_the_metrics_one_namespace() {
     let docs = render_ok(
         RELEASE,
@@ -144,6 +145,7 @@ fn the_extender_port_admits_kube_scheduler_only_and_the_metrics_one_namespace() 
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_extender_serves_tls_from_the_named_secrets_with_its_limits_and_profiles() {
     let docs = render_ok(RELEASE, NAMESPACE, Some(EXTENDER_VALUES));
     let deployment = scheduler_object(&docs, "Deployment").expect("the Deployment");
@@ -219,6 +221,7 @@ fn the_extender_serves_tls_from_the_named_secrets_with_its_limits_and_profiles()
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn plain_http_is_rendered_only_when_asked_for() {
     let docs = render_ok(
         RELEASE,

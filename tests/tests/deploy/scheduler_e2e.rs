@@ -17,6 +17,7 @@ use std::ffi::OsStr;
 use std::time::{Duration, Instant};
 
 #[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_scheduler_binds_a_pod_with_exactly_the_charts_rbac() {
     let env = TestEnv::shared().await;
     // The node lifecycle controller lifts the not-ready taint the API

@@ -7,6 +7,7 @@ use super::values::EXTENDER_VALUES;
 use serde_json::json;
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
     // Widening either role (a verb, a resource, a wildcard) fails here: say
     // in docs/deploy.md and the template why the scheduler needs it first.
@@ -99,6 +100,7 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_extenders_rbac_is_exactly_what_it_uses() {
     // The extender watches what it decides from (DRA's objects read only:
     // kube-scheduler allocates claims) and posts the binding, which carries

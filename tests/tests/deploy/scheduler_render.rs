@@ -7,6 +7,7 @@ use super::values::{EXTENDER_VALUES, NAMESPACE, NON_DEFAULT_VALUES, RELEASE};
 use serde_json::{Value, json};
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_extender_renders_as_asked() {
     let docs = render_ok(RELEASE, NAMESPACE, Some(EXTENDER_VALUES));
     let deployment = scheduler_object(&docs, "Deployment").expect("a Deployment");
@@ -99,6 +100,7 @@ fn the_extender_renders_as_asked() {
 }
 
 #[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 fn the_scheduler_renders_as_asked() {
     let defaults = render_ok(RELEASE, NAMESPACE, None);
     let deployment = scheduler_object(&defaults, "Deployment").expect("a Deployment");
