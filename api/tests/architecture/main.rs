@@ -6,6 +6,8 @@
 //!   use only modules of their own level or below;
 //! * `function_lengths`: no function of non-test code over 120 lines;
 //! * `string_errors`: no `Result<_, String>` in library code;
+//! * `pure_crates`: scheduler-core and topology have no kube client, async
+//!   runtime or HTTP stack beneath them;
 //! * `docs_paths`: every repository path `docs/architecture.md` names
 //!   exists.
 //!
@@ -25,6 +27,7 @@ mod function_lengths;
 mod graph;
 mod graph_tests;
 mod ladder;
+mod pure_crates;
 mod ratchet;
 mod source;
 mod string_errors;
