@@ -5,7 +5,7 @@
 //! ancestor's item does not count; a parent's use of its child does.
 
 use crate::ratchet::{Rule, ratchet};
-use crate::tarjan;
+use crate::sccs;
 use crate::workspace::{CrateGraph, Finding, workspace};
 use std::collections::BTreeSet;
 
@@ -47,7 +47,7 @@ pub fn circles_of(graph: &CrateGraph) -> Vec<Finding> {
         let file = &graph.files[f];
         file.strip_prefix(&src).unwrap_or(file).to_string()
     };
-    tarjan::circles(graph.files.len(), &graph.edges)
+    sccs::circles(graph.files.len(), &graph.edges)
         .into_iter()
         .map(|circle| {
             let members: BTreeSet<usize> = circle.iter().copied().collect();

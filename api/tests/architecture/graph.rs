@@ -7,7 +7,7 @@
 //! number of times, else the deepest module file reached), and an edge runs
 //! from the file that uses to that file. An edge to a file of one of the
 //! user's own ancestor modules is left out: a child module is part of its
-//! parent. Circles are the strongly connected components (`tarjan.rs`).
+//! parent. Circles are the strongly connected components (`sccs.rs`).
 
 use crate::source::is_test;
 use proc_macro2::{Spacing, TokenStream, TokenTree};

@@ -2,7 +2,7 @@
 //! where it points, and which circles it finds.
 
 use crate::graph::Tree;
-use crate::tarjan::circles;
+use crate::sccs::circles;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

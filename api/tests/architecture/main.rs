@@ -29,7 +29,7 @@ mod graph_tests;
 mod ladder;
 mod pure_crates;
 mod ratchet;
+mod sccs;
 mod source;
 mod string_errors;
-mod tarjan;
 mod workspace;

@@ -95,7 +95,10 @@ fn metadata() -> Value {
 
 fn host_triple() -> String {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let out = Command::new(rustc).arg("-vV").output().expect("rustc -vV runs");
+    let out = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("host: "))
