@@ -189,18 +189,7 @@ impl Problem<'_> {
     }
 
     fn rank(&self, leaves: &[u32]) -> Rank {
-        let outer = self.tree.depth - 1;
-        let spans = (0..outer)
-            .map(|tier| {
-                let mut at: Vec<u32> = leaves
-                    .iter()
-                    .map(|&l| self.tree.domain(l).ancestors[tier])
-                    .collect();
-                at.sort_unstable();
-                at.dedup();
-                at.len()
-            })
-            .collect();
+        let spans = self.tree.span_counts(leaves);
         let held: u64 = leaves.iter().map(|&l| self.leaf_cap[l as usize]).sum();
         Rank {
             leaves: leaves.len(),
