@@ -8,6 +8,7 @@
 //! lowest-tier domain of its own: the scheduler never assumes locality it
 //! cannot see at the tier that counts most.
 
+use super::GangNode;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -156,6 +157,15 @@ impl Tree {
             by_tier,
             node_leaf,
         }
+    }
+
+    /// The tree of a search's candidate nodes (positions in `nodes`): what
+    /// the gang search and the eviction search both start from.
+    pub(crate) fn of_nodes<'a>(
+        tier_names: &[String],
+        nodes: impl ExactSizeIterator<Item = &'a GangNode> + Clone,
+    ) -> Tree {
+        Tree::build(tier_names, nodes.map(|n| (n.id, n.tiers.as_slice())))
     }
 
     pub(crate) fn domain(&self, id: u32) -> &Domain {

@@ -60,13 +60,7 @@ pub(crate) fn place(
     if n == 0 {
         return Err(GangNoFit::NoMembers);
     }
-    let tree = Tree::build(
-        &cluster.tier_names,
-        cluster
-            .nodes
-            .iter()
-            .map(|node| (node.id, node.tiers.as_slice())),
-    );
+    let tree = Tree::of_nodes(&cluster.tier_names, cluster.nodes.iter());
     let scopes = scopes(&tree, &spec.within)?;
     let prep = Prepared::new(&cluster.nodes, &spec.members, spec.strategy);
     let members = u32::try_from(n).unwrap_or(u32::MAX);
