@@ -14,7 +14,7 @@
 //! `gputopo.dev/derive-gang: "false"` opts a pod out.
 
 use super::RequestError;
-use super::annotations::{ACCEPT_BOOL, bad};
+use super::annotations::{ACCEPT_BOOL, bad, parse_u32};
 use crate::keys::pod as key;
 use std::collections::BTreeMap;
 
@@ -219,11 +219,7 @@ fn derived(f: &GangFields<'_>) -> Result<Option<GangRef>, RequestError> {
 }
 
 fn parse_size(k: &str, v: &str) -> Result<u32, RequestError> {
-    let v = v.trim();
-    match v.parse::<u32>() {
-        Ok(n) if (1..=10_000).contains(&n) && v.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-        _ => Err(bad(k, v, ACCEPT_SIZE)),
-    }
+    parse_u32(k, v.trim(), ACCEPT_SIZE, 1..=10_000)
 }
 
 pub(crate) fn is_gang_name(v: &str) -> bool {
