@@ -31,6 +31,15 @@ impl Verdict {
             Verdict::Rejected => "rejected",
         }
     }
+
+    /// The verdict of the feasible node at `rank` (0 the best): the best is chosen.
+    pub(crate) fn feasible_at(rank: usize) -> Verdict {
+        if rank == 0 {
+            Verdict::Chosen
+        } else {
+            Verdict::Feasible
+        }
+    }
 }
 
 /// One node's row.
@@ -50,6 +59,27 @@ pub struct ExplainRow {
     /// For a pod with ResourceClaims: the devices its claims would get
     /// there, in the claims' order (empty otherwise).
     pub devices: Vec<RowDevice>,
+}
+
+impl ExplainRow {
+    /// A rejected node's row: no score, no GPUs, the reason said.
+    pub(crate) fn rejected(
+        node: String,
+        reason: String,
+        filter_reason: Option<FilterReason>,
+    ) -> ExplainRow {
+        ExplainRow {
+            node,
+            verdict: Verdict::Rejected,
+            score: None,
+            parts: None,
+            gpus: Vec::new(),
+            bottleneck: None,
+            reason,
+            filter_reason,
+            devices: Vec::new(),
+        }
+    }
 }
 
 /// One device a claim would get on a row's node.
@@ -74,6 +104,24 @@ pub struct Explanation {
     pub rows: Vec<ExplainRow>,
 }
 
+impl Explanation {
+    /// The explanation of `pod`: the `feasible` rows (best first), then the
+    /// `rejected` ones.
+    pub(crate) fn of_rows(
+        pod: &PendingPod,
+        decision: Decision,
+        mut feasible: Vec<ExplainRow>,
+        mut rejected: Vec<ExplainRow>,
+    ) -> Explanation {
+        feasible.append(&mut rejected);
+        Explanation {
+            pod: pod.key(),
+            decision,
+            rows: feasible,
+        }
+    }
+}
+
 /// Explains `pod` on `snapshot`.
 pub fn explain(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) -> Explanation {
     let ctx = PodContext::new(snapshot, pod, config);
@@ -90,17 +138,11 @@ pub fn explain(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) 
             }),
             Err(rejection) => {
                 let reason = ctx.reason(id, rejection);
-                rejected.push(ExplainRow {
-                    node: node.name.to_string(),
-                    verdict: Verdict::Rejected,
-                    score: None,
-                    parts: None,
-                    gpus: Vec::new(),
-                    bottleneck: None,
-                    reason: reason.to_string(),
-                    filter_reason: Some(reason),
-                    devices: Vec::new(),
-                });
+                rejected.push(ExplainRow::rejected(
+                    node.name.to_string(),
+                    reason.to_string(),
+                    Some(reason),
+                ));
             }
         }
     }
@@ -115,18 +157,14 @@ pub fn explain(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) 
         )),
         None => Decision::Unschedulable(schedule::unschedulable(&ctx)),
     };
-    let mut rows: Vec<ExplainRow> = feasible
+    let rows: Vec<ExplainRow> = feasible
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let (gpus, bottleneck, _, text) = describe_fit(&ctx, c.node, &c.fit);
             ExplainRow {
                 node: snapshot.node(c.node).name().to_string(),
-                verdict: if i == 0 {
-                    Verdict::Chosen
-                } else {
-                    Verdict::Feasible
-                },
+                verdict: Verdict::feasible_at(i),
                 score: Some(c.parts.score()),
                 parts: Some(c.parts),
                 gpus,
@@ -137,12 +175,7 @@ pub fn explain(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) 
             }
         })
         .collect();
-    rows.append(&mut rejected);
-    Explanation {
-        pod: pod.key(),
-        decision,
-        rows,
-    }
+    Explanation::of_rows(pod, decision, rows, rejected)
 }
 
 /// Reads `pod` and explains it; a malformed pod gives no rows and an

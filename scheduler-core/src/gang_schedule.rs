@@ -238,12 +238,7 @@ fn candidate_nodes(
         let (true, Some(fit)) = (usable, lead_fit) else {
             continue;
         };
-        let tiers = node
-            .domain_path()
-            .iter()
-            .map(|d| d.map(|id| snapshot.domain(id).name().to_string()))
-            .collect();
-        let mut gang_node = GangNode::new(i, tiers, shape.clone(), node.free_gpus());
+        let mut gang_node = GangNode::of(&node, shape);
         // The single-pod score (0–100, strategy and preferences included)
         // breaks ties between equally good domain choices.
         gang_node.node_score = (scorer.score(lead, i, &fit).total * 100.0).round() as i32;

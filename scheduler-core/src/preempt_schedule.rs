@@ -114,11 +114,6 @@ pub fn propose_preemption_sparing(
         if !ctx.admits(i) {
             continue;
         }
-        let tiers = node
-            .domain_path()
-            .iter()
-            .map(|d| d.map(|id| snapshot.domain(id).name().to_string()))
-            .collect();
         let victims = node
             .pods()
             .filter(|(_, p)| p.gpus != 0 && p.priority < first.priority)
@@ -144,7 +139,7 @@ pub fn propose_preemption_sparing(
             })
             .collect();
         nodes.push(PreemptNode {
-            node: GangNode::new(i, tiers, shape.clone(), node.free_gpus()),
+            node: GangNode::of(&node, shape),
             victims,
         });
     }

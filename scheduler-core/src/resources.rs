@@ -186,12 +186,7 @@ impl Resources {
         list: impl IntoIterator<Item = (&'a str, &'a str)>,
         context: &str,
     ) -> Result<Resources, QuantityError> {
-        let mut r = Resources::unlimited();
-        for (name, value) in list {
-            let amount = parse_amount(&format!("{context}.{name}"), name, value)?;
-            r.set(name, amount);
-        }
-        Ok(r)
+        Resources::unlimited().with_list(list, context)
     }
 
     /// Amounts from a resource list; absent resources are 0.
@@ -199,12 +194,21 @@ impl Resources {
         list: impl IntoIterator<Item = (&'a str, &'a str)>,
         context: &str,
     ) -> Result<Resources, QuantityError> {
-        let mut r = Resources::default();
+        Resources::default().with_list(list, context)
+    }
+
+    /// These amounts with every resource of `list` set from its quantity;
+    /// errors name the field `context.<resource>`.
+    fn with_list<'a>(
+        mut self,
+        list: impl IntoIterator<Item = (&'a str, &'a str)>,
+        context: &str,
+    ) -> Result<Resources, QuantityError> {
         for (name, value) in list {
             let amount = parse_amount(&format!("{context}.{name}"), name, value)?;
-            r.set(name, amount);
+            self.set(name, amount);
         }
-        Ok(r)
+        Ok(self)
     }
 
     /// The amount of `name` (0 for an extended resource not listed).

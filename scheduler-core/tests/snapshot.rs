@@ -82,6 +82,7 @@ fn domains_are_paths_under_each_preset() {
         .map(|d| d.map(|d| topograph.domain(d).name()))
         .collect();
     assert_eq!(names, [None, Some("sw-1"), Some("sw-0"), Some("nvl-1")]);
+    assert_eq!(n.domain_names().collect::<Vec<_>>(), names);
     assert_eq!(
         topograph.domain(n.innermost_domain().unwrap()).name(),
         "nvl-1"

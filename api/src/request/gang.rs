@@ -14,6 +14,7 @@
 //! `gputopo.dev/derive-gang: "false"` opts a pod out.
 
 use super::RequestError;
+use super::annotations::{ACCEPT_BOOL, bad, parse_u32};
 use crate::keys::pod as key;
 use std::collections::BTreeMap;
 
@@ -78,7 +79,6 @@ pub(crate) struct GangFields<'a> {
 }
 
 const ACCEPT_GANG: &str = "a gang name: 1-253 characters of [a-z0-9.-]";
-const ACCEPT_BOOL: &str = "true | false";
 const ACCEPT_SIZE: &str = "a gang size 1..=10000";
 
 /// The field `spec.schedulingGroup.podGroupName`, as errors name it.
@@ -219,19 +219,7 @@ fn derived(f: &GangFields<'_>) -> Result<Option<GangRef>, RequestError> {
 }
 
 fn parse_size(k: &str, v: &str) -> Result<u32, RequestError> {
-    let v = v.trim();
-    match v.parse::<u32>() {
-        Ok(n) if (1..=10_000).contains(&n) && v.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-        _ => Err(bad(k, v, ACCEPT_SIZE)),
-    }
-}
-
-fn bad(key: &str, value: &str, accepted: &'static str) -> RequestError {
-    RequestError::BadValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        accepted,
-    }
+    parse_u32(k, v.trim(), ACCEPT_SIZE, 1..=10_000)
 }
 
 pub(crate) fn is_gang_name(v: &str) -> bool {

@@ -101,19 +101,7 @@ impl TargetWorkload {
     /// A workload of these types; weights are renormalised to sum to 1.
     /// Types that ask the same are merged.
     pub fn new(types: impl IntoIterator<Item = PodType>) -> Result<TargetWorkload, ConfigError> {
-        let mut merged: BTreeMap<(u64, u32, u32, Vec<String>), f64> = BTreeMap::new();
-        for (i, mut t) in types.into_iter().enumerate() {
-            t.check(i)?;
-            if t.gpus == 0 {
-                t.milli = 0;
-                t.models.clear();
-            }
-            t.models.sort();
-            t.models.dedup();
-            *merged
-                .entry((t.cpu_milli, t.gpus, t.milli, t.models))
-                .or_default() += t.weight;
-        }
+        let merged = merge_asks(types)?;
         let total: f64 = merged.values().sum();
         if merged.is_empty() || total <= 0.0 {
             return Err(ConfigError::TargetWorkload {
@@ -187,23 +175,11 @@ impl TargetWorkload {
                 detail: format!("popularity {popularity_pct} %; accepted: (0, 100]"),
             });
         }
-        let mut counts: BTreeMap<(u64, u32, u32, Vec<String>), f64> = BTreeMap::new();
-        for (i, mut p) in pods.into_iter().enumerate() {
-            p.check(i)?;
-            if p.gpus == 0 {
-                p.milli = 0;
-                p.models.clear();
-            }
-            p.models.sort();
-            p.models.dedup();
-            *counts
-                .entry((p.cpu_milli, p.gpus, p.milli, p.models))
-                .or_default() += p.weight;
-        }
+        let counts = merge_asks(pods)?;
         let total: f64 = counts.values().sum();
         let mut list: Vec<_> = counts.into_iter().collect();
         list.sort_by(|a, b| {
-            let key = |k: &(u64, u32, u32, Vec<String>)| (k.0, k.2, k.1, k.3.clone());
+            let key = |k: &Ask| (k.0, k.2, k.1, k.3.clone());
             b.1.total_cmp(&a.1).then_with(|| key(&b.0).cmp(&key(&a.0)))
         });
         let mut covered = 0.0;
@@ -241,6 +217,29 @@ impl TargetWorkload {
     pub fn model_label(&self) -> &str {
         &self.model_label
     }
+}
+
+/// What a pod type asks, as types are merged: `(cpu_milli, gpus, milli, models)`,
+/// models sorted, a CPU-only type asking no share and no model.
+type Ask = (u64, u32, u32, Vec<String>);
+
+/// `types` checked (errors name the type's position) and merged by what they
+/// ask, each ask with its summed weight.
+fn merge_asks(types: impl IntoIterator<Item = PodType>) -> Result<BTreeMap<Ask, f64>, ConfigError> {
+    let mut merged: BTreeMap<Ask, f64> = BTreeMap::new();
+    for (i, mut t) in types.into_iter().enumerate() {
+        t.check(i)?;
+        if t.gpus == 0 {
+            t.milli = 0;
+            t.models.clear();
+        }
+        t.models.sort();
+        t.models.dedup();
+        *merged
+            .entry((t.cpu_milli, t.gpus, t.milli, t.models))
+            .or_default() += t.weight;
+    }
+    Ok(merged)
 }
 
 #[cfg(test)]

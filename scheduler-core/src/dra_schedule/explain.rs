@@ -50,17 +50,11 @@ pub fn explain_claims(
                     }
                     DraRejection::Devices(_) | DraRejection::DevicePluginNode => None,
                 };
-                rejected.push(ExplainRow {
-                    node: name,
-                    verdict: Verdict::Rejected,
-                    score: None,
-                    parts: None,
-                    gpus: Vec::new(),
-                    bottleneck: None,
-                    reason: rejection.to_string(),
+                rejected.push(ExplainRow::rejected(
+                    name,
+                    rejection.to_string(),
                     filter_reason,
-                    devices: Vec::new(),
-                });
+                ));
             }
         }
     }
@@ -82,16 +76,12 @@ pub fn explain_claims(
             invalid_pod: None,
         }),
     };
-    let mut rows: Vec<ExplainRow> = feasible
+    let rows: Vec<ExplainRow> = feasible
         .iter()
         .enumerate()
         .map(|(i, (id, fit, parts))| ExplainRow {
             node: snapshot.node(*id).name().to_string(),
-            verdict: if i == 0 {
-                Verdict::Chosen
-            } else {
-                Verdict::Feasible
-            },
+            verdict: Verdict::feasible_at(i),
             score: Some(parts.score()),
             parts: Some(*parts),
             gpus: fit.gpus(),
@@ -112,10 +102,5 @@ pub fn explain_claims(
                 .collect(),
         })
         .collect();
-    rows.append(&mut rejected);
-    Explanation {
-        pod: pod.key(),
-        decision,
-        rows,
-    }
+    Explanation::of_rows(pod, decision, rows, rejected)
 }

@@ -8,6 +8,7 @@
 //! lowest-tier domain of its own: the scheduler never assumes locality it
 //! cannot see at the tier that counts most.
 
+use super::GangNode;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -158,6 +159,15 @@ impl Tree {
         }
     }
 
+    /// The tree of a search's candidate nodes (positions in `nodes`): what
+    /// the gang search and the eviction search both start from.
+    pub(crate) fn of_nodes<'a>(
+        tier_names: &[String],
+        nodes: impl ExactSizeIterator<Item = &'a GangNode> + Clone,
+    ) -> Tree {
+        Tree::build(tier_names, nodes.map(|n| (n.id, n.tiers.as_slice())))
+    }
+
     pub(crate) fn domain(&self, id: u32) -> &Domain {
         &self.domains[id as usize]
     }
@@ -179,18 +189,30 @@ impl Tree {
             .map_or("domain", |name| short_tier_name(name))
     }
 
+    /// The distinct domains at `tier` that contain `leaves`, in id order.
+    fn ancestors_at(&self, tier: usize, leaves: &[u32]) -> Vec<u32> {
+        let mut at: Vec<u32> = leaves
+            .iter()
+            .map(|&l| self.domain(l).ancestors[tier])
+            .collect();
+        at.sort_unstable();
+        at.dedup();
+        at
+    }
+
     /// Distinct domains per reported tier spanned by a set of leaves.
     pub(crate) fn spans_of_leaves(&self, leaves: &[u32]) -> Vec<Vec<u32>> {
         (0..self.tier_names.len())
-            .map(|tier| {
-                let mut at: Vec<u32> = leaves
-                    .iter()
-                    .map(|&l| self.domain(l).ancestors[tier])
-                    .collect();
-                at.sort_unstable();
-                at.dedup();
-                at
-            })
+            .map(|tier| self.ancestors_at(tier, leaves))
+            .collect()
+    }
+
+    /// How many domains a set of leaves spans at each tier above the leaves,
+    /// outermost first: what the gang search and the eviction search rank by
+    /// (the leaves themselves are counted apart).
+    pub(crate) fn span_counts(&self, leaves: &[u32]) -> Vec<usize> {
+        (0..self.depth - 1)
+            .map(|tier| self.ancestors_at(tier, leaves).len())
             .collect()
     }
 
@@ -302,5 +324,37 @@ mod tests {
         assert_eq!(tree.tier_name(0), "spine");
         let s1 = tree.domain(leaf(0)).ancestors[0];
         assert_eq!(tree.domain(s1).leaves.len(), 3);
+    }
+
+    #[test]
+    fn span_counts_count_the_domains_above_the_leaves() {
+        let names = vec![
+            "gputopo.dev/spine".to_string(),
+            "gputopo.dev/leaf".to_string(),
+        ];
+        // Two spines of two leaves each, one node per leaf.
+        let paths = [
+            path(&[Some("s1"), Some("l1")]),
+            path(&[Some("s1"), Some("l2")]),
+            path(&[Some("s2"), Some("l3")]),
+            path(&[Some("s2"), Some("l4")]),
+        ];
+        let tree = Tree::build(
+            &names,
+            paths.iter().enumerate().map(|(i, p)| (i, p.as_slice())),
+        );
+        let leaf = |n: usize| tree.node_leaf[n];
+        assert_eq!(tree.span_counts(&[leaf(0)]), vec![1], "one leaf");
+        assert_eq!(tree.span_counts(&[leaf(0), leaf(0)]), vec![1], "repeated");
+        assert_eq!(tree.span_counts(&[leaf(0), leaf(1)]), vec![1], "one spine");
+        assert_eq!(
+            tree.span_counts(&[leaf(1), leaf(2)]),
+            vec![2],
+            "both spines"
+        );
+        assert_eq!(tree.span_counts(&[]), vec![0]);
+        // A cluster without tiers is one domain: nothing above its one leaf.
+        let flat = Tree::build(&[], paths.iter().enumerate().map(|(i, _)| (i, &[][..])));
+        assert_eq!(flat.span_counts(flat.leaves()), Vec::<usize>::new());
     }
 }

@@ -82,6 +82,7 @@ pub mod metrics;
 pub(crate) mod select;
 
 use crate::gpuset::{NodeShape, SetRequest};
+use crate::snapshot::NodeRef;
 use gputopo_api::PlacementStrategy;
 use std::fmt;
 use std::sync::Arc;
@@ -117,6 +118,16 @@ impl GangNode {
             free,
             node_score: 0,
         }
+    }
+
+    /// A snapshot's node with its topology `shape`: its domain names and free
+    /// GPUs as the snapshot holds them, no score of its own.
+    pub(crate) fn of(node: &NodeRef<'_>, shape: &Arc<NodeShape>) -> Self {
+        let tiers = node
+            .domain_names()
+            .map(|name| name.map(str::to_string))
+            .collect();
+        GangNode::new(node.id().0 as usize, tiers, shape.clone(), node.free_gpus())
     }
 }
 

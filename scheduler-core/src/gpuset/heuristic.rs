@@ -55,6 +55,17 @@ struct Rule {
     collective: Collective,
 }
 
+impl Rule {
+    /// Of `candidates`, those joined to `u` at the clique floor (all of
+    /// them when the rule has none).
+    fn within_floor(self, tables: &LinkTables, candidates: u32, u: u32) -> u32 {
+        if self.clique_floor == NONE {
+            return candidates;
+        }
+        candidates & tables.neighbours_at_least(self.clique_floor, u)
+    }
+}
+
 /// The ring bottleneck level of `set`: table, small DP, or greedy lower bound.
 pub(crate) fn ring_level(tables: &LinkTables, set: u32) -> u8 {
     if let Some(level) = tables.ring_table(set) {
@@ -137,10 +148,7 @@ fn grow(
             budget: SEARCH_BUDGET,
             path: vec![seed],
         };
-        let mut allowed = pool & !bit(seed);
-        if rule.clique_floor != NONE {
-            allowed &= tables.neighbours_at_least(rule.clique_floor, seed);
-        }
+        let allowed = rule.within_floor(tables, pool & !bit(seed), seed);
         let found = match rule.collective {
             Collective::Ring => search.ring(allowed),
             Collective::AllToAll => {
@@ -168,10 +176,7 @@ fn greedy(
     let mut order = Vec::with_capacity(k as usize);
     order.push(seed);
     let mut set = bit(seed);
-    let mut allowed = pool & !set;
-    if rule.clique_floor != NONE {
-        allowed &= tables.neighbours_at_least(rule.clique_floor, seed);
-    }
+    let mut allowed = rule.within_floor(tables, pool & !set, seed);
     if rule.collective == Collective::AllToAll {
         allowed &= tables.neighbours_at_least(rule.level, seed);
     }
@@ -197,10 +202,7 @@ fn greedy(
         let (_, u, position) = best?;
         order.insert(position, u);
         set |= bit(u);
-        allowed &= !bit(u);
-        if rule.clique_floor != NONE {
-            allowed &= tables.neighbours_at_least(rule.clique_floor, u);
-        }
+        allowed = rule.within_floor(tables, allowed & !bit(u), u);
         if rule.collective == Collective::AllToAll {
             allowed &= tables.neighbours_at_least(rule.level, u);
         }
@@ -255,10 +257,7 @@ impl Backtrack<'_> {
             next &= self.tables.neighbours_at_least(t, self.seed);
         }
         for u in self.ordered(next) {
-            let mut rest = allowed & !bit(u);
-            if self.rule.clique_floor != NONE {
-                rest &= self.tables.neighbours_at_least(self.rule.clique_floor, u);
-            }
+            let rest = self.rule.within_floor(self.tables, allowed & !bit(u), u);
             self.path.push(u);
             if self.ring(rest) {
                 return true;
@@ -279,10 +278,11 @@ impl Backtrack<'_> {
         }
         for u in self.ordered(allowed) {
             allowed &= !bit(u);
-            let mut rest = allowed & self.tables.neighbours_at_least(self.rule.level, u);
-            if self.rule.clique_floor != NONE {
-                rest &= self.tables.neighbours_at_least(self.rule.clique_floor, u);
-            }
+            let rest = self.rule.within_floor(
+                self.tables,
+                allowed & self.tables.neighbours_at_least(self.rule.level, u),
+                u,
+            );
             self.path.push(u);
             if self.clique(rest) {
                 return true;
@@ -315,9 +315,7 @@ fn can_swap(
 ) -> bool {
     let out = grown.order[position];
     let rest = grown.set & !bit(out);
-    if rule.clique_floor != NONE
-        && rest & !tables.neighbours_at_least(rule.clique_floor, outsider) != 0
-    {
+    if rule.within_floor(tables, rest, outsider) != rest {
         return false;
     }
     match rule.collective {

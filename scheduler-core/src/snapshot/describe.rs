@@ -34,12 +34,7 @@ impl Snapshot {
             let shared: Vec<_> = (0..n.gpus().count_ones())
                 .map(|g| n.shared_use(g))
                 .collect();
-            let domains: Vec<&str> = n
-                .domain_path()
-                .iter()
-                .flatten()
-                .map(|d| self.domain(*d).name())
-                .collect();
+            let domains: Vec<&str> = n.domain_names().flatten().collect();
             // Sorted by key: the snapshot orders them by interned symbol.
             let mut labels: Vec<(&str, &str)> = n.labels().collect();
             labels.sort_unstable();

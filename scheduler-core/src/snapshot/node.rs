@@ -6,6 +6,7 @@ use super::{DomainId, GpuUuids, PodId, SharedUse};
 use crate::config::{MAX_TIERS, TopologyManagerPolicy};
 use crate::gpuset::NodeShape;
 use crate::resources::Resources;
+use gputopo_api::WorkloadKind;
 use std::sync::Arc;
 
 /// What a node knows about its GPUs.
@@ -145,6 +146,15 @@ pub(crate) struct Node {
 impl Node {
     pub(crate) fn innermost_domain(&self) -> Option<DomainId> {
         self.domains.iter().rev().flatten().next().copied()
+    }
+
+    /// The count of the node's running pods of `kind`; none is kept for a
+    /// pod that does not say.
+    pub(crate) fn workload_pods_mut(&mut self, kind: Option<WorkloadKind>) -> Option<&mut u16> {
+        match kind? {
+            WorkloadKind::Training => Some(&mut self.training_pods),
+            WorkloadKind::Inference => Some(&mut self.inference_pods),
+        }
     }
 }
 

@@ -163,6 +163,15 @@ impl<'a> NodeRef<'a> {
         &self.node().domains[..self.snapshot.tiers.len()]
     }
 
+    /// The names of the node's domains, outermost first (`tiers().len()`
+    /// entries): `None` where the node lacks that tier's label.
+    pub fn domain_names(&self) -> impl Iterator<Item = Option<&'a str>> + 'a {
+        let snapshot = self.snapshot;
+        self.domain_path()
+            .iter()
+            .map(move |d| d.map(|id| snapshot.domain(id).name()))
+    }
+
     /// The innermost tier's domain the node names.
     pub fn innermost_domain(&self) -> Option<DomainId> {
         self.node().innermost_domain()

@@ -55,18 +55,10 @@ impl Snapshot {
             .fold(0, |m, (i, _)| m | (1 << i));
         node.gpus.shared = shared.into_boxed_slice();
         node.requested.subtract(&requested);
-        match pod.workload() {
-            Some(WorkloadKind::Training) => {
-                node.training_pods = node.training_pods.saturating_sub(1)
-            }
-            Some(WorkloadKind::Inference) => {
-                node.inference_pods = node.inference_pods.saturating_sub(1)
-            }
-            None => {}
+        if let Some(count) = node.workload_pods_mut(pod.workload()) {
+            *count = count.saturating_sub(1);
         }
-        let after = used_gpus(node);
-        self.refresh(node_index);
-        self.shift_domain_usage(node_index, before, after);
+        self.settle_node(node_index, before);
         Some(pod)
     }
 
@@ -292,16 +284,16 @@ impl Snapshot {
         }
         node.requested.add(requested);
         node.pods.push(pod_id);
-        match workload {
-            Some(WorkloadKind::Training) => {
-                node.training_pods = node.training_pods.saturating_add(1)
-            }
-            Some(WorkloadKind::Inference) => {
-                node.inference_pods = node.inference_pods.saturating_add(1)
-            }
-            None => {}
+        if let Some(count) = node.workload_pods_mut(workload) {
+            *count = count.saturating_add(1);
         }
-        let after = used_gpus(node);
+        self.settle_node(node_index, before);
+    }
+
+    /// After a node's pods changed (it used `before` GPUs): its scan row and
+    /// its domains' GPU counts.
+    fn settle_node(&mut self, node_index: usize, before: u32) {
+        let after = used_gpus(&self.nodes[node_index]);
         self.refresh(node_index);
         self.shift_domain_usage(node_index, before, after);
     }

@@ -5,7 +5,6 @@
 use super::fill::{Filled, fill_all};
 use super::{Choice, Problem, Rank};
 use crate::gang::{EXACT_LEAF_SETS, QUALITY_CANDIDATES};
-use std::cmp::Reverse;
 
 /// Leaf counts tried past the fewest for a mixed gang before trying the whole scope.
 const MIXED_EXTRA_LEAVES: usize = 8;
@@ -107,7 +106,6 @@ impl Problem<'_> {
     /// completes the gang, and its top `k` leaves.
     fn heuristic_sets(&self, scope: Option<u32>, k: usize) -> Vec<Vec<u32>> {
         let mut out = Vec::new();
-        let scope_leaves = self.scope_leaves(scope);
         let inside = |d: u32| match scope {
             None => true,
             Some(s) => self.tree.domain(d).ancestors.contains(&s),
@@ -119,19 +117,11 @@ impl Problem<'_> {
                 .map(Some),
         );
         for domain in domains {
-            let pool = match domain {
-                None => scope_leaves,
-                Some(d) => &self.tree.domain(d).leaves,
-            };
-            let mut leaves: Vec<u32> = pool
-                .iter()
-                .copied()
-                .filter(|&l| self.leaf_cap[l as usize] > 0)
-                .collect();
+            // `domain` is `None` only for a whole-cluster scope.
+            let leaves = self.useful_leaves(domain);
             if leaves.len() < k {
                 continue;
             }
-            leaves.sort_by_key(|&l| (Reverse(self.leaf_cap[l as usize]), l));
             let cap = |l: u32| self.leaf_cap[l as usize];
             let top: u64 = leaves[..k].iter().map(|&l| cap(l)).sum();
             if top < self.need {

@@ -60,13 +60,7 @@ pub(crate) fn place(
     if n == 0 {
         return Err(GangNoFit::NoMembers);
     }
-    let tree = Tree::build(
-        &cluster.tier_names,
-        cluster
-            .nodes
-            .iter()
-            .map(|node| (node.id, node.tiers.as_slice())),
-    );
+    let tree = Tree::of_nodes(&cluster.tier_names, cluster.nodes.iter());
     let scopes = scopes(&tree, &spec.within)?;
     let prep = Prepared::new(&cluster.nodes, &spec.members, spec.strategy);
     let members = u32::try_from(n).unwrap_or(u32::MAX);
@@ -189,18 +183,7 @@ impl Problem<'_> {
     }
 
     fn rank(&self, leaves: &[u32]) -> Rank {
-        let outer = self.tree.depth - 1;
-        let spans = (0..outer)
-            .map(|tier| {
-                let mut at: Vec<u32> = leaves
-                    .iter()
-                    .map(|&l| self.tree.domain(l).ancestors[tier])
-                    .collect();
-                at.sort_unstable();
-                at.dedup();
-                at.len()
-            })
-            .collect();
+        let spans = self.tree.span_counts(leaves);
         let held: u64 = leaves.iter().map(|&l| self.leaf_cap[l as usize]).sum();
         Rank {
             leaves: leaves.len(),

@@ -99,17 +99,7 @@ impl Search<'_> {
             .collect();
         leaves.sort_unstable();
         leaves.dedup();
-        let spans = (0..self.tree.depth - 1)
-            .map(|tier| {
-                let mut at: Vec<u32> = leaves
-                    .iter()
-                    .map(|&l| self.tree.domain(l).ancestors[tier])
-                    .collect();
-                at.sort_unstable();
-                at.dedup();
-                at.len()
-            })
-            .collect();
+        let spans = self.tree.span_counts(&leaves);
         Some(Solution {
             members,
             units,

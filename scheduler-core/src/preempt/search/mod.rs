@@ -100,13 +100,7 @@ pub(super) fn propose(
     if preemptor.members == 0 {
         return Err(PreemptNoFit::NoMembers);
     }
-    let tree = Tree::build(
-        &cluster.tier_names,
-        cluster
-            .nodes
-            .iter()
-            .map(|n| (n.node.id, n.node.tiers.as_slice())),
-    );
+    let tree = Tree::of_nodes(&cluster.tier_names, cluster.nodes.iter().map(|n| &n.node));
     let mut scope_list = scopes(&tree, &preemptor.within).map_err(|e| match e {
         GangNoFit::NoSuchTier { tier, tiers } => PreemptNoFit::NoSuchTier { tier, tiers },
         GangNoFit::NoSuchDomain { tier, name } => PreemptNoFit::NoSuchDomain { tier, name },
