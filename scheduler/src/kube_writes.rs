@@ -1,7 +1,7 @@
 //! [`ClusterWrites`] over `kube::Client`: each write one request in its own
 //! short `tracing` span, errors sorted into [`WriteErrorKind`]s.
 
-use crate::annotations::assignment_annotations;
+use crate::binding::{PodIdentity, pod_binding};
 use crate::checked::InvalidObject;
 use crate::cluster::pod_key;
 use crate::cycle::gang_status::GangStatusWrite;
@@ -11,8 +11,8 @@ use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp
 use crate::event_queue::EventQueue;
 use crate::gangs::{PodGroup, UpstreamPodGroup};
 use gputopo_scheduler_core::schedule::Placement;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Binding, Node, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -169,22 +169,7 @@ pub(crate) fn write_error(op: WriteOp, target: String, e: kube::Error) -> WriteE
 impl ClusterWrites for KubeWrites {
     async fn bind(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
         let key = pod_key(pod);
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let binding = Binding {
-            metadata: ObjectMeta {
-                name: pod.metadata.name.clone(),
-                namespace: Some(namespace.to_string()),
-                uid: pod.metadata.uid.clone(),
-                annotations: Some(assignment_annotations(p)),
-                ..ObjectMeta::default()
-            },
-            target: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(p.node.clone()),
-                ..ObjectReference::default()
-            },
-        };
+        let binding = pod_binding(&PodIdentity::of(pod), p);
         let post = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
