@@ -22,6 +22,7 @@ pub mod scheduler;
 pub mod serve;
 pub mod trim;
 pub mod watch;
+pub mod writer;
 
 pub use config::{Backoff, ConfigFileError, Settings};
 pub use scheduler::{BOTTLENECK_ANNOTATION, FIELD_MANAGER, RunError, Scheduler};
