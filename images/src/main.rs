@@ -87,7 +87,7 @@ fn parse_platform(s: &str) -> Result<PlatformInput, String> {
         return Err(format!("'{s}': no layer directory after '='"));
     }
     Ok(PlatformInput {
-        arch: arch.parse()?,
+        arch: arch.parse::<Arch>().map_err(|e| e.to_string())?,
         layer_dirs,
     })
 }

@@ -255,9 +255,7 @@ fn main() -> ExitCode {
 async fn run(args: RunArgs) -> Result<()> {
     let mut settings = args.daemon.settings()?;
     if !args.scheduler_name.is_empty() {
-        settings
-            .set_scheduler_names(args.scheduler_name.clone())
-            .map_err(anyhow::Error::msg)?;
+        settings.set_scheduler_names(args.scheduler_name.clone())?;
     }
     let kube_config = daemon::kube_config().await?;
     let client = daemon::client_of(kube_config.clone())?;

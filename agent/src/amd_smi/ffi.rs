@@ -51,6 +51,27 @@ pub(super) struct AmdSmiLib {
     _lib: Library,
 }
 
+/// Why the library cannot be used: not loadable, a symbol missing, or
+/// `amdsmi_init` refused.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LoadError {
+    #[error("cannot load the AMD SMI library: {0}")]
+    Library(libloading::Error),
+    #[error("{symbol} is missing from {path}: {source}")]
+    Symbol {
+        symbol: &'static str,
+        path: String,
+        source: libloading::Error,
+    },
+    #[error("amdsmi_init failed: {0}")]
+    Init(StatusText),
+}
+
+/// A failed call's status, in the library's own words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct StatusText(String);
+
 // SAFETY: the library's functions are documented thread-safe after
 // `amdsmi_init`; the pointers and handles are plain addresses.
 unsafe impl Send for AmdSmiLib {}
@@ -58,16 +79,20 @@ unsafe impl Sync for AmdSmiLib {}
 
 impl AmdSmiLib {
     /// Loads the library and every symbol; the error names what is missing.
-    pub(super) fn load(path: &Path) -> Result<AmdSmiLib, String> {
+    pub(super) fn load(path: &Path) -> Result<AmdSmiLib, LoadError> {
         // SAFETY: loading runs the library's initializers; libamd_smi's are
         // the vendor's own and have no preconditions.
-        let lib = unsafe { Library::new(path.as_os_str()) }
-            .map_err(|e| format!("cannot load the AMD SMI library: {e}"))?;
+        let lib = unsafe { Library::new(path.as_os_str()) }.map_err(LoadError::Library)?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the type is the header's signature for this symbol.
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| format!("{} is missing from {}: {e}", $name, path.display()))?
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|source| {
+                    LoadError::Symbol {
+                        symbol: $name,
+                        path: path.display().to_string(),
+                        source,
+                    }
+                })?
             };
         }
         Ok(AmdSmiLib {
@@ -90,11 +115,10 @@ impl AmdSmiLib {
     }
 
     /// `amdsmi_init(AMDSMI_INIT_AMD_GPUS)`.
-    pub(super) fn init(&self) -> Result<(), String> {
+    pub(super) fn init(&self) -> Result<(), LoadError> {
         // SAFETY: plain integer argument.
         let status = unsafe { (self.init)(INIT_AMD_GPUS) };
-        self.check(status)
-            .map_err(|why| format!("amdsmi_init failed: {why}"))
+        self.check(status).map_err(LoadError::Init)
     }
 
     fn text(&self, status: Status) -> String {
@@ -111,10 +135,10 @@ impl AmdSmiLib {
         }
     }
 
-    fn check(&self, status: Status) -> Result<(), String> {
+    fn check(&self, status: Status) -> Result<(), StatusText> {
         match status {
             SUCCESS => Ok(()),
-            s => Err(self.text(s)),
+            s => Err(StatusText(self.text(s))),
         }
     }
 
@@ -140,7 +164,7 @@ impl AmdSmiLib {
     fn handles(&self) -> Result<Vec<Handle>, AmdSmiError> {
         let call = |call: &'static str, status: Status| {
             self.check(status)
-                .map_err(|reason| AmdSmiError::Call { call, reason })
+                .map_err(|StatusText(reason)| AmdSmiError::Call { call, reason })
         };
         let mut sockets = vec![std::ptr::null_mut(); MAX_HANDLES];
         let mut count = MAX_HANDLES as u32;

@@ -38,6 +38,7 @@
 //! [`MAX_NODES`] nodes and [`MAX_PODS`] bound pods, counts included.
 
 mod list;
+mod names;
 mod reports;
 
 pub use reports::{GpuHeld, NodeReport};
@@ -56,6 +57,8 @@ use gputopo_scheduler_core::snapshot::{
     BoundPodInput, GpuHolding, NodeInput, PodGroup, Snapshot, SnapshotBuilder,
 };
 use list::load_list;
+pub use names::NameTemplateError;
+use names::expand;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -485,44 +488,6 @@ fn check_copies(
         }
     }
     Ok(())
-}
-
-/// `name-{i}` / `name-{i:03}` for the i-th of `count`; a name without `{i}`
-/// is allowed only once.
-fn expand(template: &str, i: u32, count: Option<u32>) -> Result<String, String> {
-    let Some(start) = template.find("{i") else {
-        return if count.unwrap_or(1) > 1 {
-            Err(format!(
-                "{template:?} has count > 1 but no {{i}} to number the copies"
-            ))
-        } else {
-            Ok(template.to_string())
-        };
-    };
-    let end = template[start..]
-        .find('}')
-        .map(|e| start + e)
-        .ok_or_else(|| format!("{template:?}: unclosed {{i"))?;
-    let spec = &template[start + 2..end];
-    let number = match spec.strip_prefix(":0") {
-        None if spec.is_empty() => i.to_string(),
-        Some(width) => {
-            let width: usize = width
-                .parse()
-                .ok()
-                .filter(|w| *w <= MAX_PADDING)
-                .ok_or_else(|| {
-                    format!("{template:?}: accepted {{i}} or {{i:0N}} with N up to {MAX_PADDING}")
-                })?;
-            format!("{i:0width$}")
-        }
-        None => return Err(format!("{template:?}: accepted {{i}} or {{i:0N}}")),
-    };
-    Ok(format!(
-        "{}{number}{}",
-        &template[..start],
-        &template[end + 1..]
-    ))
 }
 
 pub(crate) fn apply_overrides(

@@ -2,6 +2,7 @@
 //! into [`Settings`]: every error names file, line, column and field.
 
 use super::*;
+use gputopo_scheduler_core::config::ConfigError;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -148,16 +149,31 @@ struct TiersFile {
     keys: Option<Vec<String>>,
 }
 
+/// Why one value of the file cannot be read; serde puts it after the
+/// value's line and field.
+#[derive(Debug, thiserror::Error)]
+enum ValueError {
+    /// An unknown preset or policy, or a memory target out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An unknown `gpuGeneration` (scheduler-core's text says which are known).
+    #[error("{0}")]
+    Generation(String),
+    #[error("{value:?} is not a duration ({source}); accepted: e.g. 500ms, 10s, 2m")]
+    Duration {
+        value: String,
+        source: humantime::DurationError,
+    },
+}
+
 #[derive(Deserialize)]
 #[serde(try_from = "String")]
 struct PresetFile(NetworkTiers);
 
 impl TryFrom<String> for PresetFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        NetworkTiers::preset(&s)
-            .map(PresetFile)
-            .map_err(|e| e.to_string())
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
+        Ok(PresetFile(NetworkTiers::preset(&s)?))
     }
 }
 
@@ -166,9 +182,9 @@ impl TryFrom<String> for PresetFile {
 struct PolicyFile(TopologyManagerPolicy);
 
 impl TryFrom<String> for PolicyFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(PolicyFile).map_err(|e| format!("{e}"))
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
+        Ok(PolicyFile(s.parse()?))
     }
 }
 
@@ -177,9 +193,11 @@ impl TryFrom<String> for PolicyFile {
 struct GenerationFile(GenerationPreference);
 
 impl TryFrom<String> for GenerationFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(GenerationFile)
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
+        s.parse()
+            .map(GenerationFile)
+            .map_err(ValueError::Generation)
     }
 }
 
@@ -188,11 +206,11 @@ impl TryFrom<String> for GenerationFile {
 struct DurationFile(Duration);
 
 impl TryFrom<String> for DurationFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
         humantime::parse_duration(&s)
             .map(DurationFile)
-            .map_err(|e| format!("{s:?} is not a duration ({e}); accepted: e.g. 500ms, 10s, 2m"))
+            .map_err(|source| ValueError::Duration { value: s, source })
     }
 }
 
@@ -208,11 +226,9 @@ struct RawTarget {
 }
 
 impl TryFrom<RawTarget> for MemoryTargetFile {
-    type Error = String;
-    fn try_from(r: RawTarget) -> Result<Self, String> {
-        MemoryTarget::new(r.low, r.high)
-            .map(MemoryTargetFile)
-            .map_err(|e| e.to_string())
+    type Error = ValueError;
+    fn try_from(r: RawTarget) -> Result<Self, ValueError> {
+        Ok(MemoryTargetFile(MemoryTarget::new(r.low, r.high)?))
     }
 }
 
