@@ -6,12 +6,13 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use gputopo_agent::amd_smi::RealAmdSmi;
 use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{Source, build, gather};
+use gputopo_agent::health::{Liveness, router};
 use gputopo_agent::host::host_facts;
+use gputopo_agent::metrics::Metrics;
 use gputopo_agent::nvml::RealNvml;
 use gputopo_agent::podres::PodResourcesSource;
 use gputopo_agent::podres::kubelet::KubeletSocket;
 use gputopo_agent::podres::saved::SavedAnswer;
-use gputopo_agent::serve::{Liveness, Metrics, router};
 use gputopo_kubelet_api::podresources;
 use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
 use gputopo_topology::backend::amd_smi::AmdSmiSource;
@@ -429,7 +430,7 @@ fn run_daemon(args: RunArgs) -> Result<()> {
     runtime.block_on(async move {
         let client = daemon::kube_client().await?;
         let metrics = Arc::new(Metrics::new());
-        let readiness = Arc::new(gputopo_agent::serve::readiness());
+        let readiness = Arc::new(gputopo_agent::health::readiness());
         let liveness = Arc::new(Liveness::new(limit));
         let app = router(metrics.clone(), readiness.clone(), liveness.clone());
         let _ops = OpsServer::start(args.ops.listen, app).await?;

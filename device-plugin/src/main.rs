@@ -134,12 +134,9 @@ fn run_plugin(cli: Cli) -> Result<()> {
         let readiness = Arc::new(Readiness::new("not registered with the kubelet yet"));
         let _ops =
             OpsServer::start(cli.ops.listen, router(metrics.clone(), readiness.clone())).await?;
-        let claims = Arc::new(PodWatch::start(client, &cli.node));
+        let pods = Arc::new(PodWatch::start(client, &cli.node));
         let shutdown = daemon::shutdown_signal()?;
-        Ok(run(
-            config, inventory, claims, probe, metrics, readiness, shutdown,
-        )
-        .await?)
+        Ok(run(config, inventory, pods, probe, metrics, readiness, shutdown).await?)
     })
 }
 

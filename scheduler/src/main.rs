@@ -6,8 +6,8 @@ use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
 use gputopo_scheduler::Settings;
 use gputopo_scheduler::extender::{self, Limits};
 use gputopo_scheduler::leader::{self, LeaderConfig, LeaderElector};
+use gputopo_scheduler::metrics::{Metrics, router};
 use gputopo_scheduler::scheduler::Scheduler;
-use gputopo_scheduler::serve::{Metrics, router};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -266,7 +266,7 @@ async fn run(args: RunArgs) -> Result<()> {
     let eviction_client =
         daemon::client_of(eviction_config).context("connecting to the API server for evictions")?;
     let metrics = Arc::new(Metrics::new());
-    let readiness = Arc::new(gputopo_scheduler::serve::readiness());
+    let readiness = Arc::new(gputopo_scheduler::metrics::readiness());
     let _ops = OpsServer::start(
         args.daemon.ops.listen,
         router(metrics.clone(), readiness.clone()),

@@ -7,7 +7,7 @@ use crate::cluster::Objects;
 use crate::config::Settings;
 use crate::cycle::{Clock, Cycle};
 use crate::kube_writes::KubeWrites;
-use crate::serve::{Metrics, Readiness};
+use crate::metrics::{Metrics, Readiness};
 use crate::watch::{WatchError, Watches};
 use std::future::Future;
 use std::sync::Arc;

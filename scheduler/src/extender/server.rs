@@ -378,7 +378,7 @@ pub async fn run(
         return Err(ExtenderError::NoSchedulerNames);
     }
     let metrics = Arc::new(ExtenderMetrics::new());
-    let readiness = Arc::new(crate::serve::readiness());
+    let readiness = Arc::new(crate::metrics::readiness());
     let ops = gputopo_ops::router(metrics.clone(), readiness.clone());
     const ALL: &str = "/healthz, /readyz, /metrics and the extender verbs";
     const OPS: &str = "/healthz, /readyz, /metrics";

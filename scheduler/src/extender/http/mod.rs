@@ -18,7 +18,7 @@ use super::metrics::{ExtenderMetrics, RefusedLabel, VerdictLabel};
 use super::protocol::{
     self, BIND_PATH, ExtenderBindingResult, ExtenderFilterResult, FILTER_PATH, PRIORITIZE_PATH,
 };
-use crate::serve::BottleneckLabel;
+use crate::metrics::BottleneckLabel;
 use axum::Router;
 use axum::body::Bytes;
 use axum::error_handling::HandleErrorLayer;
