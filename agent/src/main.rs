@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use gputopo_agent::amd_smi::RealAmdSmi;
 use gputopo_agent::daemon::{DaemonConfig, run};
-use gputopo_agent::discover::{Source, build, gather};
+use gputopo_agent::discover::{NvmlPaths, Source, build, gather};
 use gputopo_agent::health::{Liveness, router};
 use gputopo_agent::host::host_facts;
 use gputopo_agent::metrics::Metrics;
@@ -101,10 +101,7 @@ struct SourceArgs {
 impl SourceArgs {
     fn into_source(self) -> Result<Source> {
         Ok(if self.nvml {
-            Source::Nvml {
-                library: self.host.nvml_library,
-                sysfs_root: self.host.sysfs_root,
-            }
+            self.host.nvml.source()
         } else if self.amd_smi {
             Source::AmdSmi {
                 library: self.host.amd_smi_library,
@@ -205,15 +202,11 @@ struct PodResourcesArgs {
 /// Where the host's driver library and sysfs are (they move inside containers).
 #[derive(Args)]
 struct HostArgs {
-    /// Path of libnvidia-ml.so.1 when it is not on the loader path.
-    #[arg(long, env = "GPUTOPO_NVML_LIBRARY", value_name = "FILE")]
-    nvml_library: Option<PathBuf>,
+    #[command(flatten)]
+    nvml: NvmlPaths,
     /// Path of libamd_smi.so when it is neither on the loader path nor in /opt/rocm/lib.
     #[arg(long, env = "GPUTOPO_AMD_SMI_LIBRARY", value_name = "FILE")]
     amd_smi_library: Option<PathBuf>,
-    /// Where sysfs is mounted.
-    #[arg(long, env = "GPUTOPO_SYSFS_ROOT", default_value = "/sys")]
-    sysfs_root: PathBuf,
 }
 
 #[derive(Args)]
@@ -295,7 +288,7 @@ fn record_node(args: RecordArgs) -> Result<()> {
         .node
         .or_else(hostname)
         .context("no node name: pass --node or set NODE_NAME")?;
-    let nvml = match &args.host.nvml_library {
+    let nvml = match &args.host.nvml.nvml_library {
         Some(path) => RealNvml::init_with_library(path),
         None => RealNvml::init(),
     };
@@ -322,7 +315,7 @@ fn record_node(args: RecordArgs) -> Result<()> {
         nvml.as_ref().map(|n| n as &dyn NvmlSource),
         amd.as_ref().map(|a| a as &dyn AmdSmiSource),
         &run_command_stdout,
-        &RealSysfs::new(&args.host.sysfs_root),
+        &RealSysfs::new(&args.host.nvml.sysfs_root),
         RecordMeta {
             node_name: node,
             recorded_at: now().to_string(),

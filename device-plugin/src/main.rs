@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::{ArgGroup, Parser};
-use gputopo_agent::discover::{Source, build, gather};
+use gputopo_agent::discover::{NvmlPaths, Source, build, gather};
 use gputopo_device_plugin::allocate::DeviceListStrategy;
 use gputopo_device_plugin::choose::Inventory;
 use gputopo_device_plugin::health::{AlwaysHealthy, HealthProbe, NvmlHealth};
@@ -33,12 +33,8 @@ struct Cli {
     /// A recording made by `gputopo-agent record` (dry runs: every GPU healthy).
     #[arg(long, value_name = "FILE", env = "GPUTOPO_FIXTURE")]
     fixture: Option<PathBuf>,
-    /// Path of libnvidia-ml.so.1 when it is not on the loader path.
-    #[arg(long, env = "GPUTOPO_NVML_LIBRARY", value_name = "FILE")]
-    nvml_library: Option<PathBuf>,
-    /// Where sysfs is mounted.
-    #[arg(long, env = "GPUTOPO_SYSFS_ROOT", default_value = "/sys")]
-    sysfs_root: PathBuf,
+    #[command(flatten)]
+    nvml_paths: NvmlPaths,
     /// This node's name, from the downward API (`spec.nodeName`).
     #[arg(long, env = "GPUTOPO_NODE_NAME")]
     node: String,
@@ -100,10 +96,7 @@ fn main() -> ExitCode {
 fn run_plugin(cli: Cli) -> Result<()> {
     let source = match &cli.fixture {
         Some(path) => Source::Saved(SavedSource::Fixture(path.clone())),
-        None => Source::Nvml {
-            library: cli.nvml_library.clone(),
-            sysfs_root: cli.sysfs_root.clone(),
-        },
+        None => cli.nvml_paths.source(),
     };
     let (facts, _) = gather(&source).context("discovering this node's GPUs")?;
     let spec = build(&cli.node, facts)
@@ -113,7 +106,7 @@ fn run_plugin(cli: Cli) -> Result<()> {
     let probe: Arc<dyn HealthProbe> = if cli.fixture.is_some() {
         Arc::new(AlwaysHealthy)
     } else {
-        Arc::new(NvmlHealth::init(cli.nvml_library.as_deref())?)
+        Arc::new(NvmlHealth::init(cli.nvml_paths.nvml_library.as_deref())?)
     };
     let config = PluginConfig {
         dir: cli.device_plugin_dir,
