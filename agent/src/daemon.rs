@@ -5,12 +5,13 @@
 //! completed round is a heartbeat for `/healthz`.
 
 use crate::discover::Source;
+use crate::health::{Liveness, Readiness};
+use crate::metrics::{Metrics, ReasonLabel, ResultLabel, WriteLabel};
 use crate::podres::PodResourcesSource;
 use crate::podres::map::{Mapped, NodeGpus, map_answer};
 use crate::publish::status::PodResourcesRound;
 use crate::publish::{Observed, PublishError, Publisher, Writes};
 use crate::scan::{ScanError, Scanned, Scanner};
-use crate::serve::{Liveness, Metrics, Readiness, ReasonLabel, ResultLabel, WriteLabel};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use gputopo_topology::labels::LabelOptions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

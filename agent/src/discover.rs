@@ -1,7 +1,9 @@
 //! One entry point over every source the agent knows: the live NVML (with
 //! sysfs for what NVML lacks) here, the saved files through
 //! [`gputopo_topology::discover`]. `NodeFacts` and the normalized topology
-//! with its health out. The daemon and `gputopo-agent discover` call this.
+//! with its health out. The daemon and `gputopo-agent discover` call this;
+//! [`NvmlPaths`] are the flags naming NVML's library and sysfs, which the
+//! device plugin takes too.
 
 use crate::amd_smi::RealAmdSmi;
 use crate::nvml::RealNvml;
@@ -30,6 +32,29 @@ pub enum Source {
     },
     /// Saved `nvidia-smi` / `rocm-smi` / `amd-smi` outputs or a recording, read as the topology crate reads them.
     Saved(saved::Source),
+}
+
+/// `--nvml-library` and `--sysfs-root`: where the host's NVIDIA driver
+/// library and sysfs are inside the container. The agent's and the device
+/// plugin's flags, with their environment variables.
+#[derive(Clone, Debug, clap::Args)]
+pub struct NvmlPaths {
+    /// Path of libnvidia-ml.so.1 when it is not on the loader path.
+    #[arg(long, env = "GPUTOPO_NVML_LIBRARY", value_name = "FILE")]
+    pub nvml_library: Option<PathBuf>,
+    /// Where sysfs is mounted.
+    #[arg(long, env = "GPUTOPO_SYSFS_ROOT", default_value = "/sys")]
+    pub sysfs_root: PathBuf,
+}
+
+impl NvmlPaths {
+    /// The live NVML at these paths.
+    pub fn source(&self) -> Source {
+        Source::Nvml {
+            library: self.nvml_library.clone(),
+            sysfs_root: self.sysfs_root.clone(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -8,15 +8,16 @@
 //! in front of the topology crate's file sources, [`scan`] runs discovery off
 //! the async runtime (static topology kept, dynamic state read every scan),
 //! [`podres`] reads what the kubelet allocated, [`daemon`] rescans and
-//! [`publish`]es labels and the `GpuTopology`, [`serve`] has its metrics and
-//! liveness.
+//! [`publish`]es labels and the `GpuTopology`; [`metrics`] are its metrics,
+//! [`health`] its liveness and probe routes.
 
 pub mod amd_smi;
 pub mod daemon;
 pub mod discover;
+pub mod health;
 pub mod host;
+pub mod metrics;
 pub mod nvml;
 pub mod podres;
 pub mod publish;
 pub mod scan;
-pub mod serve;

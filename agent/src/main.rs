@@ -5,14 +5,16 @@ use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use gputopo_agent::amd_smi::RealAmdSmi;
 use gputopo_agent::daemon::{DaemonConfig, run};
-use gputopo_agent::discover::{Source, build, gather};
+use gputopo_agent::discover::{NvmlPaths, Source, build, gather};
+use gputopo_agent::health::{Liveness, router};
 use gputopo_agent::host::host_facts;
+use gputopo_agent::metrics::Metrics;
 use gputopo_agent::nvml::RealNvml;
 use gputopo_agent::podres::PodResourcesSource;
 use gputopo_agent::podres::kubelet::KubeletSocket;
 use gputopo_agent::podres::saved::SavedAnswer;
-use gputopo_agent::serve::{Liveness, Metrics, router};
 use gputopo_kubelet_api::podresources;
+use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
 use gputopo_topology::backend::amd_smi::AmdSmiSource;
 use gputopo_topology::backend::nvml::NvmlSource;
 use gputopo_topology::backend::recording::{RecordMeta, record, run_command_stdout};
@@ -23,7 +25,6 @@ use gputopo_topology::object::gpu_topology;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -100,10 +101,7 @@ struct SourceArgs {
 impl SourceArgs {
     fn into_source(self) -> Result<Source> {
         Ok(if self.nvml {
-            Source::Nvml {
-                library: self.host.nvml_library,
-                sysfs_root: self.host.sysfs_root,
-            }
+            self.host.nvml.source()
         } else if self.amd_smi {
             Source::AmdSmi {
                 library: self.host.amd_smi_library,
@@ -160,14 +158,21 @@ struct RunArgs {
     /// The longest wait between retries while the API server is unreachable.
     #[arg(long, env = "GPUTOPO_MAX_BACKOFF", default_value = "30s", value_parser = humantime::parse_duration)]
     max_backoff: Duration,
-    /// Address of /healthz, /readyz and /metrics.
-    #[arg(long, env = "GPUTOPO_LISTEN", default_value = "0.0.0.0:8081")]
-    listen: SocketAddr,
+    #[command(flatten)]
+    ops: ListenArgs<AgentListen>,
     /// The longest one round (discovery, the kubelet's answer, the writes) may take; /healthz fails after three missed rounds plus this.
     #[arg(long, env = "GPUTOPO_SCAN_TIMEOUT", default_value = "2m", value_parser = humantime::parse_duration)]
     scan_timeout: Duration,
     #[command(flatten)]
     pod_resources: PodResourcesArgs,
+}
+
+/// The agent's `--listen`.
+struct AgentListen;
+
+impl ListenFlag for AgentListen {
+    const ENV: &'static str = "GPUTOPO_LISTEN";
+    const DEFAULT: &'static str = "0.0.0.0:8081";
 }
 
 /// Reading which GPUs each pod holds from the kubelet.
@@ -197,15 +202,11 @@ struct PodResourcesArgs {
 /// Where the host's driver library and sysfs are (they move inside containers).
 #[derive(Args)]
 struct HostArgs {
-    /// Path of libnvidia-ml.so.1 when it is not on the loader path.
-    #[arg(long, env = "GPUTOPO_NVML_LIBRARY", value_name = "FILE")]
-    nvml_library: Option<PathBuf>,
+    #[command(flatten)]
+    nvml: NvmlPaths,
     /// Path of libamd_smi.so when it is neither on the loader path nor in /opt/rocm/lib.
     #[arg(long, env = "GPUTOPO_AMD_SMI_LIBRARY", value_name = "FILE")]
     amd_smi_library: Option<PathBuf>,
-    /// Where sysfs is mounted.
-    #[arg(long, env = "GPUTOPO_SYSFS_ROOT", default_value = "/sys")]
-    sysfs_root: PathBuf,
 }
 
 #[derive(Args)]
@@ -228,13 +229,7 @@ enum Output {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    daemon::init_logging("warn", false);
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Discover(args) => discover(args),
@@ -293,7 +288,7 @@ fn record_node(args: RecordArgs) -> Result<()> {
         .node
         .or_else(hostname)
         .context("no node name: pass --node or set NODE_NAME")?;
-    let nvml = match &args.host.nvml_library {
+    let nvml = match &args.host.nvml.nvml_library {
         Some(path) => RealNvml::init_with_library(path),
         None => RealNvml::init(),
     };
@@ -320,7 +315,7 @@ fn record_node(args: RecordArgs) -> Result<()> {
         nvml.as_ref().map(|n| n as &dyn NvmlSource),
         amd.as_ref().map(|a| a as &dyn AmdSmiSource),
         &run_command_stdout,
-        &RealSysfs::new(&args.host.sysfs_root),
+        &RealSysfs::new(&args.host.nvml.sysfs_root),
         RecordMeta {
             node_name: node,
             recorded_at: now().to_string(),
@@ -424,25 +419,68 @@ fn run_daemon(args: RunArgs) -> Result<()> {
         allocations_heartbeat: args.pod_resources.heartbeat,
         pod_resources: pod_resources_source(args.pod_resources),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = daemon::runtime(Some(2))?;
     runtime.block_on(async move {
-        let client = kube::Client::try_default().await.context(
-            "no Kubernetes client configuration (in-cluster service account or KUBECONFIG)",
-        )?;
+        let client = daemon::kube_client().await?;
         let metrics = Arc::new(Metrics::new());
-        let readiness = Arc::new(gputopo_agent::serve::readiness());
+        let readiness = Arc::new(gputopo_agent::health::readiness());
         let liveness = Arc::new(Liveness::new(limit));
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("listening on {}", args.listen))?;
         let app = router(metrics.clone(), readiness.clone(), liveness.clone());
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
-        let result = run(config, client, metrics, readiness, liveness).await;
-        server.abort();
-        Ok(result?)
+        let _ops = OpsServer::start(args.ops.listen, app).await?;
+        Ok(run(config, client, metrics, readiness, liveness).await?)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every environment variable the agent's flags have ever read:
+    /// the Helm chart, the plain manifests and docs set them.
+    const ACCEPTED: &[&str] = &[
+        "GPUTOPO_ALLOCATIONS_HEARTBEAT",
+        "GPUTOPO_AMD_SMI",
+        "GPUTOPO_AMD_SMI_LIBRARY",
+        "GPUTOPO_AMD_SMI_TOPO",
+        "GPUTOPO_FIXTURE",
+        "GPUTOPO_GFD_COMPATIBLE_LABELS",
+        "GPUTOPO_LISTEN",
+        "GPUTOPO_MAX_BACKOFF",
+        "GPUTOPO_NVIDIA_SMI_TOPO",
+        "GPUTOPO_NVLINK_STATUS",
+        "GPUTOPO_NVML",
+        "GPUTOPO_NVML_LIBRARY",
+        "GPUTOPO_POD_RESOURCES",
+        "GPUTOPO_POD_RESOURCES_SAVED",
+        "GPUTOPO_POD_RESOURCES_SOCKET",
+        "GPUTOPO_POD_RESOURCES_TIMEOUT",
+        "GPUTOPO_RESCAN_INTERVAL",
+        "GPUTOPO_ROCM_SMI_TOPO",
+        "GPUTOPO_SCAN_TIMEOUT",
+        "GPUTOPO_SMI_QUERY",
+        "GPUTOPO_SYSFS_ROOT",
+        "NODE_NAME",
+    ];
+
+    #[test]
+    fn every_documented_environment_variable_is_still_accepted() {
+        let accepted = daemon::flag_env_vars(&Cli::command());
+        assert_eq!(accepted, ACCEPTED.iter().map(|v| v.to_string()).collect());
+        for manifest in [
+            "helm/gputopo/templates/agent-daemonset.yaml",
+            "daemonset/agent-daemonset.yaml",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(manifest);
+            let text = std::fs::read_to_string(&path).expect("the manifest");
+            for var in daemon::manifest_env_vars(&text) {
+                assert!(
+                    accepted.contains(&var),
+                    "{manifest} sets {var}, which no flag reads"
+                );
+            }
+        }
+    }
 }

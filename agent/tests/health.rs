@@ -2,7 +2,8 @@
 //! the scan loop has completed no round for longer than its limit and
 //! recovers with the next round; `/readyz` says what the last round said.
 
-use gputopo_agent::serve::{Liveness, Metrics, readiness, router};
+use gputopo_agent::health::{Liveness, readiness, router};
+use gputopo_agent::metrics::Metrics;
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

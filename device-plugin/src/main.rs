@@ -3,17 +3,17 @@
 
 use anyhow::{Context, Result};
 use clap::{ArgGroup, Parser};
-use gputopo_agent::discover::{Source, build, gather};
+use gputopo_agent::discover::{NvmlPaths, Source, build, gather};
 use gputopo_device_plugin::allocate::DeviceListStrategy;
 use gputopo_device_plugin::choose::Inventory;
 use gputopo_device_plugin::health::{AlwaysHealthy, HealthProbe, NvmlHealth};
 use gputopo_device_plugin::metrics::Metrics;
 use gputopo_device_plugin::plugin::{PluginConfig, run};
 use gputopo_device_plugin::pods::PodWatch;
+use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
 use gputopo_ops::{Readiness, router};
 use gputopo_topology::discover::Source as SavedSource;
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -33,12 +33,8 @@ struct Cli {
     /// A recording made by `gputopo-agent record` (dry runs: every GPU healthy).
     #[arg(long, value_name = "FILE", env = "GPUTOPO_FIXTURE")]
     fixture: Option<PathBuf>,
-    /// Path of libnvidia-ml.so.1 when it is not on the loader path.
-    #[arg(long, env = "GPUTOPO_NVML_LIBRARY", value_name = "FILE")]
-    nvml_library: Option<PathBuf>,
-    /// Where sysfs is mounted.
-    #[arg(long, env = "GPUTOPO_SYSFS_ROOT", default_value = "/sys")]
-    sysfs_root: PathBuf,
+    #[command(flatten)]
+    nvml_paths: NvmlPaths,
     /// This node's name, from the downward API (`spec.nodeName`).
     #[arg(long, env = "GPUTOPO_NODE_NAME")]
     node: String,
@@ -74,19 +70,20 @@ struct Cli {
     /// Bound on connecting to and calling the kubelet.
     #[arg(long, env = "GPUTOPO_KUBELET_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     kubelet_timeout: Duration,
-    /// Address of /healthz, /readyz and /metrics.
-    #[arg(long, env = "GPUTOPO_LISTEN", default_value = "0.0.0.0:8082")]
-    listen: SocketAddr,
+    #[command(flatten)]
+    ops: ListenArgs<PluginListen>,
+}
+
+/// The device plugin's `--listen`.
+struct PluginListen;
+
+impl ListenFlag for PluginListen {
+    const ENV: &'static str = "GPUTOPO_LISTEN";
+    const DEFAULT: &'static str = "0.0.0.0:8082";
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    daemon::init_logging("info", false);
     match run_plugin(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -99,10 +96,7 @@ fn main() -> ExitCode {
 fn run_plugin(cli: Cli) -> Result<()> {
     let source = match &cli.fixture {
         Some(path) => Source::Saved(SavedSource::Fixture(path.clone())),
-        None => Source::Nvml {
-            library: cli.nvml_library.clone(),
-            sysfs_root: cli.sysfs_root.clone(),
-        },
+        None => cli.nvml_paths.source(),
     };
     let (facts, _) = gather(&source).context("discovering this node's GPUs")?;
     let spec = build(&cli.node, facts)
@@ -112,7 +106,7 @@ fn run_plugin(cli: Cli) -> Result<()> {
     let probe: Arc<dyn HealthProbe> = if cli.fixture.is_some() {
         Arc::new(AlwaysHealthy)
     } else {
-        Arc::new(NvmlHealth::init(cli.nvml_library.as_deref())?)
+        Arc::new(NvmlHealth::init(cli.nvml_paths.nvml_library.as_deref())?)
     };
     let config = PluginConfig {
         dir: cli.device_plugin_dir,
@@ -126,41 +120,59 @@ fn run_plugin(cli: Cli) -> Result<()> {
         kubelet_poll: cli.kubelet_poll,
         kubelet_timeout: cli.kubelet_timeout,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = daemon::runtime(Some(2))?;
     runtime.block_on(async move {
-        let client = kube::Client::try_default().await.context(
-            "no Kubernetes client configuration (in-cluster service account or KUBECONFIG)",
-        )?;
+        let client = daemon::kube_client().await?;
         let metrics = Arc::new(Metrics::new());
         let readiness = Arc::new(Readiness::new("not registered with the kubelet yet"));
-        let listener = tokio::net::TcpListener::bind(cli.listen)
-            .await
-            .with_context(|| format!("listening on {}", cli.listen))?;
-        let app = router(metrics.clone(), readiness.clone());
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
-        let claims = Arc::new(PodWatch::start(client, &cli.node));
-        let shutdown = async {
-            use tokio::signal::unix::{SignalKind, signal};
-            match signal(SignalKind::terminate()) {
-                Ok(mut term) => tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot watch for SIGTERM; stopping on Ctrl-C only");
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
-        };
-        let result = run(
-            config, inventory, claims, probe, metrics, readiness, shutdown,
-        )
-        .await;
-        server.abort();
-        Ok(result?)
+        let _ops =
+            OpsServer::start(cli.ops.listen, router(metrics.clone(), readiness.clone())).await?;
+        let pods = Arc::new(PodWatch::start(client, &cli.node));
+        let shutdown = daemon::shutdown_signal()?;
+        Ok(run(config, inventory, pods, probe, metrics, readiness, shutdown).await?)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every environment variable the device plugin's flags have ever read:
+    /// the Helm chart, the plain manifests and docs set them.
+    const ACCEPTED: &[&str] = &[
+        "GPUTOPO_DEVICE_LIST_STRATEGY",
+        "GPUTOPO_DEVICE_PLUGIN_DIR",
+        "GPUTOPO_FIXTURE",
+        "GPUTOPO_HEALTH_INTERVAL",
+        "GPUTOPO_KUBELET_POLL",
+        "GPUTOPO_KUBELET_TIMEOUT",
+        "GPUTOPO_LISTEN",
+        "GPUTOPO_NODE_NAME",
+        "GPUTOPO_NVML",
+        "GPUTOPO_NVML_LIBRARY",
+        "GPUTOPO_SOCKET_NAME",
+        "GPUTOPO_SYSFS_ROOT",
+    ];
+
+    #[test]
+    fn every_documented_environment_variable_is_still_accepted() {
+        let accepted = daemon::flag_env_vars(&Cli::command());
+        assert_eq!(accepted, ACCEPTED.iter().map(|v| v.to_string()).collect());
+        for manifest in [
+            "helm/gputopo/templates/device-plugin-daemonset.yaml",
+            "daemonset/device-plugin/device-plugin.yaml",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(manifest);
+            let text = std::fs::read_to_string(&path).expect("the manifest");
+            for var in daemon::manifest_env_vars(&text) {
+                assert!(
+                    accepted.contains(&var),
+                    "{manifest} sets {var}, which no flag reads"
+                );
+            }
+        }
+    }
 }

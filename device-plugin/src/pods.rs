@@ -1,10 +1,10 @@
 //! The pods bound to this node that are awaiting admission and carry
 //! gputopo's choice: a kube-runtime reflector over pods with
 //! `spec.nodeName=<node>`, read at every `GetPreferredAllocation`, and a
-//! fresh list of them when that view has no claim for the request (the
+//! fresh list of them when that view has no assignment for the request (the
 //! kubelet watches pods too, and may admit one before this view has it).
 
-use crate::choose::{Claim, PodRef};
+use crate::choose::{AssignedPod, PodRef};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use gputopo_api::keys::pod::ASSIGNED_GPUS;
@@ -17,22 +17,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::warn;
 
-/// The claims of the pods awaiting admission on this node.
-pub trait Claims: Send + Sync + 'static {
-    /// The claims in the watched view (no request to the API server).
-    fn claims(&self) -> Vec<Claim>;
+/// The assignments of the pods awaiting admission on this node.
+pub trait AssignedPods: Send + Sync + 'static {
+    /// The assignments in the watched view (no request to the API server).
+    fn assigned(&self) -> Vec<AssignedPod>;
     /// Whether the view has read the pods once (readiness waits for it).
     fn synced(&self) -> bool;
-    /// The claims as the API server has them now (a consistent list): what
+    /// The assignments as the API server has them now (a consistent list): what
     /// the kubelet has seen is in it, even when the view lags behind.
-    fn fresh(&self) -> BoxFuture<'_, Result<Vec<Claim>, kube::Error>>;
+    fn fresh(&self) -> BoxFuture<'_, Result<Vec<AssignedPod>, kube::Error>>;
 }
 
-/// A pod's claim, when it is one: bound to `node`, not being deleted, not
+/// A pod's assignment, when it is one: bound to `node`, not being deleted, not
 /// yet started (phase `Pending` or unset), with `gputopo.dev/assigned-gpus`.
 /// A started pod's GPUs are allocated, so they are never `available` again
 /// until it ends; leaving it out only keeps the list short.
-pub fn claim_of(pod: &Pod, node: &str) -> Option<Claim> {
+pub fn assigned_pod(pod: &Pod, node: &str) -> Option<AssignedPod> {
     let meta = &pod.metadata;
     if meta.deletion_timestamp.is_some() {
         return None;
@@ -47,7 +47,7 @@ pub fn claim_of(pod: &Pod, node: &str) -> Option<Claim> {
         return None;
     }
     let assigned = meta.annotations.as_ref()?.get(ASSIGNED_GPUS)?;
-    Some(Claim {
+    Some(AssignedPod {
         pod: PodRef {
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),
@@ -99,12 +99,12 @@ fn on_node(node: &str) -> String {
     format!("spec.nodeName={node}")
 }
 
-impl Claims for PodWatch {
-    fn claims(&self) -> Vec<Claim> {
+impl AssignedPods for PodWatch {
+    fn assigned(&self) -> Vec<AssignedPod> {
         self.store
             .state()
             .iter()
-            .filter_map(|p| claim_of(p, &self.node))
+            .filter_map(|p| assigned_pod(p, &self.node))
             .collect()
     }
 
@@ -112,7 +112,7 @@ impl Claims for PodWatch {
         self.synced.load(Ordering::SeqCst)
     }
 
-    fn fresh(&self) -> BoxFuture<'_, Result<Vec<Claim>, kube::Error>> {
+    fn fresh(&self) -> BoxFuture<'_, Result<Vec<AssignedPod>, kube::Error>> {
         Box::pin(async move {
             // No resourceVersion: a consistent read, never an older cache.
             let pods = self
@@ -122,7 +122,7 @@ impl Claims for PodWatch {
             Ok(pods
                 .items
                 .iter()
-                .filter_map(|p| claim_of(p, &self.node))
+                .filter_map(|p| assigned_pod(p, &self.node))
                 .collect())
         })
     }
@@ -153,14 +153,14 @@ mod tests {
 
     #[test]
     fn only_pending_annotated_pods_of_this_node_claim() {
-        let c = claim_of(&pod("n1", Some("Pending"), Some("0,3"), false), "n1").expect("claim");
+        let c = assigned_pod(&pod("n1", Some("Pending"), Some("0,3"), false), "n1").expect("claim");
         assert_eq!(c.assigned, "0,3");
         assert_eq!(c.pod.to_string(), "ml/p");
         assert_eq!(c.created.unwrap().as_second(), 1_767_225_600);
-        assert!(claim_of(&pod("n1", None, Some("1"), false), "n1").is_some());
-        assert!(claim_of(&pod("n2", Some("Pending"), Some("1"), false), "n1").is_none());
-        assert!(claim_of(&pod("n1", Some("Running"), Some("1"), false), "n1").is_none());
-        assert!(claim_of(&pod("n1", Some("Pending"), None, false), "n1").is_none());
-        assert!(claim_of(&pod("n1", Some("Pending"), Some("1"), true), "n1").is_none());
+        assert!(assigned_pod(&pod("n1", None, Some("1"), false), "n1").is_some());
+        assert!(assigned_pod(&pod("n2", Some("Pending"), Some("1"), false), "n1").is_none());
+        assert!(assigned_pod(&pod("n1", Some("Running"), Some("1"), false), "n1").is_none());
+        assert!(assigned_pod(&pod("n1", Some("Pending"), None, false), "n1").is_none());
+        assert!(assigned_pod(&pod("n1", Some("Pending"), Some("1"), true), "n1").is_none());
     }
 }

@@ -11,11 +11,11 @@
 use futures::future::BoxFuture;
 use gputopo_api::keys::pod::ASSIGNED_GPUS;
 use gputopo_device_plugin::allocate::{DeviceListStrategy, VISIBLE_DEVICES_ENV};
-use gputopo_device_plugin::choose::{Claim, Inventory};
+use gputopo_device_plugin::choose::{AssignedPod, Inventory};
 use gputopo_device_plugin::health::ManualHealth;
 use gputopo_device_plugin::metrics::Metrics;
 use gputopo_device_plugin::plugin::{PluginConfig, run};
-use gputopo_device_plugin::pods::{Claims, PodWatch};
+use gputopo_device_plugin::pods::{AssignedPods, PodWatch};
 use gputopo_kubelet_api::connect_unix;
 use gputopo_kubelet_api::deviceplugin::UNHEALTHY;
 use gputopo_kubelet_api::podresources::ListPodResourcesRequest;
@@ -48,7 +48,7 @@ fn inventory(recording: &str) -> Inventory {
 struct Harness {
     kubelet: StandIn,
     dir: tempfile::TempDir,
-    claims: Arc<PodWatch>,
+    watch: Arc<PodWatch>,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     health: ManualHealth,
@@ -62,14 +62,14 @@ struct Harness {
 /// kubelet's): only a fresh list from the API server shows the pods.
 struct LaggingView(Arc<PodWatch>);
 
-impl Claims for LaggingView {
-    fn claims(&self) -> Vec<Claim> {
+impl AssignedPods for LaggingView {
+    fn assigned(&self) -> Vec<AssignedPod> {
         Vec::new()
     }
     fn synced(&self) -> bool {
         self.0.synced()
     }
-    fn fresh(&self) -> BoxFuture<'_, Result<Vec<Claim>, kube::Error>> {
+    fn fresh(&self) -> BoxFuture<'_, Result<Vec<AssignedPod>, kube::Error>> {
         self.0.fresh()
     }
 }
@@ -91,7 +91,7 @@ impl Harness {
             .await
             .unwrap();
         let inventory = Arc::new(inventory(recording));
-        let claims = Arc::new(PodWatch::start(client.clone(), &node));
+        let watch = Arc::new(PodWatch::start(client.clone(), &node));
         let metrics = Arc::new(Metrics::new());
         let readiness = Arc::new(Readiness::new("starting"));
         let health = ManualHealth::default();
@@ -105,10 +105,10 @@ impl Harness {
             kubelet_timeout: Duration::from_secs(10),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let view: Arc<dyn Claims> = if lagging {
-            Arc::new(LaggingView(claims.clone()))
+        let view: Arc<dyn AssignedPods> = if lagging {
+            Arc::new(LaggingView(watch.clone()))
         } else {
-            claims.clone()
+            watch.clone()
         };
         tokio::spawn(run(
             config,
@@ -129,7 +129,7 @@ impl Harness {
         Harness {
             kubelet,
             dir,
-            claims,
+            watch,
             metrics,
             readiness,
             health,
@@ -164,7 +164,7 @@ impl Harness {
         let uid = pod.metadata.uid.clone().unwrap();
         if assigned.is_some() {
             let start = Instant::now();
-            while !self.claims.claims().iter().any(|c| c.pod.uid == uid) {
+            while !self.watch.assigned().iter().any(|c| c.pod.uid == uid) {
                 assert!(start.elapsed() < WAIT, "the plugin never saw pod {name}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

@@ -111,12 +111,19 @@ fn install_hook() {
     });
 }
 
+/// A property that panicked on its input, with the panic's message.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct Panicked {
+    message: String,
+}
+
 /// Runs `property` on `input`; the panic message if it panicked.
-fn attempt<V>(property: &impl Fn(&V) -> Verdict, input: &V) -> Result<Verdict, String> {
+fn attempt<V>(property: &impl Fn(&V) -> Verdict, input: &V) -> Result<Verdict, Panicked> {
     CAPTURE.with(|c| *c.borrow_mut() = Some(String::new()));
     let outcome = catch_unwind(AssertUnwindSafe(|| property(input)));
     let message = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
-    outcome.map_err(|_| message)
+    outcome.map_err(|_| Panicked { message })
 }
 
 fn rng(seed: u64) -> TestRng {
@@ -175,7 +182,7 @@ where
         match outcome {
             Ok(Verdict::Accepted) => report.accepted += 1,
             Ok(Verdict::Rejected) => report.rejected += 1,
-            Err(message) => {
+            Err(Panicked { message }) => {
                 report.panics += 1;
                 if report.first_panic.is_none() {
                     report.first_panic = Some(shrink(&mut tree, &property, message));
@@ -215,7 +222,7 @@ where
         for _ in 0..4096 {
             let candidate = tree.current();
             let more = match attempt(property, &candidate) {
-                Err(message) => {
+                Err(Panicked { message }) => {
                     best = (candidate, message);
                     tree.simplify()
                 }

@@ -4,12 +4,13 @@
 //! `scripts/images` stages each platform's root filesystem (a Debian 12
 //! glibc base or nothing but `/etc`, and the binary `scripts/static-build`
 //! made) and calls `gputopo-oci build`; [`spec`] says what each image's
-//! configuration is (user, entrypoint, ports, labels), as the Dockerfiles
-//! do. [`layout`] writes deterministic layers, configs, manifests and one
-//! multi-platform index into an `oci-archive` (the tar of an OCI image
+//! configuration is (user, entrypoint, ports, labels), and [`dockerfile`]
+//! renders the Dockerfiles from it. [`layout`] writes deterministic layers,
+//! configs, manifests and one multi-platform index into an `oci-archive` (the tar of an OCI image
 //! layout that `skopeo copy --all oci-archive:…` pushes); [`inspect`] reads
 //! one back and checks it against its spec.
 
+pub mod dockerfile;
 pub mod elf;
 pub mod inspect;
 pub mod layer;

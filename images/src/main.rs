@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use gputopo_images::dockerfile;
 use gputopo_images::inspect::{self, Archive, Expect};
 use gputopo_images::layout::{self, BuildInput, PlatformInput};
 use gputopo_images::spec::{self, Arch, Component};
@@ -57,6 +58,13 @@ enum Command {
         arches: Vec<Arch>,
         archive: PathBuf,
     },
+    /// Writes the three Dockerfiles and their .dockerignore files from
+    /// their one template (images/src/dockerfile.rs).
+    Dockerfiles {
+        /// The repository root.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
     /// Writes one platform's merged layers into a directory.
     Unpack {
         #[arg(long)]
@@ -79,7 +87,7 @@ fn parse_platform(s: &str) -> Result<PlatformInput, String> {
         return Err(format!("'{s}': no layer directory after '='"));
     }
     Ok(PlatformInput {
-        arch: arch.parse()?,
+        arch: arch.parse::<Arch>().map_err(|e| e.to_string())?,
         layer_dirs,
     })
 }
@@ -147,6 +155,25 @@ fn main() -> Result<()> {
             let archive = Archive::read(&archive)?;
             for line in inspect::check(&archive, &spec, &expect)? {
                 println!("ok: {line}");
+            }
+        }
+        Command::Dockerfiles { root } => {
+            for component in Component::ALL {
+                for (path, text) in [
+                    (
+                        dockerfile::path(component),
+                        dockerfile::dockerfile(component),
+                    ),
+                    (
+                        dockerfile::ignore_path(component),
+                        dockerfile::DOCKERIGNORE.to_string(),
+                    ),
+                ] {
+                    let file = root.join(&path);
+                    std::fs::write(&file, text)
+                        .with_context(|| format!("writing {}", file.display()))?;
+                    println!("{path}");
+                }
             }
         }
         Command::Unpack { arch, archive, dir } => {

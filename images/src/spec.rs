@@ -47,13 +47,22 @@ impl fmt::Display for Arch {
     }
 }
 
+/// A name that is no architecture or component images are built for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownName {
+    #[error("unknown architecture '{0}': amd64 or arm64")]
+    Arch(String),
+    #[error("unknown component '{0}': agent, device-plugin or scheduler")]
+    Component(String),
+}
+
 impl FromStr for Arch {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         Arch::ALL
             .into_iter()
             .find(|a| a.oci_name() == s)
-            .ok_or_else(|| format!("unknown architecture '{s}': amd64 or arm64"))
+            .ok_or_else(|| UnknownName::Arch(s.to_string()))
     }
 }
 
@@ -123,12 +132,12 @@ impl Component {
 }
 
 impl FromStr for Component {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         Component::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown component '{s}': agent, device-plugin or scheduler"))
+            .ok_or_else(|| UnknownName::Component(s.to_string()))
     }
 }
 

@@ -1,6 +1,8 @@
-//! The engine-free images and the Dockerfiles describe the same images, and
-//! the tag they get is the chart's default (its appVersion).
+//! The engine-free images and the Dockerfiles describe the same images, the
+//! Dockerfiles are what their template makes, and the tag they get is the
+//! chart's default (its appVersion).
 
+use gputopo_images::dockerfile;
 use gputopo_images::spec::{self, Base, Component};
 use std::path::PathBuf;
 
@@ -55,6 +57,28 @@ fn each_spec_says_what_its_dockerfile_says() {
             Base::Static => "FROM gcr.io/distroless/static-debian12",
         };
         has(base);
+    }
+}
+
+#[test]
+fn the_dockerfiles_are_their_template() {
+    for component in Component::ALL {
+        for (path, text) in [
+            (
+                dockerfile::path(component),
+                dockerfile::dockerfile(component),
+            ),
+            (
+                dockerfile::ignore_path(component),
+                dockerfile::DOCKERIGNORE.to_string(),
+            ),
+        ] {
+            assert!(
+                repo_file(&path) == text,
+                "{path} is not what images/src/dockerfile.rs makes: edit that, then run \
+                 `cargo run -p gputopo-images --bin gputopo-oci -- dockerfiles`"
+            );
+        }
     }
 }
 

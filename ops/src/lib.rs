@@ -2,7 +2,11 @@
 //! probes and for Prometheus: `/healthz` (the process answers), `/readyz`
 //! (503 with the reason until the daemon says it is ready) and `/metrics`
 //! (OpenMetrics text of the daemon's `prometheus-client` registry). Each
-//! daemon keeps its own metrics; this crate only serves them.
+//! daemon keeps its own metrics; this crate only serves them. `daemon.rs`
+//! is the start every daemon shares: logging, runtime, API client, the
+//! server of these routes, the stop signal and the `--listen` flag.
+
+pub mod daemon;
 
 use axum::Router;
 use axum::extract::State;

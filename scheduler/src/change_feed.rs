@@ -112,7 +112,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> ChangeFeed<K> {
     }
 }
 
-/// `namespace/name`, as [`crate::cluster::pod_key`] names a pod.
+/// `namespace/name`, as `cluster.rs` names a pod (`pod_key`).
 fn pod_key(r: &ObjectRef<Pod>) -> String {
     format!("{}/{}", r.namespace.as_deref().unwrap_or("default"), r.name)
 }

@@ -1,18 +1,20 @@
 //! [`ClusterWrites`] over `kube::Client`: each write one request in its own
-//! short `tracing` span, errors sorted into [`WriteErrorKind`]s.
+//! short `tracing` span, errors sorted into `WriteErrorKind`s
+//! ([`write_error`]). The claim writes are `claims/claim_writes.rs`.
 
-use crate::annotations::assignment_annotations;
+use crate::binding::{PodIdentity, pod_binding};
 use crate::checked::InvalidObject;
 use crate::cluster::pod_key;
 use crate::cycle::gang_status::GangStatusWrite;
 use crate::cycle::node_trust::NodeConditionWrite;
 use crate::cycle::writes::truncate;
-use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteErrorKind, WriteOp};
+use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteOp};
 use crate::event_queue::EventQueue;
 use crate::gangs::{PodGroup, UpstreamPodGroup};
+use crate::writer::{FIELD_MANAGER, write_error};
 use gputopo_scheduler_core::schedule::Placement;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Binding, Node, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -22,9 +24,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use tracing::{Instrument, info_span, warn};
-
-/// The field manager of every write, and the events' reporting controller.
-pub const FIELD_MANAGER: &str = "gputopo-scheduler";
 
 /// Environment variable naming a number of bindings after which the
 /// process aborts: lets the end-to-end tests kill the scheduler between two
@@ -140,51 +139,10 @@ fn params() -> PatchParams {
     }
 }
 
-/// Sorts a kube error into what the cycle reacts to.
-pub(crate) fn write_error(op: WriteOp, target: String, e: kube::Error) -> WriteError {
-    let kind = match &e {
-        kube::Error::Api(s) => match s.code {
-            404 => WriteErrorKind::NotFound,
-            409 => WriteErrorKind::Conflict,
-            429 => WriteErrorKind::TooManyRequests,
-            408 | 504 => WriteErrorKind::Timeout,
-            c if c >= 500 => WriteErrorKind::Unavailable,
-            _ => WriteErrorKind::Rejected,
-        },
-        kube::Error::HyperError(_) | kube::Error::Service(_) => WriteErrorKind::Unavailable,
-        _ => WriteErrorKind::Rejected,
-    };
-    let message = match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    };
-    WriteError {
-        op,
-        kind,
-        target,
-        message,
-    }
-}
-
 impl ClusterWrites for KubeWrites {
     async fn bind(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
         let key = pod_key(pod);
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let binding = Binding {
-            metadata: ObjectMeta {
-                name: pod.metadata.name.clone(),
-                namespace: Some(namespace.to_string()),
-                uid: pod.metadata.uid.clone(),
-                annotations: Some(assignment_annotations(p)),
-                ..ObjectMeta::default()
-            },
-            target: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(p.node.clone()),
-                ..ObjectReference::default()
-            },
-        };
+        let binding = pod_binding(&PodIdentity::of(pod), p);
         let post = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
@@ -343,7 +301,7 @@ impl ClusterWrites for KubeWrites {
     }
 
     async fn reserve_claim(&self, write: &crate::claims::ClaimWrite) -> Result<(), WriteError> {
-        crate::claims::kube::reserve(&self.client, write).await?;
+        crate::claims::claim_writes::reserve(&self.client, write).await?;
         let claims = self.claims.fetch_add(1, Ordering::SeqCst) + 1;
         if self.exit_after_claims.is_some_and(|n| claims >= n) {
             warn!(claims, "{FAILPOINT_EXIT_AFTER_CLAIMS} reached: aborting");
@@ -357,18 +315,18 @@ impl ClusterWrites for KubeWrites {
         write: &crate::claims::ClaimWrite,
         deallocate: bool,
     ) -> Result<(), WriteError> {
-        crate::claims::kube::release(&self.client, write, deallocate).await
+        crate::claims::claim_writes::release(&self.client, write, deallocate).await
     }
 
     async fn create_claim(
         &self,
         claim: &k8s_openapi::api::resource::v1::ResourceClaim,
     ) -> Result<k8s_openapi::api::resource::v1::ResourceClaim, WriteError> {
-        crate::claims::kube::create(&self.client, claim).await
+        crate::claims::claim_writes::create(&self.client, claim).await
     }
 
     async fn delete_claim(&self, write: &crate::claims::ClaimWrite) -> Result<(), WriteError> {
-        crate::claims::kube::delete(&self.client, write).await
+        crate::claims::claim_writes::delete(&self.client, write).await
     }
 
     async fn set_extended_claim_status(
@@ -434,34 +392,5 @@ impl ClusterWrites for KubeWrites {
             }
             .instrument(info_span!("event", reason)),
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::core::Status;
-
-    fn api(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(Status {
-            code,
-            ..Status::failure(&format!("code {code}"), "")
-        }))
-    }
-
-    #[test]
-    fn api_codes_become_kinds() {
-        for (code, kind) in [
-            (404, WriteErrorKind::NotFound),
-            (409, WriteErrorKind::Conflict),
-            (429, WriteErrorKind::TooManyRequests),
-            (504, WriteErrorKind::Timeout),
-            (503, WriteErrorKind::Unavailable),
-            (403, WriteErrorKind::Rejected),
-        ] {
-            let e = write_error(WriteOp::Bind, "a/b".into(), api(code));
-            assert_eq!(e.kind, kind, "{code}");
-            assert_eq!(e.message, format!("code {code}"));
-        }
     }
 }

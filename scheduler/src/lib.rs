@@ -5,6 +5,7 @@
 //! it, and says why in an event. See docs/scheduler.md.
 
 pub mod annotations;
+pub mod binding;
 pub mod change_feed;
 pub mod checked;
 pub mod claims;
@@ -17,10 +18,11 @@ pub mod gangs;
 pub mod kube_writes;
 pub mod leader;
 pub mod live_cluster;
+pub mod metrics;
 pub mod scheduler;
-pub mod serve;
 pub mod trim;
 pub mod watch;
+pub mod writer;
 
 pub use config::{Backoff, ConfigFileError, Settings};
 pub use scheduler::{BOTTLENECK_ANNOTATION, FIELD_MANAGER, RunError, Scheduler};

@@ -2,17 +2,17 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
 use gputopo_scheduler::Settings;
 use gputopo_scheduler::extender::{self, Limits};
 use gputopo_scheduler::leader::{self, LeaderConfig, LeaderElector};
+use gputopo_scheduler::metrics::{Metrics, router};
 use gputopo_scheduler::scheduler::Scheduler;
-use gputopo_scheduler::serve::{Metrics, router};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tracing::{error, info};
 
@@ -39,22 +39,47 @@ enum Command {
     Extender(ExtenderArgs),
 }
 
+/// What `run` and `extender` both take.
 #[derive(Args)]
-struct ExtenderArgs {
-    /// YAML configuration file, as for `run`: networkTiers, weights,
-    /// defaultTopologyManagerPolicy, memoryTarget, spotInstanceTypes apply;
-    /// schedulerNames, profiles, backoff, gangs and preemption are checked but
-    /// unused (kube-scheduler picks the pods, retries them and preempts).
+struct DaemonArgs {
+    /// YAML configuration file (see docs/scheduler.md: network tiers,
+    /// weights, Topology Manager policy, backoff). `extender` uses its
+    /// networkTiers, weights, defaultTopologyManagerPolicy, memoryTarget and
+    /// spotInstanceTypes; schedulerNames, profiles, backoff, gangs and
+    /// preemption are checked but unused there (kube-scheduler picks the
+    /// pods, retries them and preempts).
     #[arg(long, value_name = "FILE", env = "GPUTOPO_SCHEDULER_CONFIG")]
     config: Option<PathBuf>,
-    /// Address for /healthz, /readyz (503 until the watches have listed) and /metrics.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "GPUTOPO_SCHEDULER_LISTEN",
-        default_value = "0.0.0.0:10261"
-    )]
-    listen: SocketAddr,
+    /// `--listen`: /healthz, /readyz (503 until the watches have listed), /metrics.
+    #[command(flatten)]
+    ops: ListenArgs<SchedulerListen>,
+    /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
+    #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
+    log_json: bool,
+}
+
+/// The scheduler's `--listen`.
+struct SchedulerListen;
+
+impl ListenFlag for SchedulerListen {
+    const ENV: &'static str = "GPUTOPO_SCHEDULER_LISTEN";
+    const DEFAULT: &'static str = "0.0.0.0:10261";
+}
+
+impl DaemonArgs {
+    /// The configuration file's settings, or the defaults without one.
+    fn settings(&self) -> Result<Settings> {
+        Ok(match &self.config {
+            Some(file) => Settings::from_file(file)?,
+            None => Settings::default(),
+        })
+    }
+}
+
+#[derive(Args)]
+struct ExtenderArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
     /// Address of the extender API: POST /filter, /prioritize, /bind (the
     /// KubeSchedulerConfiguration's urlPrefix). The same address as
     /// --listen serves everything on one port.
@@ -80,9 +105,6 @@ struct ExtenderArgs {
     tls: TlsArgs,
     #[command(flatten)]
     limits: LimitArgs,
-    /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
-    #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
-    log_json: bool,
 }
 
 /// TLS on the extender port (--extender-listen). One of --tls-cert-file
@@ -147,21 +169,8 @@ struct RunArgs {
         value_delimiter = ','
     )]
     scheduler_name: Vec<String>,
-    /// YAML configuration file (see docs/scheduler.md: network tiers, weights,
-    /// Topology Manager policy, backoff).
-    #[arg(long, value_name = "FILE", env = "GPUTOPO_SCHEDULER_CONFIG")]
-    config: Option<PathBuf>,
-    /// Address for /healthz, /readyz and /metrics.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "GPUTOPO_SCHEDULER_LISTEN",
-        default_value = "0.0.0.0:10261"
-    )]
-    listen: SocketAddr,
-    /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
-    #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
-    log_json: bool,
+    #[command(flatten)]
+    daemon: DaemonArgs,
     /// The most bindings outstanding at once: the next pod is decided while
     /// the API server answers, its GPUs already held.
     #[arg(long, value_name = "N", env = "GPUTOPO_SCHEDULER_MAX_BINDS_IN_FLIGHT", default_value_t = gputopo_scheduler::cycle::DEFAULT_BINDS_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..))]
@@ -219,24 +228,13 @@ struct LeaderArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let log_json = match &cli.command {
-        Command::Run(args) => args.log_json,
-        Command::Extender(args) => args.log_json,
+    let daemon = match &cli.command {
+        Command::Run(args) => &args.daemon,
+        Command::Extender(args) => &args.daemon,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if log_json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-    let result = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
+    daemon::init_logging("info", daemon.log_json);
+    let result = daemon::runtime(None)
+        .map_err(anyhow::Error::from)
         .and_then(|rt| {
             rt.block_on(async {
                 match cli.command {
@@ -255,46 +253,26 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: RunArgs) -> Result<()> {
-    let mut settings = match &args.config {
-        Some(file) => Settings::from_file(file)?,
-        None => Settings::default(),
-    };
+    let mut settings = args.daemon.settings()?;
     if !args.scheduler_name.is_empty() {
-        settings
-            .set_scheduler_names(args.scheduler_name.clone())
-            .map_err(anyhow::Error::msg)?;
+        settings.set_scheduler_names(args.scheduler_name.clone())?;
     }
-    let kube_config = kube::Config::infer()
-        .await
-        .context("finding the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
-    let client = kube::Client::try_from(kube_config.clone())
-        .context("connecting to the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    let kube_config = daemon::kube_config().await?;
+    let client = daemon::client_of(kube_config.clone())?;
     // Evictions answer 429 when a PodDisruptionBudget refuses: an answer,
     // not a transient error to retry for a minute.
-    let mut eviction_config = kube_config.clone();
+    let mut eviction_config = kube_config;
     eviction_config.default_retry = false;
-    let eviction_client = kube::Client::try_from(eviction_config)
-        .context("connecting to the API server for evictions")?;
+    let eviction_client =
+        daemon::client_of(eviction_config).context("connecting to the API server for evictions")?;
     let metrics = Arc::new(Metrics::new());
-    let readiness = Arc::new(gputopo_scheduler::serve::readiness());
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
-    info!(listen = %args.listen, "serving /healthz, /readyz, /metrics");
-    let app = router(metrics.clone(), readiness.clone());
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            error!("HTTP server stopped: {e}");
-        }
-    });
-    let mut terminate =
-        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = terminate.recv() => info!("SIGTERM"),
-            _ = tokio::signal::ctrl_c() => info!("interrupted"),
-        }
-    };
+    let readiness = Arc::new(gputopo_scheduler::metrics::readiness());
+    let _ops = OpsServer::start(
+        args.daemon.ops.listen,
+        router(metrics.clone(), readiness.clone()),
+    )
+    .await?;
+    let shutdown = daemon::shutdown_signal()?;
     let l = &args.leader;
     if !l.leader_elect {
         info!("leader election off (--leader-elect=false): scheduling as the only replica");
@@ -337,10 +315,7 @@ async fn run(args: RunArgs) -> Result<()> {
 }
 
 async fn extender(args: ExtenderArgs) -> Result<()> {
-    let settings = match &args.config {
-        Some(file) => Settings::from_file(file)?,
-        None => Settings::default(),
-    };
+    let settings = args.daemon.settings()?;
     // The TLS files before anything else: a bad one stops the start, naming
     // its flag and path.
     let t = args.tls;
@@ -352,20 +327,11 @@ async fn extender(args: ExtenderArgs) -> Result<()> {
     )?
     .map(|files| files.load())
     .transpose()?;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the API server (KUBECONFIG, ~/.kube/config or in-cluster)")?;
-    let mut terminate =
-        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = terminate.recv() => info!("SIGTERM"),
-            _ = tokio::signal::ctrl_c() => info!("interrupted"),
-        }
-    };
+    let client = daemon::kube_client().await?;
+    let shutdown = daemon::shutdown_signal()?;
     let options = extender::ServeOptions {
         addresses: extender::Addresses {
-            listen: args.listen,
+            listen: args.daemon.ops.listen,
             extender_listen: args.extender_listen,
         },
         tls,
@@ -382,6 +348,70 @@ async fn extender(args: ExtenderArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
+
+    /// Every environment variable the scheduler's flags have ever read: the
+    /// Helm chart, the plain manifests and docs set them.
+    const ACCEPTED: &[&str] = &[
+        "GPUTOPO_SCHEDULER_CLIENT_CA_FILE",
+        "GPUTOPO_SCHEDULER_CONFIG",
+        "GPUTOPO_SCHEDULER_EXTENDER_LISTEN",
+        "GPUTOPO_SCHEDULER_INSECURE_PLAIN_HTTP",
+        "GPUTOPO_SCHEDULER_LEADER_ELECT",
+        "GPUTOPO_SCHEDULER_LEASE_DURATION",
+        "GPUTOPO_SCHEDULER_LEASE_NAME",
+        "GPUTOPO_SCHEDULER_LISTEN",
+        "GPUTOPO_SCHEDULER_LOG_JSON",
+        "GPUTOPO_SCHEDULER_MAX_BINDS_IN_FLIGHT",
+        "GPUTOPO_SCHEDULER_MAX_CONCURRENT_BINDS",
+        "GPUTOPO_SCHEDULER_MAX_CONCURRENT_FILTERS",
+        "GPUTOPO_SCHEDULER_MAX_REQUEST_BYTES",
+        "GPUTOPO_SCHEDULER_NAME",
+        "GPUTOPO_SCHEDULER_RENEW_DEADLINE",
+        "GPUTOPO_SCHEDULER_REQUEST_TIMEOUT",
+        "GPUTOPO_SCHEDULER_RETRY_PERIOD",
+        "GPUTOPO_SCHEDULER_TLS_CERT_FILE",
+        "GPUTOPO_SCHEDULER_TLS_KEY_FILE",
+        "POD_NAMESPACE",
+    ];
+
+    #[test]
+    fn every_documented_environment_variable_is_still_accepted() {
+        let accepted = daemon::flag_env_vars(&Cli::command());
+        assert_eq!(accepted, ACCEPTED.iter().map(|v| v.to_string()).collect());
+        for manifest in [
+            "helm/gputopo/templates/scheduler-deployment.yaml",
+            "daemonset/scheduler.yaml",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(manifest);
+            let text = std::fs::read_to_string(&path).expect("the manifest");
+            for var in daemon::manifest_env_vars(&text) {
+                assert!(
+                    accepted.contains(&var),
+                    "{manifest} sets {var}, which no flag reads"
+                );
+            }
+        }
+        // Both subcommands take the shared flags.
+        for sub in ["run", "extender"] {
+            let cli = Cli::try_parse_from([
+                "gputopo-scheduler",
+                sub,
+                "--listen",
+                "127.0.0.1:1",
+                "--log-json",
+            ])
+            .unwrap_or_else(|e| panic!("{sub}: {e}"));
+            let daemon = match &cli.command {
+                Command::Run(a) => &a.daemon,
+                Command::Extender(a) => &a.daemon,
+            };
+            assert_eq!(daemon.ops.listen.to_string(), "127.0.0.1:1");
+            assert!(daemon.log_json);
+        }
+    }
 
     fn extender_args(args: &[&str]) -> ExtenderArgs {
         let cli = Cli::try_parse_from(["gputopo-scheduler", "extender"].iter().chain(args))

@@ -7,7 +7,7 @@ use crate::cluster::Objects;
 use crate::config::Settings;
 use crate::cycle::{Clock, Cycle};
 use crate::kube_writes::KubeWrites;
-use crate::serve::{Metrics, Readiness};
+use crate::metrics::{Metrics, Readiness};
 use crate::watch::{WatchError, Watches};
 use std::future::Future;
 use std::sync::Arc;
@@ -17,9 +17,8 @@ use tokio::sync::{Notify, watch};
 use tracing::info;
 
 pub use crate::annotations::BOTTLENECK_ANNOTATION;
-pub use crate::kube_writes::{
-    FAILPOINT_EXIT_AFTER_BINDS, FAILPOINT_EXIT_AFTER_CLAIMS, FIELD_MANAGER,
-};
+pub use crate::kube_writes::{FAILPOINT_EXIT_AFTER_BINDS, FAILPOINT_EXIT_AFTER_CLAIMS};
+pub use crate::writer::FIELD_MANAGER;
 
 /// The longest a quiet scheduler sleeps before looking at its queue again.
 const IDLE_WAKE: Duration = Duration::from_secs(5);

@@ -30,7 +30,7 @@ use gputopo_scheduler::extender::metrics::{
     ExtenderMetrics, HandshakeLabel, RefusedLabel, RequestLabels, VerbLabel, VerdictLabel,
 };
 use gputopo_scheduler::gangs::{GangObjects, GangSize, JobSet, LeaderWorkerSet};
-use gputopo_scheduler::serve::{
+use gputopo_scheduler::metrics::{
     AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, NodeLabel, StateLabel,
 };
 use k8s_openapi::api::apps::v1::Deployment;

@@ -51,6 +51,27 @@ pub(super) struct AmdSmiLib {
     _lib: Library,
 }
 
+/// Why the library cannot be used: not loadable, a symbol missing, or
+/// `amdsmi_init` refused.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LoadError {
+    #[error("cannot load the AMD SMI library: {0}")]
+    Library(libloading::Error),
+    #[error("{symbol} is missing from {path}: {source}")]
+    Symbol {
+        symbol: &'static str,
+        path: String,
+        source: libloading::Error,
+    },
+    #[error("amdsmi_init failed: {0}")]
+    Init(StatusText),
+}
+
+/// A failed call's status, in the library's own words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct StatusText(String);
+
 // SAFETY: the library's functions are documented thread-safe after
 // `amdsmi_init`; the pointers and handles are plain addresses.
 unsafe impl Send for AmdSmiLib {}
@@ -58,16 +79,20 @@ unsafe impl Sync for AmdSmiLib {}
 
 impl AmdSmiLib {
     /// Loads the library and every symbol; the error names what is missing.
-    pub(super) fn load(path: &Path) -> Result<AmdSmiLib, String> {
+    pub(super) fn load(path: &Path) -> Result<AmdSmiLib, LoadError> {
         // SAFETY: loading runs the library's initializers; libamd_smi's are
         // the vendor's own and have no preconditions.
-        let lib = unsafe { Library::new(path.as_os_str()) }
-            .map_err(|e| format!("cannot load the AMD SMI library: {e}"))?;
+        let lib = unsafe { Library::new(path.as_os_str()) }.map_err(LoadError::Library)?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the type is the header's signature for this symbol.
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| format!("{} is missing from {}: {e}", $name, path.display()))?
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|source| {
+                    LoadError::Symbol {
+                        symbol: $name,
+                        path: path.display().to_string(),
+                        source,
+                    }
+                })?
             };
         }
         Ok(AmdSmiLib {
@@ -90,11 +115,10 @@ impl AmdSmiLib {
     }
 
     /// `amdsmi_init(AMDSMI_INIT_AMD_GPUS)`.
-    pub(super) fn init(&self) -> Result<(), String> {
+    pub(super) fn init(&self) -> Result<(), LoadError> {
         // SAFETY: plain integer argument.
         let status = unsafe { (self.init)(INIT_AMD_GPUS) };
-        self.check(status)
-            .map_err(|why| format!("amdsmi_init failed: {why}"))
+        self.check(status).map_err(LoadError::Init)
     }
 
     fn text(&self, status: Status) -> String {
@@ -111,10 +135,10 @@ impl AmdSmiLib {
         }
     }
 
-    fn check(&self, status: Status) -> Result<(), String> {
+    fn check(&self, status: Status) -> Result<(), StatusText> {
         match status {
             SUCCESS => Ok(()),
-            s => Err(self.text(s)),
+            s => Err(StatusText(self.text(s))),
         }
     }
 
@@ -140,7 +164,7 @@ impl AmdSmiLib {
     fn handles(&self) -> Result<Vec<Handle>, AmdSmiError> {
         let call = |call: &'static str, status: Status| {
             self.check(status)
-                .map_err(|reason| AmdSmiError::Call { call, reason })
+                .map_err(|StatusText(reason)| AmdSmiError::Call { call, reason })
         };
         let mut sockets = vec![std::ptr::null_mut(); MAX_HANDLES];
         let mut count = MAX_HANDLES as u32;
@@ -170,126 +194,16 @@ impl AmdSmiLib {
         let mut devices = Vec::with_capacity(handles.len());
         let mut driver_version = None;
         for (i, &h) in handles.iter().enumerate() {
-            let what = format!("GPU {i}");
-            let w = &mut warnings;
-            let mut bdf = 0u64;
-            // SAFETY: out-pointers to owned locals and buffers of the stated sizes.
-            let bdf = self.optional(
-                unsafe { (self.bdf)(h, &mut bdf) },
-                bdf,
-                "amdsmi_get_gpu_device_bdf",
-                &what,
-                w,
-            );
-            let mut uuid = [0 as c_char; UUID_BUFFER];
-            let mut len = UUID_BUFFER as c_uint;
-            let uuid = self
-                .optional(
-                    unsafe { (self.uuid)(h, &mut len, uuid.as_mut_ptr()) },
-                    (),
-                    "amdsmi_get_gpu_device_uuid",
-                    &what,
-                    w,
-                )
-                .map(|()| c_string(&uuid));
-            let mut asic = vec![0u8; STRUCT_BUFFER];
-            let name = self
-                .optional(
-                    unsafe { (self.asic_info)(h, asic.as_mut_ptr()) },
-                    (),
-                    "amdsmi_get_gpu_asic_info",
-                    &what,
-                    w,
-                )
-                .and_then(|()| bytes_string(&asic));
-            let mut bytes = 0u64;
-            let memory = self.optional(
-                unsafe { (self.memory_total)(h, MEM_TYPE_VRAM, &mut bytes) },
-                bytes,
-                "amdsmi_get_gpu_memory_total",
-                &what,
-                w,
-            );
-            let mut node = 0u32;
-            let numa = self.optional(
-                unsafe { (self.numa_node)(h, &mut node) },
-                node,
-                "amdsmi_topo_get_numa_node_number",
-                &what,
-                w,
-            );
+            devices.push(self.device(i, h, &mut warnings));
+            // The driver is one for the node: the first GPU that says it.
             if driver_version.is_none() {
-                let mut info = vec![0u8; STRUCT_BUFFER];
-                driver_version = self
-                    .optional(
-                        unsafe { (self.driver_info)(h, info.as_mut_ptr()) },
-                        (),
-                        "amdsmi_get_gpu_driver_info",
-                        &what,
-                        w,
-                    )
-                    .and_then(|()| bytes_string(&info));
+                driver_version = self.driver_version(h, &format!("GPU {i}"), &mut warnings);
             }
-            devices.push(AmdDeviceAnswers {
-                index: i as u32,
-                uuid: uuid.filter(|u| !u.is_empty()),
-                name,
-                memory_mib: memory.map(|b| b / (1024 * 1024)).filter(|m| *m > 0),
-                pci_bus_id: bdf.map(bdf_text),
-                // The library returns -1 (as u32) for "no NUMA node".
-                numa_node: numa.and_then(|n| i32::try_from(n).ok()),
-            });
         }
-
         let mut pairs = Vec::new();
         for (a, &ha) in handles.iter().enumerate() {
             for (b, &hb) in handles.iter().enumerate().skip(a + 1) {
-                let what = format!("GPUs {a} and {b}");
-                let w = &mut warnings;
-                let (mut hops, mut kind) = (0u64, 0u32);
-                // SAFETY: out-pointers to owned locals; handles came from the library.
-                let link = self.optional(
-                    unsafe { (self.link_type)(ha, hb, &mut hops, &mut kind) },
-                    (hops, kind),
-                    "amdsmi_topo_get_link_type",
-                    &what,
-                    w,
-                );
-                let mut weight = 0u64;
-                let weight = self.optional(
-                    unsafe { (self.link_weight)(ha, hb, &mut weight) },
-                    weight,
-                    "amdsmi_topo_get_link_weight",
-                    &what,
-                    w,
-                );
-                let link_type = link.and_then(|(_, k)| match k {
-                    IOLINK_XGMI => Some(AmdLinkType::Xgmi),
-                    IOLINK_PCIE => Some(AmdLinkType::Pcie),
-                    _ => None,
-                });
-                // Only defined for XGMI at one hop; elsewhere it fails by design.
-                let (mut min, mut max) = (0u64, 0u64);
-                let range = (link_type == Some(AmdLinkType::Xgmi))
-                    .then(|| unsafe { (self.bandwidth)(ha, hb, &mut min, &mut max) })
-                    .and_then(|s| {
-                        self.optional(
-                            s,
-                            (min, max),
-                            "amdsmi_get_minmax_bandwidth_between_processors",
-                            &what,
-                            w,
-                        )
-                    });
-                pairs.push(AmdPairAnswer {
-                    a: a as u32,
-                    b: b as u32,
-                    link_type,
-                    hops: link.and_then(|(h, _)| u32::try_from(h).ok()),
-                    weight,
-                    min_bandwidth_mbps: range.map(|r| r.0),
-                    max_bandwidth_mbps: range.map(|r| r.1),
-                });
+                pairs.push(self.pair((a, ha), (b, hb), &mut warnings));
             }
         }
         Ok(AmdSmiAnswers {
@@ -299,6 +213,134 @@ impl AmdSmiLib {
             pairs,
             warnings,
         })
+    }
+
+    /// GPU `i`'s answers; a failed optional call leaves its field out and a warning.
+    fn device(&self, i: usize, h: Handle, warnings: &mut Vec<String>) -> AmdDeviceAnswers {
+        let what = format!("GPU {i}");
+        let mut bdf = 0u64;
+        // SAFETY: out-pointers to owned locals and buffers of the stated sizes.
+        let bdf = self.optional(
+            unsafe { (self.bdf)(h, &mut bdf) },
+            bdf,
+            "amdsmi_get_gpu_device_bdf",
+            &what,
+            warnings,
+        );
+        let mut uuid = [0 as c_char; UUID_BUFFER];
+        let mut len = UUID_BUFFER as c_uint;
+        let uuid = self
+            .optional(
+                unsafe { (self.uuid)(h, &mut len, uuid.as_mut_ptr()) },
+                (),
+                "amdsmi_get_gpu_device_uuid",
+                &what,
+                warnings,
+            )
+            .map(|()| c_string(&uuid));
+        let mut asic = vec![0u8; STRUCT_BUFFER];
+        let name = self
+            .optional(
+                unsafe { (self.asic_info)(h, asic.as_mut_ptr()) },
+                (),
+                "amdsmi_get_gpu_asic_info",
+                &what,
+                warnings,
+            )
+            .and_then(|()| bytes_string(&asic));
+        let mut bytes = 0u64;
+        let memory = self.optional(
+            unsafe { (self.memory_total)(h, MEM_TYPE_VRAM, &mut bytes) },
+            bytes,
+            "amdsmi_get_gpu_memory_total",
+            &what,
+            warnings,
+        );
+        let mut node = 0u32;
+        let numa = self.optional(
+            unsafe { (self.numa_node)(h, &mut node) },
+            node,
+            "amdsmi_topo_get_numa_node_number",
+            &what,
+            warnings,
+        );
+        AmdDeviceAnswers {
+            index: i as u32,
+            uuid: uuid.filter(|u| !u.is_empty()),
+            name,
+            memory_mib: memory.map(|b| b / (1024 * 1024)).filter(|m| *m > 0),
+            pci_bus_id: bdf.map(bdf_text),
+            // The library returns -1 (as u32) for "no NUMA node".
+            numa_node: numa.and_then(|n| i32::try_from(n).ok()),
+        }
+    }
+
+    /// The driver's version as GPU `h` reports it.
+    fn driver_version(&self, h: Handle, what: &str, warnings: &mut Vec<String>) -> Option<String> {
+        let mut info = vec![0u8; STRUCT_BUFFER];
+        // SAFETY: an out-buffer of the stated size.
+        self.optional(
+            unsafe { (self.driver_info)(h, info.as_mut_ptr()) },
+            (),
+            "amdsmi_get_gpu_driver_info",
+            what,
+            warnings,
+        )
+        .and_then(|()| bytes_string(&info))
+    }
+
+    /// The link between GPUs `a` and `b`.
+    fn pair(
+        &self,
+        (a, ha): (usize, Handle),
+        (b, hb): (usize, Handle),
+        warnings: &mut Vec<String>,
+    ) -> AmdPairAnswer {
+        let what = format!("GPUs {a} and {b}");
+        let (mut hops, mut kind) = (0u64, 0u32);
+        // SAFETY: out-pointers to owned locals; handles came from the library.
+        let link = self.optional(
+            unsafe { (self.link_type)(ha, hb, &mut hops, &mut kind) },
+            (hops, kind),
+            "amdsmi_topo_get_link_type",
+            &what,
+            warnings,
+        );
+        let mut weight = 0u64;
+        let weight = self.optional(
+            unsafe { (self.link_weight)(ha, hb, &mut weight) },
+            weight,
+            "amdsmi_topo_get_link_weight",
+            &what,
+            warnings,
+        );
+        let link_type = link.and_then(|(_, k)| match k {
+            IOLINK_XGMI => Some(AmdLinkType::Xgmi),
+            IOLINK_PCIE => Some(AmdLinkType::Pcie),
+            _ => None,
+        });
+        // Only defined for XGMI at one hop; elsewhere it fails by design.
+        let (mut min, mut max) = (0u64, 0u64);
+        let range = (link_type == Some(AmdLinkType::Xgmi))
+            .then(|| unsafe { (self.bandwidth)(ha, hb, &mut min, &mut max) })
+            .and_then(|s| {
+                self.optional(
+                    s,
+                    (min, max),
+                    "amdsmi_get_minmax_bandwidth_between_processors",
+                    &what,
+                    warnings,
+                )
+            });
+        AmdPairAnswer {
+            a: a as u32,
+            b: b as u32,
+            link_type,
+            hops: link.and_then(|(h, _)| u32::try_from(h).ok()),
+            weight,
+            min_bandwidth_mbps: range.map(|r| r.0),
+            max_bandwidth_mbps: range.map(|r| r.1),
+        }
     }
 }
 

@@ -40,7 +40,7 @@ impl RealAmdSmi {
         for path in DEFAULT_PATHS {
             match ffi::AmdSmiLib::load(Path::new(path)) {
                 Ok(lib) => return Self::start(lib),
-                Err(e) => reasons.push(e),
+                Err(e) => reasons.push(e.to_string()),
             }
         }
         Err(AmdSmiError::Unavailable {
@@ -50,14 +50,16 @@ impl RealAmdSmi {
 
     /// As [`RealAmdSmi::init`], with the library at a given path.
     pub fn init_with_library(path: &Path) -> Result<RealAmdSmi, AmdSmiError> {
-        let lib =
-            ffi::AmdSmiLib::load(path).map_err(|reason| AmdSmiError::Unavailable { reason })?;
+        let lib = ffi::AmdSmiLib::load(path).map_err(|e| AmdSmiError::Unavailable {
+            reason: e.to_string(),
+        })?;
         Self::start(lib)
     }
 
     fn start(lib: ffi::AmdSmiLib) -> Result<RealAmdSmi, AmdSmiError> {
-        lib.init()
-            .map_err(|reason| AmdSmiError::Unavailable { reason })?;
+        lib.init().map_err(|e| AmdSmiError::Unavailable {
+            reason: e.to_string(),
+        })?;
         Ok(RealAmdSmi {
             lib,
             cache: OnceLock::new(),

@@ -190,23 +190,36 @@ impl KubeletAnswer {
                     &c.devices,
                     &format!("list.podResources[{i}].containers[{j}]"),
                 )
-                .map_err(invalid)?;
+                .map_err(|e| invalid(e.to_string()))?;
             }
         }
         if let Some(a) = &self.allocatable {
-            check_devices(&a.devices, "allocatable").map_err(invalid)?;
+            check_devices(&a.devices, "allocatable").map_err(|e| invalid(e.to_string()))?;
         }
         Ok(())
     }
 }
 
-fn check_devices(devices: &[DevicesAnswer], at: &str) -> Result<(), String> {
+/// A device entry the API never sends.
+#[derive(Debug, thiserror::Error)]
+enum DeviceFault {
+    #[error("{at}.devices[{k}] has no resourceName")]
+    NoResourceName { at: String, k: usize },
+    #[error("{at}.devices[{k}].deviceIds[{n}] is empty")]
+    EmptyId { at: String, k: usize, n: usize },
+}
+
+fn check_devices(devices: &[DevicesAnswer], at: &str) -> Result<(), DeviceFault> {
     for (k, d) in devices.iter().enumerate() {
         if d.resource_name.is_empty() {
-            return Err(format!("{at}.devices[{k}] has no resourceName"));
+            return Err(DeviceFault::NoResourceName { at: at.into(), k });
         }
         if let Some(n) = d.device_ids.iter().position(String::is_empty) {
-            return Err(format!("{at}.devices[{k}].deviceIds[{n}] is empty"));
+            return Err(DeviceFault::EmptyId {
+                at: at.into(),
+                k,
+                n,
+            });
         }
     }
     Ok(())

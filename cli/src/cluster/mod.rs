@@ -38,6 +38,7 @@
 //! [`MAX_NODES`] nodes and [`MAX_PODS`] bound pods, counts included.
 
 mod list;
+mod names;
 mod reports;
 
 pub use reports::{GpuHeld, NodeReport};
@@ -56,6 +57,8 @@ use gputopo_scheduler_core::snapshot::{
     BoundPodInput, GpuHolding, NodeInput, PodGroup, Snapshot, SnapshotBuilder,
 };
 use list::load_list;
+pub use names::NameTemplateError;
+use names::expand;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -258,110 +261,19 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
         }
         other => invalid(path, "(document)", other),
     })?;
-    let mut config = SchedulerConfig::default();
-    if let Some(tiers) = &file.tiers {
-        config.tiers = match tiers {
-            TiersEntry::Preset(name) => NetworkTiers::preset(name),
-            TiersEntry::Keys(keys) => NetworkTiers::new(keys.clone()),
-        }
-        .map_err(|e| invalid(path, "tiers", e))?;
-    }
-    apply_overrides(path, &mut config, overrides)?;
-    if let Some(policy) = &file.topology_manager_policy {
-        config.default_topology_manager_policy = policy
-            .parse::<TopologyManagerPolicy>()
-            .map_err(|e| invalid(path, "topologyManagerPolicy", e))?;
-    }
-    config.spot_instance_types = file.spot_instance_types.clone();
-
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut topologies: BTreeMap<&str, GpuTopologySpec> = BTreeMap::new();
-    for (name, entry) in &file.topologies {
-        let spec = match (&entry.file, &entry.spec) {
-            (Some(f), None) => {
-                topology::load(&dir.join(f)).map_err(|source| ClusterFileError::Topology {
-                    path: path.to_path_buf(),
-                    name: name.clone(),
-                    source: Box::new(source),
-                })?
-            }
-            (None, Some(spec)) => spec.clone(),
-            _ => {
-                return Err(invalid(
-                    path,
-                    &format!("topologies.{name}"),
-                    "give exactly one of file or spec",
-                ));
-            }
-        };
-        topologies.insert(name, spec);
-    }
-
+    let config = file_config(path, &file, overrides)?;
+    let topologies = file_topologies(path, &file)?;
     check_copies(path, "nodes", file.nodes.iter().map(|e| e.count), MAX_NODES)?;
     check_copies(path, "pods", file.pods.iter().map(|e| e.count), MAX_PODS)?;
     let mut builder = SnapshotBuilder::new(&config);
     for (n, entry) in file.nodes.iter().enumerate() {
-        let at = format!("nodes[{n}]");
-        let spec = match &entry.topology {
-            Some(t) => Some(topologies.get(t.as_str()).cloned().ok_or_else(|| {
-                invalid(
-                    path,
-                    &format!("{at}.topology"),
-                    format!(
-                        "no topology named {t:?}; defined: {}",
-                        topologies.keys().copied().collect::<Vec<_>>().join(", ")
-                    ),
-                )
-            })?),
-            None => None,
-        };
-        let texts = amounts(&entry.allocatable);
-        let mut allocatable = Resources::allocatable(
-            texts.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            &format!("{at}.allocatable"),
-        )
-        .map_err(|e| invalid(path, &at, e))?;
-        if !entry.allocatable.contains_key("nvidia.com/gpu")
-            && let Some(spec) = &spec
-        {
-            allocatable.gpus = spec.gpus.len() as i64;
-        }
-        let mut taints = Vec::with_capacity(entry.taints.len());
-        for (t, taint) in entry.taints.iter().enumerate() {
-            let effect = TaintEffect::parse(&taint.effect).ok_or_else(|| {
-                invalid(
-                    path,
-                    &format!("{at}.taints[{t}].effect"),
-                    format!(
-                        "{:?} is not valid; accepted: NoSchedule | PreferNoSchedule | NoExecute",
-                        taint.effect
-                    ),
-                )
-            })?;
-            taints.push(Taint::new(
-                &taint.key,
-                taint.value.as_deref().unwrap_or(""),
-                effect,
-            ));
-        }
-        for i in 1..=entry.count.unwrap_or(1) {
-            let name = expand(&entry.name, i, entry.count)
-                .map_err(|e| invalid(path, &format!("{at}.name"), e))?;
-            let mut spec = spec.clone();
-            if let Some(s) = spec.as_mut() {
-                s.node_name.clone_from(&name);
-            }
-            builder.node(NodeInput {
-                name,
-                labels: entry.labels.clone(),
-                taints: taints.clone(),
-                unschedulable: entry.unschedulable,
-                allocatable: allocatable.clone(),
-                topology: spec.map(Into::into),
-                gpu_allocations: Vec::new(),
-                allocations_observed_at: None,
-            });
-        }
+        add_nodes(
+            path,
+            &format!("nodes[{n}]"),
+            entry,
+            &topologies,
+            &mut builder,
+        )?;
     }
     for (p, entry) in file.pods.iter().enumerate() {
         let at = format!("pods[{p}]");
@@ -394,6 +306,130 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
         reports: Vec::new(),
         dra: ClusterDra::default(),
     })
+}
+/// The scheduler configuration the file and the command line give.
+fn file_config(
+    path: &Path,
+    file: &ClusterFile,
+    overrides: &Overrides,
+) -> Result<SchedulerConfig, ClusterFileError> {
+    let mut config = SchedulerConfig::default();
+    if let Some(tiers) = &file.tiers {
+        config.tiers = match tiers {
+            TiersEntry::Preset(name) => NetworkTiers::preset(name),
+            TiersEntry::Keys(keys) => NetworkTiers::new(keys.clone()),
+        }
+        .map_err(|e| invalid(path, "tiers", e))?;
+    }
+    apply_overrides(path, &mut config, overrides)?;
+    if let Some(policy) = &file.topology_manager_policy {
+        config.default_topology_manager_policy = policy
+            .parse::<TopologyManagerPolicy>()
+            .map_err(|e| invalid(path, "topologyManagerPolicy", e))?;
+    }
+    config.spot_instance_types = file.spot_instance_types.clone();
+    Ok(config)
+}
+
+/// The file's named topologies, each from its file or given inline.
+fn file_topologies<'f>(
+    path: &Path,
+    file: &'f ClusterFile,
+) -> Result<BTreeMap<&'f str, GpuTopologySpec>, ClusterFileError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut topologies: BTreeMap<&str, GpuTopologySpec> = BTreeMap::new();
+    for (name, entry) in &file.topologies {
+        let spec = match (&entry.file, &entry.spec) {
+            (Some(f), None) => {
+                topology::load(&dir.join(f)).map_err(|source| ClusterFileError::Topology {
+                    path: path.to_path_buf(),
+                    name: name.clone(),
+                    source: Box::new(source),
+                })?
+            }
+            (None, Some(spec)) => spec.clone(),
+            _ => {
+                return Err(invalid(
+                    path,
+                    &format!("topologies.{name}"),
+                    "give exactly one of file or spec",
+                ));
+            }
+        };
+        topologies.insert(name, spec);
+    }
+    Ok(topologies)
+}
+
+/// The nodes of one `nodes[]` entry (`count` copies), at `at`.
+fn add_nodes(
+    path: &Path,
+    at: &str,
+    entry: &NodeEntry,
+    topologies: &BTreeMap<&str, GpuTopologySpec>,
+    builder: &mut SnapshotBuilder,
+) -> Result<(), ClusterFileError> {
+    let spec = match &entry.topology {
+        Some(t) => Some(topologies.get(t.as_str()).cloned().ok_or_else(|| {
+            invalid(
+                path,
+                &format!("{at}.topology"),
+                format!(
+                    "no topology named {t:?}; defined: {}",
+                    topologies.keys().copied().collect::<Vec<_>>().join(", ")
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let texts = amounts(&entry.allocatable);
+    let mut allocatable = Resources::allocatable(
+        texts.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        &format!("{at}.allocatable"),
+    )
+    .map_err(|e| invalid(path, at, e))?;
+    if !entry.allocatable.contains_key("nvidia.com/gpu")
+        && let Some(spec) = &spec
+    {
+        allocatable.gpus = spec.gpus.len() as i64;
+    }
+    let mut taints = Vec::with_capacity(entry.taints.len());
+    for (t, taint) in entry.taints.iter().enumerate() {
+        let effect = TaintEffect::parse(&taint.effect).ok_or_else(|| {
+            invalid(
+                path,
+                &format!("{at}.taints[{t}].effect"),
+                format!(
+                    "{:?} is not valid; accepted: NoSchedule | PreferNoSchedule | NoExecute",
+                    taint.effect
+                ),
+            )
+        })?;
+        taints.push(Taint::new(
+            &taint.key,
+            taint.value.as_deref().unwrap_or(""),
+            effect,
+        ));
+    }
+    for i in 1..=entry.count.unwrap_or(1) {
+        let name = expand(&entry.name, i, entry.count)
+            .map_err(|e| invalid(path, &format!("{at}.name"), e))?;
+        let mut spec = spec.clone();
+        if let Some(s) = spec.as_mut() {
+            s.node_name.clone_from(&name);
+        }
+        builder.node(NodeInput {
+            name,
+            labels: entry.labels.clone(),
+            taints: taints.clone(),
+            unschedulable: entry.unschedulable,
+            allocatable: allocatable.clone(),
+            topology: spec.map(Into::into),
+            gpu_allocations: Vec::new(),
+            allocations_observed_at: None,
+        });
+    }
+    Ok(())
 }
 
 fn pod_input(
@@ -485,44 +521,6 @@ fn check_copies(
         }
     }
     Ok(())
-}
-
-/// `name-{i}` / `name-{i:03}` for the i-th of `count`; a name without `{i}`
-/// is allowed only once.
-fn expand(template: &str, i: u32, count: Option<u32>) -> Result<String, String> {
-    let Some(start) = template.find("{i") else {
-        return if count.unwrap_or(1) > 1 {
-            Err(format!(
-                "{template:?} has count > 1 but no {{i}} to number the copies"
-            ))
-        } else {
-            Ok(template.to_string())
-        };
-    };
-    let end = template[start..]
-        .find('}')
-        .map(|e| start + e)
-        .ok_or_else(|| format!("{template:?}: unclosed {{i"))?;
-    let spec = &template[start + 2..end];
-    let number = match spec.strip_prefix(":0") {
-        None if spec.is_empty() => i.to_string(),
-        Some(width) => {
-            let width: usize = width
-                .parse()
-                .ok()
-                .filter(|w| *w <= MAX_PADDING)
-                .ok_or_else(|| {
-                    format!("{template:?}: accepted {{i}} or {{i:0N}} with N up to {MAX_PADDING}")
-                })?;
-            format!("{i:0width$}")
-        }
-        None => return Err(format!("{template:?}: accepted {{i}} or {{i:0N}}")),
-    };
-    Ok(format!(
-        "{}{number}{}",
-        &template[..start],
-        &template[end + 1..]
-    ))
 }
 
 pub(crate) fn apply_overrides(

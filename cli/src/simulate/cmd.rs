@@ -39,7 +39,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn run_inner(args: &Args) -> Result<()> {
-    let policy = PolicyKind::parse(&args.policy).map_err(anyhow::Error::msg)?;
+    let policy = PolicyKind::parse(&args.policy)?;
     let order = match args.order.as_deref() {
         None if simulate::input::is_csv(&args.workload) => Order::Shuffle,
         None => Order::Arrival,

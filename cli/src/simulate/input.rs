@@ -373,6 +373,56 @@ fn parse_share(text: &str) -> Option<u32> {
     (1..1000).contains(&milli).then_some(milli)
 }
 
+/// At most [`MAX_WORKLOAD_PODS`] pods once counts and gangs are expanded.
+fn check_size(file: &WorkloadFile, path: &Path) -> Result<(), InputError> {
+    let copies = file
+        .pods
+        .iter()
+        .map(|p| u64::from(p.count.unwrap_or(1)))
+        .chain(file.gangs.iter().map(|g| u64::from(g.members)));
+    let mut total = 0u64;
+    for n in copies {
+        total += n;
+        if total > MAX_WORKLOAD_PODS {
+            return Err(InputError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "pods' counts and gangs' members add up to more than {MAX_WORKLOAD_PODS} pods; \
+                     accepted: at most {MAX_WORKLOAD_PODS} pods in all"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A pod entry's GPUs and thousandths of each: a share of one GPU, or whole
+/// GPUs.
+fn gpu_demand(entry: &PodEntry, at: &str, path: &Path) -> Result<(u32, u32), InputError> {
+    let invalid = |message: String| InputError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    Ok(match (&entry.share, entry.gpus) {
+        (Some(s), 0) => (
+            1,
+            parse_share(s).ok_or_else(|| {
+                invalid(format!(
+                    "{at}.share: {s:?} is not valid; accepted: a fraction in (0, 1) such as 0.25, or milli such as 250m"
+                ))
+            })?,
+        ),
+        (Some(_), _) => {
+            return Err(invalid(format!(
+                "{at}: share and gpus are both set; a pod shares one GPU or takes whole GPUs"
+            )));
+        }
+        (None, g) if g > 32 => return Err(invalid(format!("{at}.gpus: {g}; accepted: 0..=32"))),
+        (None, 0) => (0, 0),
+        (None, g) => (g, 1000),
+    })
+}
+
 /// Reads a workload YAML file.
 pub fn read_workload_yaml(path: &Path, models: &mut Models) -> Result<Workload, InputError> {
     let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
@@ -411,21 +461,7 @@ pub fn read_workload_yaml(path: &Path, models: &mut Models) -> Result<Workload, 
             )))
         }
     };
-    let copies = file
-        .pods
-        .iter()
-        .map(|p| u64::from(p.count.unwrap_or(1)))
-        .chain(file.gangs.iter().map(|g| u64::from(g.members)));
-    let mut total = 0u64;
-    for n in copies {
-        total += n;
-        if total > MAX_WORKLOAD_PODS {
-            return Err(invalid(format!(
-                "pods' counts and gangs' members add up to more than {MAX_WORKLOAD_PODS} pods; \
-                 accepted: at most {MAX_WORKLOAD_PODS} pods in all"
-            )));
-        }
-    }
+    check_size(&file, path)?;
     let mut pods = Vec::new();
     for (i, entry) in file.pods.iter().enumerate() {
         let at = format!("pods[{i}] ({})", entry.name);
@@ -433,26 +469,7 @@ pub fn read_workload_yaml(path: &Path, models: &mut Models) -> Result<Workload, 
         if let Some(d) = entry.duration {
             check_time(&format!("{at}.duration"), d)?;
         }
-        let (num_gpu, gpu_milli) = match (&entry.share, entry.gpus) {
-            (Some(s), 0) => (
-                1,
-                parse_share(s).ok_or_else(|| {
-                    invalid(format!(
-                        "{at}.share: {s:?} is not valid; accepted: a fraction in (0, 1) such as 0.25, or milli such as 250m"
-                    ))
-                })?,
-            ),
-            (Some(_), _) => {
-                return Err(invalid(format!(
-                    "{at}: share and gpus are both set; a pod shares one GPU or takes whole GPUs"
-                )));
-            }
-            (None, g) if g > 32 => {
-                return Err(invalid(format!("{at}.gpus: {g}; accepted: 0..=32")));
-            }
-            (None, 0) => (0, 0),
-            (None, g) => (g, 1000),
-        };
+        let (num_gpu, gpu_milli) = gpu_demand(entry, &at, path)?;
         let mask = model_mask(&entry.models)?;
         let count = entry.count.unwrap_or(1);
         for k in 1..=count {

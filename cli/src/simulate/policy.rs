@@ -110,17 +110,21 @@ impl PolicyKind {
     }
 
     /// Reads a name; the error lists the accepted ones.
-    pub fn parse(name: &str) -> Result<PolicyKind, String> {
+    pub fn parse(name: &str) -> Result<PolicyKind, UnknownPolicy> {
         PolicyKind::ALL
             .into_iter()
             .find(|p| p.name() == name)
-            .ok_or_else(|| {
-                format!(
-                    "--policy {name:?}: accepted: {}",
-                    PolicyKind::ALL.map(PolicyKind::name).join(", ")
-                )
+            .ok_or_else(|| UnknownPolicy {
+                name: name.to_string(),
             })
     }
+}
+
+/// A `--policy` that names none of [`PolicyKind::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--policy {name:?}: accepted: {}", PolicyKind::ALL.map(PolicyKind::name).join(", "))]
+pub struct UnknownPolicy {
+    pub name: String,
 }
 
 /// Where a pod went: the node (index into the cluster's nodes), the GPUs it

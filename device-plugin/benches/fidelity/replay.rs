@@ -10,7 +10,7 @@
 use super::machines::Machine;
 use super::workload::{Event, Stream};
 use gputopo_api::{Collective, LinkClass};
-use gputopo_device_plugin::choose::{Claim, Outcome, PodRef, Request, prefer};
+use gputopo_device_plugin::choose::{AssignedPod, Outcome, PodRef, Request, prefer};
 use gputopo_scheduler_core::gpuset::SetRequest;
 use k8s_openapi::jiff::Timestamp;
 use rand_chacha::ChaCha8Rng;
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 pub enum Rule {
     /// NVIDIA's device plugin (go-gpuallocator's best effort).
     Nvidia,
-    /// gputopo's plugin (`prefer`, from the pending pods' claims).
+    /// gputopo's plugin (`prefer`, from the pending pods' assignments).
     Gputopo,
 }
 
@@ -110,7 +110,7 @@ pub fn replay(machine: &Machine, stream: &Stream, rule: Rule, seed: u64) -> Tall
             taken |= pick.gpus;
             chosen.push(Some(pick.gpus));
         }
-        let claim = |i: usize| Claim {
+        let claim = |i: usize| AssignedPod {
             pod: PodRef {
                 namespace: "bench".into(),
                 name: format!("pod-{}", pods[i].id),
@@ -140,8 +140,8 @@ pub fn replay(machine: &Machine, stream: &Stream, rule: Rule, seed: u64) -> Tall
                 }
                 Rule::Gputopo => {
                     // Every pod of the burst is still Pending (admitted ones
-                    // start their containers later): all are claims.
-                    let claims: Vec<Claim> = (0..pods.len())
+                    // start their containers later): all are assignments.
+                    let claims: Vec<AssignedPod> = (0..pods.len())
                         .filter(|&j| pods[j].placed)
                         .map(claim)
                         .collect();

@@ -1,7 +1,7 @@
 //! The node's GPUs as the plugin advertises them: index ↔ UUID, NUMA node,
 //! and the wiring scheduler-core chooses sets on.
 
-use super::claim::{AnnotationProblem, parse_indices};
+use super::assignment::{AnnotationProblem, parse_indices};
 use gputopo_api::GpuTopologySpec;
 use gputopo_scheduler_core::gpuset::{NodeShape, ShapeError};
 use std::collections::BTreeMap;

@@ -5,11 +5,11 @@
 //! (healthy, unallocated), those it `must_include` (already given to the
 //! container, e.g. reused from an init container) and the `size` wanted. So
 //! the plugin recognises the pod by its set. Each pod bound to this node and
-//! not yet started that carries `gputopo.dev/assigned-gpus` is a [`Claim`];
-//! a claim *fits* when its GPUs, as UUIDs, number `size`, all lie in
+//! not yet started that carries `gputopo.dev/assigned-gpus` is an [`AssignedPod`];
+//! an assignment *fits* when its GPUs, as UUIDs, number `size`, all lie in
 //! `available` and include every `must_include` device.
 //!
-//! - one claim fits: its devices ([`Outcome::Matched`]);
+//! - one assignment fits: its devices ([`Outcome::Matched`]);
 //! - several fit: the earliest created pod's, ties broken by namespace, then
 //!   name ([`Outcome::Ambiguous`]). The kubelet admits new pods in creation
 //!   order (`HandlePodAdditions` sorts them by creation time), so the earliest
@@ -21,21 +21,21 @@
 //!   ([`Outcome::TopologyRule`]): the best set among `available` on the node's
 //!   wiring (a 1-GPU request thus takes the worst-connected GPU, keeping good
 //!   groups whole; larger ones the best ring), leaving out the GPUs of every
-//!   readable claim when the rest can hold the request, so that a pod with
+//!   readable assignment when the rest can hold the request, so that a pod with
 //!   no record does not take what was chosen for a pod still waiting;
 //! - no rule applies (the node's wiring cannot be read into a shape): no
 //!   preference, and the kubelet picks ([`Outcome::None`]).
 //!
-//! A claim whose annotation cannot be read (not an index list, or naming a GPU
+//! An assignment whose annotation cannot be read (not an index list, or naming a GPU
 //! this node does not have) never fits; it comes back in
 //! [`Preference::problems`] so the caller can say so, once per pod.
 
-mod claim;
+mod assignment;
 mod inventory;
 #[cfg(test)]
 mod tests;
 
-pub use claim::{AnnotationProblem, Claim, PodRef};
+pub use assignment::{AnnotationProblem, AssignedPod, PodRef};
 pub use inventory::{Gpu, Inventory, InventoryError};
 
 use gputopo_api::Collective;
@@ -71,11 +71,11 @@ pub enum RequestError {
 /// `gputopo_device_plugin_preferred_allocations_total{outcome}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Exactly one claim fits.
+    /// Exactly one assignment fits.
     Matched { pod: PodRef },
     /// Several fit; `pod`'s was chosen by the documented rule over `others`.
     Ambiguous { pod: PodRef, others: Vec<PodRef> },
-    /// No claim fits: the topology rule chose.
+    /// No assignment fits: the topology rule chose.
     TopologyRule,
     /// No preference: the kubelet picks.
     None { why: NoPreference },
@@ -93,8 +93,8 @@ pub enum NoPreference {
 impl Outcome {
     pub const METRIC_LABELS: [&'static str; 4] = ["matched", "ambiguous", "topology-rule", "none"];
 
-    /// Whether a pod's claim decided (matched or ambiguous).
-    pub fn is_claim(&self) -> bool {
+    /// Whether a pod's assignment decided (matched or ambiguous).
+    pub fn is_assigned(&self) -> bool {
         matches!(self, Outcome::Matched { .. } | Outcome::Ambiguous { .. })
     }
 
@@ -114,21 +114,21 @@ pub struct Preference {
     /// Device IDs (UUIDs) in GPU index order; empty with [`Outcome::None`].
     pub devices: Vec<String>,
     pub outcome: Outcome,
-    /// Claims that could not be read, with why.
+    /// AssignedPods that could not be read, with why.
     pub problems: Vec<(PodRef, AnnotationProblem)>,
 }
 
 /// The preferred devices for `request` given the node's `inventory` and the
-/// `claims` of pods awaiting admission; see the module docs.
+/// `assignments` of pods awaiting admission; see the module docs.
 pub fn prefer(
     inventory: &Inventory,
-    claims: &[Claim],
+    claims: &[AssignedPod],
     request: &Request,
 ) -> Result<Preference, RequestError> {
     let (available, must) = check(inventory, request)?;
     let size = request.size as u32;
     let mut problems = Vec::new();
-    let mut fitting: Vec<(&Claim, u32)> = Vec::new();
+    let mut fitting: Vec<(&AssignedPod, u32)> = Vec::new();
     let mut claimed = 0u32;
     for claim in claims {
         match inventory.mask_of(&claim.assigned) {

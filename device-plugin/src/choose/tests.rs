@@ -84,8 +84,8 @@ fn indices(inv: &Inventory, devices: &[String]) -> Vec<u32> {
         .collect()
 }
 
-fn claim(name: &str, created: i64, assigned: &str) -> Claim {
-    Claim {
+fn claim(name: &str, created: i64, assigned: &str) -> AssignedPod {
+    AssignedPod {
         pod: PodRef {
             namespace: "ml".into(),
             name: name.into(),

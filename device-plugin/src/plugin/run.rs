@@ -16,7 +16,7 @@ use crate::allocate::DeviceListStrategy;
 use crate::choose::Inventory;
 use crate::health::HealthProbe;
 use crate::metrics::{Metrics, ResultLabel};
-use crate::pods::Claims;
+use crate::pods::AssignedPods;
 use gputopo_kubelet_api::deviceplugin::device_plugin_server::DevicePluginServer;
 use gputopo_kubelet_api::deviceplugin::registration_client::RegistrationClient;
 use gputopo_kubelet_api::deviceplugin::{RegisterRequest, VERSION};
@@ -61,7 +61,7 @@ pub enum RunError {
 pub async fn run(
     config: PluginConfig,
     inventory: Arc<Inventory>,
-    claims: Arc<dyn Claims>,
+    pods: Arc<dyn AssignedPods>,
     probe: Arc<dyn HealthProbe>,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
@@ -78,7 +78,7 @@ pub async fn run(
     ));
     let shared = Arc::new(Shared {
         inventory,
-        claims: claims.clone(),
+        pods: pods.clone(),
         strategies: config.strategies.clone(),
         devices: devices_rx,
         metrics: metrics.clone(),
@@ -86,7 +86,7 @@ pub async fn run(
     });
     let mut shutdown = std::pin::pin!(shutdown);
     // Preferences read the pod view: register only once it has read the pods.
-    while !claims.synced() {
+    while !pods.synced() {
         readiness.set_not_ready("the watch of this node's pods has not synced yet".into());
         tokio::select! {
             () = &mut shutdown => { health.abort(); return Ok(()) }

@@ -4,7 +4,7 @@ use super::devices::DeviceList;
 use crate::allocate::{DeviceListStrategy, container_response};
 use crate::choose::{Inventory, Request as Ask, prefer};
 use crate::metrics::{Metrics, OutcomeLabel, ReasonLabel};
-use crate::pods::Claims;
+use crate::pods::AssignedPods;
 use futures::{Stream, StreamExt};
 use gputopo_kubelet_api::deviceplugin::device_plugin_server::DevicePlugin;
 use gputopo_kubelet_api::deviceplugin::{
@@ -24,7 +24,7 @@ use tracing::{info, info_span, warn};
 /// What every server generation of the plugin shares.
 pub struct Shared {
     pub inventory: Arc<Inventory>,
-    pub claims: Arc<dyn Claims>,
+    pub pods: Arc<dyn AssignedPods>,
     pub strategies: BTreeSet<DeviceListStrategy>,
     pub devices: watch::Receiver<DeviceList>,
     pub metrics: Arc<Metrics>,
@@ -77,7 +77,7 @@ impl DevicePlugin for Service {
         &self,
         request: Request<PreferredAllocationRequest>,
     ) -> Result<Response<PreferredAllocationResponse>, Status> {
-        let mut claims = self.shared.claims.claims();
+        let mut pods = self.shared.pods.assigned();
         let mut listed = false;
         let mut container_responses = Vec::new();
         for c in request.into_inner().container_requests {
@@ -86,21 +86,21 @@ impl DevicePlugin for Service {
                 must_include: c.must_include_device_i_ds,
                 size: c.allocation_size,
             };
-            let choose = |claims: &[crate::choose::Claim]| {
-                prefer(&self.shared.inventory, claims, &ask)
+            let choose = |pods: &[crate::choose::AssignedPod]| {
+                prefer(&self.shared.inventory, pods, &ask)
                     .map_err(|e| Status::invalid_argument(e.to_string()))
             };
-            let mut preference = choose(&claims)?;
+            let mut preference = choose(&pods)?;
             // The kubelet may admit a pod its own watch delivered before
             // ours did: before falling back to the topology rule, ask the
             // API server once per request.
-            if !preference.outcome.is_claim() && !listed {
+            if !preference.outcome.is_assigned() && !listed {
                 listed = true;
-                match tokio::time::timeout(FRESH_LIST_TIMEOUT, self.shared.claims.fresh()).await {
+                match tokio::time::timeout(FRESH_LIST_TIMEOUT, self.shared.pods.fresh()).await {
                     Ok(Ok(fresh)) => {
-                        claims = fresh;
-                        preference = choose(&claims)?;
-                        if preference.outcome.is_claim() {
+                        pods = fresh;
+                        preference = choose(&pods)?;
+                        if preference.outcome.is_assigned() {
                             info!(
                                 "the pod view lagged behind the kubelet; a fresh list found the pod's claim"
                             );

@@ -1,6 +1,6 @@
 //! What the device plugin reads: its node's `GpuTopology` (the inventory),
 //! the pods bound to the node with their `gputopo.dev/assigned-gpus`
-//! (the claims), the kubelet's `GetPreferredAllocation` request, and its
+//! (the assignments), the kubelet's `GetPreferredAllocation` request, and its
 //! `--device-list-strategy` values; then the preference it answers.
 
 use crate::mutate::texts;
@@ -9,8 +9,8 @@ use crate::seeds::TOPOLOGY_OBJECTS;
 use crate::value::Documents;
 use gputopo_api::GpuTopology;
 use gputopo_device_plugin::allocate::{DeviceListStrategy, container_response};
-use gputopo_device_plugin::choose::{Claim, Inventory, Request, prefer};
-use gputopo_device_plugin::pods::claim_of;
+use gputopo_device_plugin::choose::{AssignedPod, Inventory, Request, prefer};
+use gputopo_device_plugin::pods::assigned_pod;
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -99,7 +99,7 @@ fn asked() -> impl Strategy<Value = Asked> {
 
 pub fn strategy() -> BoxedStrategy<Case> {
     (
-        // The topology is the agent's; the claims and the request are the
+        // The topology is the agent's; the assignments and the request are the
         // inputs here, so it is mostly left whole.
         prop_oneof![
             2 => prop::sample::select(ADVERTISABLE.clone()),
@@ -156,11 +156,11 @@ pub fn check(c: &Case) -> Verdict {
         }
         ids
     };
-    let claims: Vec<Claim> = c
+    let claims: Vec<AssignedPod> = c
         .pods
         .iter()
         .filter_map(|t| serde_json::from_str::<Pod>(t).ok())
-        .filter_map(|p| claim_of(&p, NODE))
+        .filter_map(|p| assigned_pod(&p, NODE))
         .collect();
     let request = Request {
         available: ids(c.asked.available),

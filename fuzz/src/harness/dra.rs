@@ -165,11 +165,18 @@ static POD: LazyLock<Pod> = LazyLock::new(|| {
     .expect("a pod")
 });
 
+/// The case's claim: an edited claim document, or the seed claim with
+/// another CEL expression.
+#[derive(Clone, Debug)]
+pub enum ClaimInput {
+    Document(String),
+    Expression(String),
+}
+
 #[derive(Clone, Debug)]
 pub struct Case {
     pub slice: String,
-    /// Either an edited claim document, or the seed claim with this expression.
-    pub claim: Result<String, String>,
+    pub claim: ClaimInput,
     pub class_expression: String,
 }
 
@@ -178,8 +185,8 @@ pub fn strategy() -> BoxedStrategy<Case> {
     (
         prop_oneof![2 => prop::sample::select(SLICES.to_vec()), 1 => SLICE_DOCUMENTS.json()],
         prop_oneof![
-            1 => CLAIMS.json().prop_map(Ok),
-            2 => texts(expressions.clone(), CEL_WORDS).prop_map(Err),
+            1 => CLAIMS.json().prop_map(ClaimInput::Document),
+            2 => texts(expressions.clone(), CEL_WORDS).prop_map(ClaimInput::Expression),
         ],
         prop_oneof![
             3 => Just(EXPRESSIONS[0].to_string()),
@@ -199,8 +206,8 @@ pub fn check(c: &Case) -> Verdict {
         return Verdict::Rejected;
     };
     let claim_json = match &c.claim {
-        Ok(doc) => serde_json::from_str(doc).unwrap_or(Value::Null),
-        Err(expression) => claim(expression),
+        ClaimInput::Document(doc) => serde_json::from_str(doc).unwrap_or(Value::Null),
+        ClaimInput::Expression(expression) => claim(expression),
     };
     let Ok(claim) = serde_json::from_value::<ResourceClaim>(claim_json) else {
         return Verdict::Rejected;

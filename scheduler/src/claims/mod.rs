@@ -2,9 +2,9 @@
 //! objects the watches hold, and the claim writes the cycle makes. The
 //! decisions are scheduler-core's (`gputopo_scheduler_core::dra`); the
 //! cycle's path is `cycle/claims.rs`; the requests over `kube::Client`
-//! are `kube.rs`.
+//! are `claim_writes.rs`.
 
-pub mod kube;
+pub mod claim_writes;
 
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::dra::{

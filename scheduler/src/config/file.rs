@@ -2,6 +2,7 @@
 //! into [`Settings`]: every error names file, line, column and field.
 
 use super::*;
+use gputopo_scheduler_core::config::ConfigError;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -148,16 +149,29 @@ struct TiersFile {
     keys: Option<Vec<String>>,
 }
 
+/// Why one value of the file cannot be read; serde puts it after the
+/// value's line and field.
+#[derive(Debug, thiserror::Error)]
+enum ValueError {
+    /// An unknown preset, policy or `gpuGeneration`, or a memory target
+    /// out of range (scheduler-core's text says what is accepted).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{value:?} is not a duration ({source}); accepted: e.g. 500ms, 10s, 2m")]
+    Duration {
+        value: String,
+        source: humantime::DurationError,
+    },
+}
+
 #[derive(Deserialize)]
 #[serde(try_from = "String")]
 struct PresetFile(NetworkTiers);
 
 impl TryFrom<String> for PresetFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        NetworkTiers::preset(&s)
-            .map(PresetFile)
-            .map_err(|e| e.to_string())
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
+        Ok(PresetFile(NetworkTiers::preset(&s)?))
     }
 }
 
@@ -166,9 +180,9 @@ impl TryFrom<String> for PresetFile {
 struct PolicyFile(TopologyManagerPolicy);
 
 impl TryFrom<String> for PolicyFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(PolicyFile).map_err(|e| format!("{e}"))
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
+        Ok(PolicyFile(s.parse()?))
     }
 }
 
@@ -177,9 +191,9 @@ impl TryFrom<String> for PolicyFile {
 struct GenerationFile(GenerationPreference);
 
 impl TryFrom<String> for GenerationFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(GenerationFile).map_err(|e| e.to_string())
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
+        Ok(GenerationFile(s.parse()?))
     }
 }
 
@@ -188,11 +202,11 @@ impl TryFrom<String> for GenerationFile {
 struct DurationFile(Duration);
 
 impl TryFrom<String> for DurationFile {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(s: String) -> Result<Self, ValueError> {
         humantime::parse_duration(&s)
             .map(DurationFile)
-            .map_err(|e| format!("{s:?} is not a duration ({e}); accepted: e.g. 500ms, 10s, 2m"))
+            .map_err(|source| ValueError::Duration { value: s, source })
     }
 }
 
@@ -208,11 +222,9 @@ struct RawTarget {
 }
 
 impl TryFrom<RawTarget> for MemoryTargetFile {
-    type Error = String;
-    fn try_from(r: RawTarget) -> Result<Self, String> {
-        MemoryTarget::new(r.low, r.high)
-            .map(MemoryTargetFile)
-            .map_err(|e| e.to_string())
+    type Error = ValueError;
+    fn try_from(r: RawTarget) -> Result<Self, ValueError> {
+        Ok(MemoryTargetFile(MemoryTarget::new(r.low, r.high)?))
     }
 }
 
@@ -250,7 +262,39 @@ impl Settings {
 
     /// Parses `text` (named `file` in errors).
     pub fn from_yaml(text: &str, file: &Path) -> Result<Settings, ConfigFileError> {
-        let parsed: FileConfig = if text.lines().all(|l| {
+        let mut parsed = parse(text, file)?;
+        let profiles = parsed.profiles.take().unwrap_or_default();
+        let mut settings = Settings::default();
+        apply(&mut settings, parsed)
+            .and_then(|()| add_profiles(&mut settings, &profiles))
+            .map_err(|p| ConfigFileError::Inconsistent {
+                file: file.to_path_buf(),
+                field: p.field,
+                message: p.message,
+            })?;
+        Ok(settings)
+    }
+}
+
+/// A setting that contradicts another or cannot hold: the field and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {message}")]
+struct Problem {
+    field: &'static str,
+    message: String,
+}
+
+impl Problem {
+    fn new(field: &'static str, message: String) -> Problem {
+        Problem { field, message }
+    }
+}
+
+/// The file's YAML, read into its types; an empty document (comments
+/// only) is the defaults.
+fn parse(text: &str, file: &Path) -> Result<FileConfig, ConfigFileError> {
+    Ok(
+        if text.lines().all(|l| {
             let l = l.trim();
             l.is_empty() || l.starts_with('#') || l == "---"
         }) {
@@ -287,207 +331,220 @@ impl Settings {
                     message,
                 }
             })?
-        };
-        let inconsistent = |field, message: String| ConfigFileError::Inconsistent {
-            file: file.to_path_buf(),
-            field,
-            message,
-        };
-        let mut settings = Settings::default();
-        if let Some(names) = parsed.scheduler_names {
-            if names.is_empty() || names.iter().any(|n| n.trim().is_empty()) {
-                return Err(inconsistent(
-                    "schedulerNames",
-                    "name at least one scheduler, none empty".into(),
-                ));
-            }
-            settings.scheduler_names = names;
+        },
+    )
+}
+
+/// The top-level settings onto `settings`, each checked.
+fn apply(settings: &mut Settings, parsed: FileConfig) -> Result<(), Problem> {
+    if let Some(names) = parsed.scheduler_names {
+        if names.is_empty() || names.iter().any(|n| n.trim().is_empty()) {
+            return Err(Problem::new(
+                "schedulerNames",
+                "name at least one scheduler, none empty".into(),
+            ));
         }
-        if let Some(tiers) = parsed.network_tiers {
-            settings.core.tiers = match (tiers.preset, tiers.keys) {
-                (Some(_), Some(_)) => {
-                    return Err(inconsistent(
-                        "networkTiers",
-                        "set preset or keys, not both".into(),
-                    ));
-                }
-                (Some(p), None) => p.0,
-                (None, Some(keys)) => NetworkTiers::new(keys)
-                    .map_err(|e| inconsistent("networkTiers.keys", e.to_string()))?,
-                (None, None) => {
-                    return Err(inconsistent(
-                        "networkTiers",
-                        "set preset (gputopo, topograph, aws, ...) or keys".into(),
-                    ));
-                }
-            };
-        }
-        if let Some(w) = parsed.weights {
-            settings.core.weights = w.over(settings.core.weights);
-        }
-        if let Some(g) = parsed.gpu_generation {
-            settings.core.gpu_generation = g.0;
-        }
-        if let Some(p) = parsed.default_topology_manager_policy {
-            settings.core.default_topology_manager_policy = p.0;
-        }
-        if let Some(t) = parsed.memory_target {
-            settings.core.memory_target = t.0;
-        }
-        if let Some(s) = parsed.spot_instance_types {
-            settings.core.spot_instance_types = s;
-        }
-        if let Some(b) = parsed.backoff {
-            let d = Backoff::default();
-            settings.backoff = Backoff {
-                initial: b.initial.map_or(d.initial, |x| x.0),
-                max: b.max.map_or(d.max, |x| x.0),
-                unschedulable_timeout: b
-                    .unschedulable_timeout
-                    .map_or(d.unschedulable_timeout, |x| x.0),
-            };
-            if settings.backoff.initial.is_zero() || settings.backoff.initial > settings.backoff.max
-            {
-                return Err(inconsistent(
-                    "backoff",
-                    format!(
-                        "initial ({:?}) must be above zero and at most max ({:?})",
-                        settings.backoff.initial, settings.backoff.max
-                    ),
-                ));
-            }
-        }
-        if let Some(p) = parsed.preemption {
-            settings.preemption = p.over(settings.preemption);
-        }
-        if let Some(t) = parsed
-            .accounting
-            .and_then(|a| a.reported_allocations_max_age)
-        {
-            if t.0.is_zero() {
-                return Err(inconsistent(
-                    "accounting.reportedAllocationsMaxAge",
-                    "must be above zero (e.g. 15m)".into(),
-                ));
-            }
-            settings.accounting.reported_allocations_max_age = t.0;
-        }
-        if let Some(d) = parsed.dra {
-            if d.drivers.is_empty() || d.drivers.iter().any(|x| x.trim().is_empty()) {
-                return Err(inconsistent(
-                    "dra.drivers",
-                    "must name at least one DRA driver, none empty (e.g. [gpu.nvidia.com])".into(),
-                ));
-            }
-            settings.dra.drivers = d.drivers;
-        }
-        if let Some(g) = parsed.gangs {
-            if let Some(mixed) = g.mixed_models {
-                settings.core.gang_mixed_models = mixed;
-            }
-            if let Some(t) = g.schedule_timeout {
-                if t.0.is_zero() {
-                    return Err(inconsistent(
-                        "gangs.scheduleTimeout",
-                        "must be above zero (e.g. 10m)".into(),
-                    ));
-                }
-                settings.gangs.schedule_timeout = t.0;
-            }
-            if let Some(t) = g.partial_bind_timeout {
-                if t.0.is_zero() {
-                    return Err(inconsistent(
-                        "gangs.partialBindTimeout",
-                        "must be above zero (e.g. 5m)".into(),
-                    ));
-                }
-                settings.gangs.partial_bind_timeout = t.0;
-            }
-            if let Some(r) = g.reservations {
-                let base = settings.gangs.reservations.unwrap_or_default();
-                let policy = ReservationPolicy {
-                    max_fraction: r.max_fraction.unwrap_or(base.max_fraction),
-                    max_reservations: r.max_reservations.unwrap_or(base.max_reservations),
-                    ttl: r.ttl.map_or(base.ttl, |d| d.0),
-                };
-                if !(0.0..=1.0).contains(&policy.max_fraction) {
-                    return Err(inconsistent(
-                        "gangs.reservations.maxFraction",
-                        format!(
-                            "{} is not a fraction of the cluster's GPUs; accepted: 0 to 1",
-                            policy.max_fraction
-                        ),
-                    ));
-                }
-                if policy.ttl.is_zero() {
-                    return Err(inconsistent(
-                        "gangs.reservations.ttl",
-                        "must be above zero (e.g. 15m)".into(),
-                    ));
-                }
-                settings.gangs.reservations = r.enabled.unwrap_or(true).then_some(policy);
-            }
-        }
-        if let Some(t) = parsed.target_workload {
-            if t.pod_types.is_empty() {
-                return Err(inconsistent(
-                    "targetWorkload.podTypes",
-                    "name at least one pod type, or leave targetWorkload out".into(),
-                ));
-            }
-            let types = t.pod_types.into_iter().map(|p| PodType {
-                weight: p.weight,
-                models: p.models,
-                ..PodType::new(p.cpu_milli, p.gpus, p.gpu_milli)
-            });
-            let workload = TargetWorkload::new(types)
-                .map_err(|e| inconsistent("targetWorkload.podTypes", e.to_string()))?
-                .with_model_label(t.model_label.unwrap_or_else(|| DEFAULT_MODEL_LABEL.into()));
-            settings.core.target_workload = Some(Arc::new(workload));
-        }
-        let mut seen: Vec<&str> = settings
-            .scheduler_names
-            .iter()
-            .map(String::as_str)
-            .collect();
-        for (i, p) in parsed.profiles.iter().flatten().enumerate() {
-            let name = p.scheduler_name.trim();
-            if name.is_empty() || seen.contains(&name) {
-                return Err(ConfigFileError::Inconsistent {
-                    file: file.to_path_buf(),
-                    field: "profiles",
-                    message: format!(
-                        "profiles[{i}].schedulerName {name:?} is empty or already served (names so far: {}); each name is served by one profile",
-                        seen.join(", ")
-                    ),
-                });
-            }
-            seen.push(name);
-            let mut core = settings.core.clone();
-            if let Some(w) = &p.weights {
-                core.weights = w.over(core.weights);
-            }
-            if let Some(g) = p.gpu_generation {
-                core.gpu_generation = g.0;
-            }
-            if let Some(t) = &p.memory_target {
-                core.memory_target = t.0;
-            }
-            if let Some(s) = &p.spot_instance_types {
-                core.spot_instance_types = s.clone();
-            }
-            let preemption = p
-                .preemption
-                .as_ref()
-                .map_or(settings.preemption, |f| f.over(settings.preemption));
-            settings.profiles.push(Profile {
-                scheduler_name: name.to_string(),
-                core,
-                preemption,
-            });
-        }
-        Ok(settings)
+        settings.scheduler_names = names;
     }
+    if let Some(tiers) = parsed.network_tiers {
+        settings.core.tiers = match (tiers.preset, tiers.keys) {
+            (Some(_), Some(_)) => {
+                return Err(Problem::new(
+                    "networkTiers",
+                    "set preset or keys, not both".into(),
+                ));
+            }
+            (Some(p), None) => p.0,
+            (None, Some(keys)) => NetworkTiers::new(keys)
+                .map_err(|e| Problem::new("networkTiers.keys", e.to_string()))?,
+            (None, None) => {
+                return Err(Problem::new(
+                    "networkTiers",
+                    "set preset (gputopo, topograph, aws, ...) or keys".into(),
+                ));
+            }
+        };
+    }
+    if let Some(w) = parsed.weights {
+        settings.core.weights = w.over(settings.core.weights);
+    }
+    if let Some(g) = parsed.gpu_generation {
+        settings.core.gpu_generation = g.0;
+    }
+    if let Some(p) = parsed.default_topology_manager_policy {
+        settings.core.default_topology_manager_policy = p.0;
+    }
+    if let Some(t) = parsed.memory_target {
+        settings.core.memory_target = t.0;
+    }
+    if let Some(s) = parsed.spot_instance_types {
+        settings.core.spot_instance_types = s;
+    }
+    if let Some(b) = parsed.backoff {
+        let d = Backoff::default();
+        settings.backoff = Backoff {
+            initial: b.initial.map_or(d.initial, |x| x.0),
+            max: b.max.map_or(d.max, |x| x.0),
+            unschedulable_timeout: b
+                .unschedulable_timeout
+                .map_or(d.unschedulable_timeout, |x| x.0),
+        };
+        if settings.backoff.initial.is_zero() || settings.backoff.initial > settings.backoff.max {
+            return Err(Problem::new(
+                "backoff",
+                format!(
+                    "initial ({:?}) must be above zero and at most max ({:?})",
+                    settings.backoff.initial, settings.backoff.max
+                ),
+            ));
+        }
+    }
+    if let Some(p) = parsed.preemption {
+        settings.preemption = p.over(settings.preemption);
+    }
+    if let Some(t) = parsed
+        .accounting
+        .and_then(|a| a.reported_allocations_max_age)
+    {
+        if t.0.is_zero() {
+            return Err(Problem::new(
+                "accounting.reportedAllocationsMaxAge",
+                "must be above zero (e.g. 15m)".into(),
+            ));
+        }
+        settings.accounting.reported_allocations_max_age = t.0;
+    }
+    if let Some(d) = parsed.dra {
+        if d.drivers.is_empty() || d.drivers.iter().any(|x| x.trim().is_empty()) {
+            return Err(Problem::new(
+                "dra.drivers",
+                "must name at least one DRA driver, none empty (e.g. [gpu.nvidia.com])".into(),
+            ));
+        }
+        settings.dra.drivers = d.drivers;
+    }
+    if let Some(g) = parsed.gangs {
+        apply_gangs(settings, g)?;
+    }
+    if let Some(t) = parsed.target_workload {
+        settings.core.target_workload = Some(Arc::new(target_workload(t)?));
+    }
+    Ok(())
+}
+
+/// `gangs`: mixed models, the timeouts and the reservation policy.
+fn apply_gangs(settings: &mut Settings, g: GangsFile) -> Result<(), Problem> {
+    if let Some(mixed) = g.mixed_models {
+        settings.core.gang_mixed_models = mixed;
+    }
+    if let Some(t) = g.schedule_timeout {
+        if t.0.is_zero() {
+            return Err(Problem::new(
+                "gangs.scheduleTimeout",
+                "must be above zero (e.g. 10m)".into(),
+            ));
+        }
+        settings.gangs.schedule_timeout = t.0;
+    }
+    if let Some(t) = g.partial_bind_timeout {
+        if t.0.is_zero() {
+            return Err(Problem::new(
+                "gangs.partialBindTimeout",
+                "must be above zero (e.g. 5m)".into(),
+            ));
+        }
+        settings.gangs.partial_bind_timeout = t.0;
+    }
+    if let Some(r) = g.reservations {
+        let base = settings.gangs.reservations.unwrap_or_default();
+        let policy = ReservationPolicy {
+            max_fraction: r.max_fraction.unwrap_or(base.max_fraction),
+            max_reservations: r.max_reservations.unwrap_or(base.max_reservations),
+            ttl: r.ttl.map_or(base.ttl, |d| d.0),
+        };
+        if !(0.0..=1.0).contains(&policy.max_fraction) {
+            return Err(Problem::new(
+                "gangs.reservations.maxFraction",
+                format!(
+                    "{} is not a fraction of the cluster's GPUs; accepted: 0 to 1",
+                    policy.max_fraction
+                ),
+            ));
+        }
+        if policy.ttl.is_zero() {
+            return Err(Problem::new(
+                "gangs.reservations.ttl",
+                "must be above zero (e.g. 15m)".into(),
+            ));
+        }
+        settings.gangs.reservations = r.enabled.unwrap_or(true).then_some(policy);
+    }
+    Ok(())
+}
+
+/// `targetWorkload`: the pod types fragmentation is measured against.
+fn target_workload(t: TargetWorkloadFile) -> Result<TargetWorkload, Problem> {
+    if t.pod_types.is_empty() {
+        return Err(Problem::new(
+            "targetWorkload.podTypes",
+            "name at least one pod type, or leave targetWorkload out".into(),
+        ));
+    }
+    let types = t.pod_types.into_iter().map(|p| PodType {
+        weight: p.weight,
+        models: p.models,
+        ..PodType::new(p.cpu_milli, p.gpus, p.gpu_milli)
+    });
+    let workload = TargetWorkload::new(types)
+        .map_err(|e| Problem::new("targetWorkload.podTypes", e.to_string()))?
+        .with_model_label(t.model_label.unwrap_or_else(|| DEFAULT_MODEL_LABEL.into()));
+    Ok(workload)
+}
+
+/// `profiles`: each a scheduler name of its own, starting from the
+/// top-level settings.
+fn add_profiles(settings: &mut Settings, profiles: &[ProfileFile]) -> Result<(), Problem> {
+    let mut seen: Vec<&str> = settings
+        .scheduler_names
+        .iter()
+        .map(String::as_str)
+        .collect();
+    for (i, p) in profiles.iter().enumerate() {
+        let name = p.scheduler_name.trim();
+        if name.is_empty() || seen.contains(&name) {
+            return Err(Problem {
+                field: "profiles",
+                message: format!(
+                    "profiles[{i}].schedulerName {name:?} is empty or already served (names so far: {}); each name is served by one profile",
+                    seen.join(", ")
+                ),
+            });
+        }
+        seen.push(name);
+        let mut core = settings.core.clone();
+        if let Some(w) = &p.weights {
+            core.weights = w.over(core.weights);
+        }
+        if let Some(g) = p.gpu_generation {
+            core.gpu_generation = g.0;
+        }
+        if let Some(t) = &p.memory_target {
+            core.memory_target = t.0;
+        }
+        if let Some(s) = &p.spot_instance_types {
+            core.spot_instance_types = s.clone();
+        }
+        let preemption = p
+            .preemption
+            .as_ref()
+            .map_or(settings.preemption, |f| f.over(settings.preemption));
+        settings.profiles.push(Profile {
+            scheduler_name: name.to_string(),
+            core,
+            preemption,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

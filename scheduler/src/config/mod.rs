@@ -83,6 +83,15 @@ pub enum ConfigFileError {
     },
 }
 
+/// A `--scheduler-name` that a profile of the configuration file also names.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--scheduler-name {name} is also a profile's schedulerName in the configuration file; a name is served by one profile"
+)]
+pub struct NameClash {
+    pub name: String,
+}
+
 /// How long an unschedulable pod waits before its next try.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
@@ -248,14 +257,14 @@ impl Settings {
 
     /// Replaces the top-level names (the `--scheduler-name` flag); an error
     /// when one of them is also a profile's.
-    pub fn set_scheduler_names(&mut self, names: Vec<String>) -> Result<(), String> {
+    pub fn set_scheduler_names(&mut self, names: Vec<String>) -> Result<(), NameClash> {
         if let Some(clash) = names
             .iter()
             .find(|n| self.profiles.iter().any(|p| &p.scheduler_name == *n))
         {
-            return Err(format!(
-                "--scheduler-name {clash} is also a profile's schedulerName in the configuration file; a name is served by one profile"
-            ));
+            return Err(NameClash {
+                name: clash.clone(),
+            });
         }
         self.scheduler_names = names;
         Ok(())

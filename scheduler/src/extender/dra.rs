@@ -8,8 +8,8 @@
 use super::protocol::PodClaims;
 use crate::claims::{DraObjects, uses_claims};
 use crate::cluster::pod_key;
-use crate::scheduler::FIELD_MANAGER;
 use crate::watch::Watches;
+use crate::writer::FIELD_MANAGER;
 use gputopo_api::keys::RESOURCE_GPU;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::dra::{

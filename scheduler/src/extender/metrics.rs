@@ -2,7 +2,7 @@
 //! placement metrics keep the secondary scheduler's names, so one dashboard
 //! reads both modes; the request metrics are the extender's own.
 
-use crate::serve::BottleneckLabel;
+use crate::metrics::BottleneckLabel;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -76,7 +76,7 @@ impl ExtenderMetrics {
         let bottlenecks = Family::<BottleneckLabel, Counter>::default();
         let allocation = Gauge::<f64, AtomicU64>::default();
         let fragmentation = Gauge::<f64, AtomicU64>::default();
-        let invalid_objects = crate::serve::register_invalid_objects(&mut registry);
+        let invalid_objects = crate::metrics::register_invalid_objects(&mut registry);
         let handshakes = Family::<HandshakeLabel, Counter>::default();
         let refused = Family::<RefusedLabel, Counter>::default();
         let suboptimal_dra_allocations = Counter::default();

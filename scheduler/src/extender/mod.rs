@@ -8,8 +8,9 @@
 //!
 //! - [`protocol`]: the JSON types and the pure translation to and from
 //!   scheduler-core (unit-tested with literal JSON);
+//! - [`backend`]: what the routes read and write through, and its errors;
 //! - [`http`]: the routes, status codes, limits and metrics over a
-//!   [`http::Backend`];
+//!   [`Backend`];
 //! - [`tls`]: the serving certificate, client-certificate authentication
 //!   and the listener that runs the handshakes;
 //! - [`server`]: the backend with its watches and API writes, and [`run`];
@@ -17,6 +18,7 @@
 //!   kube-scheduler's allocation after a bind;
 //! - [`metrics`]: what `/metrics` says in this mode.
 
+pub mod backend;
 pub mod dra;
 pub mod http;
 pub mod metrics;
@@ -24,6 +26,7 @@ pub mod protocol;
 pub mod server;
 pub mod tls;
 
+pub use backend::{Backend, BindError};
 pub use http::Limits;
-pub use server::{Addresses, BindError, Extender, ExtenderError, ServeOptions, run};
+pub use server::{Addresses, Extender, ExtenderError, ServeOptions, run};
 pub use tls::{TlsError, TlsFiles, TlsServing, TransportError, transport};

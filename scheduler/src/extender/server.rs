@@ -11,16 +11,17 @@
 //! out again. If the binding fails after the annotations were written, they
 //! are taken off again.
 
+use super::backend::{Backend, BindError, NotReady, SnapshotUnavailable};
 use super::dra::ExtenderDra;
-use super::http::{self, Backend, Limits};
+use super::http::{self, Limits};
 use super::metrics::ExtenderMetrics;
 use super::protocol::{BindingRequest, PlanError, PodClaims, binding, plan_binding};
 use super::tls::{TlsListener, TlsServing};
 use crate::cluster::{AssumeCache, Assumed, Objects, ReadingTrust, build_snapshot, pod_key, usage};
 use crate::config::Accounting;
 use crate::gangs::GangObjects;
-use crate::scheduler::FIELD_MANAGER;
 use crate::watch::{WatchError, Watches};
+use crate::writer::FIELD_MANAGER;
 use futures::future::BoxFuture;
 use gputopo_ops::Readiness;
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -63,28 +64,6 @@ pub enum ExtenderError {
     SharedPortWithTls { addr: SocketAddr },
     #[error("no --scheduler-name: /bind would refuse every pod")]
     NoSchedulerNames,
-}
-
-/// Why a bind did not happen; the message goes back to kube-scheduler.
-#[derive(Debug, thiserror::Error)]
-pub enum BindError {
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error(
-        "pod {pod} is not in gputopo's pod cache after {}s; kube-scheduler will retry it",
-        waited.as_secs()
-    )]
-    NotCached { pod: String, waited: Duration },
-    #[error("pod {pod} was bound by this extender moments ago (its binding is still on its way)")]
-    AlreadyAssumed { pod: String },
-    #[error("{0}")]
-    Snapshot(String),
-    #[error("binding pod {pod} (with its GPUs) to node {node}: {source}")]
-    Bind {
-        pod: String,
-        node: String,
-        source: kube::Error,
-    },
 }
 
 /// How the extender serves kube-scheduler.
@@ -186,7 +165,7 @@ impl Extender {
         Ok(self.watches.synced(&self.readiness).await?)
     }
 
-    fn build(&self) -> Result<Arc<Snapshot>, String> {
+    fn build(&self) -> Result<Arc<Snapshot>, SnapshotUnavailable> {
         let generation = self.generation.load(Ordering::SeqCst);
         if let Some((g, s)) = lock(&self.cached).as_ref()
             && *g == generation
@@ -215,8 +194,7 @@ impl Extender {
                 max_age: self.accounting.reported_allocations_max_age,
             };
             build_snapshot(&objects, &assumed, &self.config, trust)
-        }
-        .map_err(|e| format!("building the cluster snapshot: {e}"))?;
+        }?;
         for w in &warnings {
             debug!(warning = %w, "snapshot");
         }
@@ -277,7 +255,7 @@ impl Extender {
             .pods
             .get(&ObjectRef::<Pod>::new(&request.name).within(&request.namespace))
             .unwrap_or(waited);
-        let snapshot = self.build().map_err(BindError::Snapshot)?;
+        let snapshot = self.build()?;
         let claims = self.pod_claims(&pod, &snapshot);
         let placement = plan_binding(
             &snapshot,
@@ -343,15 +321,17 @@ impl Extender {
 }
 
 impl Backend for Extender {
-    fn ready(&self) -> Result<(), String> {
+    fn ready(&self) -> Result<(), NotReady> {
         if self.readiness.is_ready() {
             Ok(())
         } else {
-            Err(self.readiness.reason())
+            Err(NotReady {
+                reason: self.readiness.reason(),
+            })
         }
     }
 
-    fn snapshot(&self) -> Result<Arc<Snapshot>, String> {
+    fn snapshot(&self) -> Result<Arc<Snapshot>, SnapshotUnavailable> {
         self.build()
     }
 
@@ -363,8 +343,8 @@ impl Backend for Extender {
         self.pod_claims(pod, snapshot)
     }
 
-    fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, String>> {
-        Box::pin(async move { self.bind_pod(request).await.map_err(|e| e.to_string()) })
+    fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, BindError>> {
+        Box::pin(self.bind_pod(request))
     }
 }
 
@@ -398,7 +378,7 @@ pub async fn run(
         return Err(ExtenderError::NoSchedulerNames);
     }
     let metrics = Arc::new(ExtenderMetrics::new());
-    let readiness = Arc::new(crate::serve::readiness());
+    let readiness = Arc::new(crate::metrics::readiness());
     let ops = gputopo_ops::router(metrics.clone(), readiness.clone());
     const ALL: &str = "/healthz, /readyz, /metrics and the extender verbs";
     const OPS: &str = "/healthz, /readyz, /metrics";
@@ -500,7 +480,7 @@ mod tests {
             e.to_string(),
             "pod ml/p is not in gputopo's pod cache after 5s; kube-scheduler will retry it"
         );
-        let e = BindError::Plan(PlanError::AlreadyBound {
+        let e = BindError::from(PlanError::AlreadyBound {
             pod: "ml/p".into(),
             node: "n1".into(),
         });

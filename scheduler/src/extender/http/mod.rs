@@ -13,12 +13,12 @@
 //! flight. kube-scheduler treats every status but 200 as a failed call and
 //! retries the pod.
 
+pub use super::backend::{Backend, BindError, NotReady, SnapshotUnavailable};
 use super::metrics::{ExtenderMetrics, RefusedLabel, VerdictLabel};
 use super::protocol::{
-    self, BIND_PATH, BindingRequest, ExtenderBindingResult, ExtenderFilterResult, FILTER_PATH,
-    PRIORITIZE_PATH,
+    self, BIND_PATH, ExtenderBindingResult, ExtenderFilterResult, FILTER_PATH, PRIORITIZE_PATH,
 };
-use crate::serve::BottleneckLabel;
+use crate::metrics::BottleneckLabel;
 use axum::Router;
 use axum::body::Bytes;
 use axum::error_handling::HandleErrorLayer;
@@ -27,11 +27,6 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use futures::future::BoxFuture;
-use gputopo_scheduler_core::config::SchedulerConfig;
-use gputopo_scheduler_core::schedule::Placement;
-use gputopo_scheduler_core::snapshot::Snapshot;
-use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,24 +78,6 @@ impl Default for Limits {
             max_concurrent_binds: 64,
         }
     }
-}
-
-/// What the handlers read and write through.
-pub trait Backend: Send + Sync + 'static {
-    /// `Err(reason)` until the caches have synced.
-    fn ready(&self) -> Result<(), String>;
-    /// The cluster now, with the pods this extender bound and has not yet
-    /// seen bound; `Err(reason)` when it cannot be built.
-    fn snapshot(&self) -> Result<Arc<Snapshot>, String>;
-    fn config(&self) -> &SchedulerConfig;
-    /// What the pod's DRA claims are judged by on `snapshot` (none without
-    /// DRA objects).
-    fn claims(&self, _pod: &Pod, _snapshot: &Snapshot) -> protocol::PodClaims {
-        protocol::PodClaims::Unjudged
-    }
-    /// Chooses the GPUs on the request's node, writes them on the pod and
-    /// binds it; one bind at a time. `Err` is the message for kube-scheduler.
-    fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, String>>;
 }
 
 struct Shared {
@@ -273,7 +250,7 @@ async fn filter(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         Err(e) => {
             s.metrics
                 .request(VERB, "error", started.elapsed().as_secs_f64());
-            return json(StatusCode::OK, &ExtenderFilterResult::error(e));
+            return json(StatusCode::OK, &ExtenderFilterResult::error(e.to_string()));
         }
     };
     let claims = s.backend.claims(&request.pod, &snapshot);
@@ -324,7 +301,7 @@ async fn prioritize(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         Err(e) => {
             s.metrics
                 .request(VERB, "error", started.elapsed().as_secs_f64());
-            return text(StatusCode::INTERNAL_SERVER_ERROR, e);
+            return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
         }
     };
     let claims = s.backend.claims(&request.pod, &snapshot);
@@ -352,7 +329,7 @@ async fn bind(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let backend = s.backend.clone();
     let bound = tokio::spawn(async move { backend.bind(request).await })
         .await
-        .unwrap_or_else(|e| Err(format!("the bind task failed: {e}")));
+        .unwrap_or_else(|e| Err(BindError::Task(e)));
     match bound {
         Ok(p) => {
             info!(pod = %key, node = %p.node, gpus = %p.assigned_gpus(), score = p.score, explanation = %p.explanation, "bound");
@@ -371,7 +348,12 @@ async fn bind(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
             warn!(pod = %key, %node, %error, "bind refused");
             s.metrics
                 .request(VERB, "error", started.elapsed().as_secs_f64());
-            json(StatusCode::OK, &ExtenderBindingResult { error })
+            json(
+                StatusCode::OK,
+                &ExtenderBindingResult {
+                    error: error.to_string(),
+                },
+            )
         }
     }
 }

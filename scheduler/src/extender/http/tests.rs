@@ -1,5 +1,10 @@
+use super::super::protocol::{BindingRequest, PlanError};
 use super::*;
+use futures::future::BoxFuture;
+use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::reported::ReadingTrust;
+use gputopo_scheduler_core::schedule::Placement;
+use gputopo_scheduler_core::snapshot::Snapshot;
 use gputopo_scheduler_core::snapshot::SnapshotBuilder;
 use gputopo_scheduler_core::snapshot::from_k8s::node_input;
 use k8s_openapi::jiff::Timestamp;
@@ -23,36 +28,42 @@ struct Fake {
 }
 
 impl Backend for Fake {
-    fn ready(&self) -> Result<(), String> {
+    fn ready(&self) -> Result<(), NotReady> {
         if self.ready.load(Ordering::SeqCst) {
             Ok(())
         } else {
-            Err("waiting for the Pod watch to sync".into())
+            Err(NotReady {
+                reason: "waiting for the Pod watch to sync".into(),
+            })
         }
     }
-    fn snapshot(&self) -> Result<Arc<Snapshot>, String> {
+    fn snapshot(&self) -> Result<Arc<Snapshot>, SnapshotUnavailable> {
         Ok(self.snapshot.clone())
     }
     fn config(&self) -> &SchedulerConfig {
         &self.config
     }
-    fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, String>> {
+    fn bind(&self, request: BindingRequest) -> BoxFuture<'_, Result<Placement, BindError>> {
         Box::pin(async move {
             if request.node == "refuse" {
-                return Err("node refuse cannot take pod ml/p: too few free GPUs".into());
+                return Err(BindError::from(PlanError::AlreadyBound {
+                    pod: request.pod_key(),
+                    node: "refuse".into(),
+                }));
             }
             if request.node == "hang" {
                 self.started.notify_one();
                 self.release.notified().await;
-                self.binds.lock().map_err(|e| e.to_string())?.push(request);
-                return Err("released".into());
+                let pod = request.pod_key();
+                lock(&self.binds).push(request);
+                return Err(BindError::AlreadyAssumed { pod });
             }
             let scheduler = (request.name == "theirs").then_some("gputopo-scheduler");
             let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
                 "metadata": {"name": request.name, "namespace": request.namespace, "uid": "u"},
                 "spec": {"containers": [], "schedulerName": scheduler}
             }))
-            .map_err(|e| e.to_string())?;
+            .expect("a pod");
             let served = [protocol::DEFAULT_SCHEDULER_NAME.to_string()];
             let placement = protocol::plan_binding(
                 &self.snapshot,
@@ -61,12 +72,15 @@ impl Backend for Fake {
                 &pod,
                 &request,
                 &protocol::PodClaims::Unjudged,
-            )
-            .map_err(|e| e.to_string())?;
-            self.binds.lock().map_err(|e| e.to_string())?.push(request);
+            )?;
+            lock(&self.binds).push(request);
             Ok(placement)
         })
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn serve(ready: bool) -> (u16, Arc<Fake>, Arc<ExtenderMetrics>) {
@@ -268,7 +282,7 @@ async fn bind_answers_with_an_empty_error_or_the_reason() {
     assert_eq!(status, 200);
     assert_eq!(
         serde_json::from_str::<Value>(&body).expect("JSON"),
-        json!({"Error": "node refuse cannot take pod ml/p: too few free GPUs"})
+        json!({"Error": "pod ml/p is already bound to node refuse"})
     );
     let text = gputopo_ops::encode(gputopo_ops::MetricsRegistry::registry(metrics.as_ref()));
     assert!(
@@ -422,7 +436,13 @@ async fn requests_over_the_concurrency_limit_get_503() {
     assert_eq!(call(port, "POST", "/filter", &filter).await.0, 200);
     fake.release.notify_one();
     let (status, _, body) = first.await.expect("the first bind");
-    assert_eq!((status, body.as_str()), (200, r#"{"Error":"released"}"#));
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            200,
+            r#"{"Error":"pod ml/p was bound by this extender moments ago (its binding is still on its way)"}"#
+        )
+    );
     // The slot is free again.
     let (status, _, body) = call(
         port,

@@ -29,6 +29,7 @@
 mod claims;
 
 pub use crate::annotations::{assignment_annotations, bottleneck_text};
+use crate::binding::{PodIdentity, pod_binding};
 pub use claims::PodClaims;
 use claims::{Judge, Verdict};
 use gputopo_scheduler_core::config::SchedulerConfig;
@@ -36,8 +37,7 @@ use gputopo_scheduler_core::node_fit::{NodeJudge, PlaceError};
 use gputopo_scheduler_core::pod::{PendingPod, PodError};
 use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::Snapshot;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Binding, Pod};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -499,26 +499,15 @@ pub fn plan_binding(
         .map_err(PlanError::Place)
 }
 
-/// The `pods/binding` object; with the uid, the API server refuses it for a
-/// pod of the same name created anew.
+/// The `pods/binding` object for a bind request: the one both modes post
+/// ([`crate::binding::pod_binding`]), with the request's uid.
 pub fn binding(request: &BindingRequest, placement: &Placement) -> Binding {
-    // A pod without GPUs gets no GPU annotations.
-    let annotations = (!placement.gpus.is_empty()).then(|| assignment_annotations(placement));
-    Binding {
-        metadata: ObjectMeta {
-            name: Some(request.name.clone()),
-            namespace: Some(request.namespace.clone()),
-            uid: Some(request.uid.clone()),
-            annotations,
-            ..ObjectMeta::default()
-        },
-        target: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(request.node.clone()),
-            ..ObjectReference::default()
-        },
-    }
+    let pod = PodIdentity {
+        namespace: &request.namespace,
+        name: &request.name,
+        uid: Some(&request.uid),
+    };
+    pod_binding(&pod, placement)
 }
 
 #[cfg(test)]

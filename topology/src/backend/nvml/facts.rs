@@ -27,6 +27,43 @@ pub fn facts_from_answers(
     sysfs: &dyn SysfsSource,
     source: TopologySource,
 ) -> Result<NodeFacts, NvmlError> {
+    let devices = sorted_devices(answers)?;
+    let by_bus = bus_index(&devices)?;
+    let gpus: Vec<GpuFacts> = devices
+        .iter()
+        .map(|d| gpu_facts(d, sysfs, &by_bus))
+        .collect();
+    let counts: Vec<LinkCounts> = devices.iter().map(|d| LinkCounts::of(d, &by_bus)).collect();
+    let ancestors = common_ancestors(answers, &devices)?;
+    let mut gpu_pairs = Vec::new();
+    for (i, (da, ca)) in devices.iter().zip(&counts).enumerate() {
+        for (db, cb) in devices[i + 1..].iter().zip(&counts[i + 1..]) {
+            let (a, b) = (da.index, db.index);
+            let nvlinks = ca.nvlinks_with(a, cb, b);
+            let class = if nvlinks > 0 {
+                LinkClass::Nv(nvlinks)
+            } else {
+                match ancestors.get(&(a, b)) {
+                    Some(level) => LinkClass::new(level.link_type(), 0),
+                    None => return Err(NvmlError::UnknownPath { a, b }),
+                }
+            };
+            gpu_pairs.push(PairFact::new(a, b, class));
+        }
+    }
+    Ok(NodeFacts {
+        source,
+        vendor: Some(GpuVendor::Nvidia),
+        driver_version: answers.driver_version.clone(),
+        cuda_version: answers.cuda_driver_version.and_then(cuda_version_text),
+        gpus,
+        gpu_pairs,
+        nics: Vec::new(),
+    })
+}
+
+/// The devices by index; two with one index are an error.
+fn sorted_devices(answers: &NvmlAnswers) -> Result<Vec<&DeviceAnswers>, NvmlError> {
     let mut devices: Vec<&DeviceAnswers> = answers.devices.iter().collect();
     devices.sort_by_key(|d| d.index);
     for w in devices.windows(2) {
@@ -36,10 +73,13 @@ pub fn facts_from_answers(
             });
         }
     }
+    Ok(devices)
+}
 
-    // Canonical bus id -> GPU index, to resolve NVLink remote ends.
+/// Canonical bus id -> GPU index, to resolve NVLink remote ends.
+fn bus_index(devices: &[&DeviceAnswers]) -> Result<HashMap<String, u32>, NvmlError> {
     let mut by_bus: HashMap<String, u32> = HashMap::new();
-    for d in &devices {
+    for d in devices {
         let Some(bus) = d.pci_bus_id.as_deref() else {
             continue;
         };
@@ -50,47 +90,70 @@ pub fn facts_from_answers(
             });
         }
     }
+    Ok(by_bus)
+}
 
-    let gpus: Vec<GpuFacts> = devices
-        .iter()
-        .map(|d| gpu_facts(d, sysfs, &by_bus))
-        .collect();
+/// One GPU's active NVLinks: direct links to each peer, switch links, and
+/// whether the driver gave remote ids at all (see the module docs).
+struct LinkCounts {
+    direct: BTreeMap<u32, u32>,
+    switch: u32,
+    knows_remotes: bool,
+}
 
-    // Per GPU (in `devices` order): direct links to each peer, active switch
-    // links, and whether the driver gave remote ids at all (see the module docs).
-    struct LinkCounts {
-        direct: BTreeMap<u32, u32>,
-        switch: u32,
-        knows_remotes: bool,
-    }
-    let counts: Vec<LinkCounts> = devices
-        .iter()
-        .map(|d| {
-            let mut c = LinkCounts {
-                direct: BTreeMap::new(),
-                switch: 0,
-                knows_remotes: false,
-            };
-            for link in d.nvlinks.iter().flatten().filter(|l| l.active) {
-                let remote_gpu = link
-                    .remote_pci_bus_id
-                    .as_deref()
-                    .and_then(|bus| by_bus.get(&canonical_or_lower(bus)).copied());
-                c.knows_remotes |= link.remote_pci_bus_id.is_some();
-                match link.remote_device_type {
-                    Some(RemoteDeviceType::Switch) => c.switch += 1,
-                    Some(RemoteDeviceType::Ibmnpu) => {}
-                    Some(RemoteDeviceType::Gpu | RemoteDeviceType::Unknown) | None => {
-                        if let Some(peer) = remote_gpu.filter(|p| *p != d.index) {
-                            *c.direct.entry(peer).or_default() += 1;
-                        }
+impl LinkCounts {
+    fn of(d: &DeviceAnswers, by_bus: &HashMap<String, u32>) -> LinkCounts {
+        let mut c = LinkCounts {
+            direct: BTreeMap::new(),
+            switch: 0,
+            knows_remotes: false,
+        };
+        for link in d.nvlinks.iter().flatten().filter(|l| l.active) {
+            let remote_gpu = link
+                .remote_pci_bus_id
+                .as_deref()
+                .and_then(|bus| by_bus.get(&canonical_or_lower(bus)).copied());
+            c.knows_remotes |= link.remote_pci_bus_id.is_some();
+            match link.remote_device_type {
+                Some(RemoteDeviceType::Switch) => c.switch += 1,
+                Some(RemoteDeviceType::Ibmnpu) => {}
+                Some(RemoteDeviceType::Gpu | RemoteDeviceType::Unknown) | None => {
+                    if let Some(peer) = remote_gpu.filter(|p| *p != d.index) {
+                        *c.direct.entry(peer).or_default() += 1;
                     }
                 }
             }
-            c
-        })
-        .collect();
+        }
+        c
+    }
 
+    /// NVLinks between GPU `a` (these counts) and GPU `b` (`other`): the
+    /// direct ones both ends agree on (or the one end that knows remotes
+    /// says), plus those through switches both reach.
+    fn nvlinks_with(&self, a: u32, other: &LinkCounts, b: u32) -> u32 {
+        let ab = self.direct.get(&b).copied().unwrap_or(0);
+        let ba = other.direct.get(&a).copied().unwrap_or(0);
+        let direct = match (self.knows_remotes, other.knows_remotes) {
+            (true, true) => ab.min(ba),
+            (true, false) => ab,
+            (false, true) => ba,
+            (false, false) => 0,
+        };
+        let switched = if self.switch > 0 && other.switch > 0 {
+            self.switch.min(other.switch)
+        } else {
+            0
+        };
+        direct + switched
+    }
+}
+
+/// Each GPU pair's common PCIe ancestor; a pair naming an unknown GPU, or
+/// told twice differently, is an error.
+fn common_ancestors(
+    answers: &NvmlAnswers,
+    devices: &[&DeviceAnswers],
+) -> Result<HashMap<(u32, u32), TopologyLevel>, NvmlError> {
     let known: HashSet<u32> = devices.iter().map(|d| d.index).collect();
     let mut ancestors: HashMap<(u32, u32), TopologyLevel> = HashMap::new();
     for p in &answers.pairs {
@@ -119,46 +182,7 @@ pub fn facts_from_answers(
             });
         }
     }
-
-    let mut gpu_pairs = Vec::new();
-    for (i, (da, ca)) in devices.iter().zip(&counts).enumerate() {
-        for (db, cb) in devices[i + 1..].iter().zip(&counts[i + 1..]) {
-            let (a, b) = (da.index, db.index);
-            let ab = ca.direct.get(&b).copied().unwrap_or(0);
-            let ba = cb.direct.get(&a).copied().unwrap_or(0);
-            let direct = match (ca.knows_remotes, cb.knows_remotes) {
-                (true, true) => ab.min(ba),
-                (true, false) => ab,
-                (false, true) => ba,
-                (false, false) => 0,
-            };
-            let switched = if ca.switch > 0 && cb.switch > 0 {
-                ca.switch.min(cb.switch)
-            } else {
-                0
-            };
-            let nvlinks = direct + switched;
-            let class = if nvlinks > 0 {
-                LinkClass::Nv(nvlinks)
-            } else {
-                match ancestors.get(&(a, b)) {
-                    Some(level) => LinkClass::new(level.link_type(), 0),
-                    None => return Err(NvmlError::UnknownPath { a, b }),
-                }
-            };
-            gpu_pairs.push(PairFact::new(a, b, class));
-        }
-    }
-
-    Ok(NodeFacts {
-        source,
-        vendor: Some(GpuVendor::Nvidia),
-        driver_version: answers.driver_version.clone(),
-        cuda_version: answers.cuda_driver_version.and_then(cuda_version_text),
-        gpus,
-        gpu_pairs,
-        nics: Vec::new(),
-    })
+    Ok(ancestors)
 }
 
 fn gpu_facts(

@@ -83,6 +83,49 @@ pub(super) fn read(
         ));
     };
     let header_line = i + 1;
+    let gpus = header_gpus(header, header_line, section)?;
+    i += 1;
+    let n = gpus.len();
+    let mut cells = Vec::with_capacity(n);
+    for (r, &row_gpu) in gpus.iter().enumerate() {
+        let line_no = i + 1;
+        let line = lines.get(i).copied().unwrap_or("");
+        if i >= lines.len() || line.trim().is_empty() || banner(line.trim()).is_some() {
+            return Err(at(
+                line_no,
+                1,
+                format!(
+                    "expected row GPU{row_gpu} of the {} matrix but found {}: the matrix stops after {r} of {n} rows",
+                    section.name(),
+                    if i >= lines.len() {
+                        "the end of the text"
+                    } else {
+                        "no row"
+                    }
+                ),
+            ));
+        }
+        i += 1;
+        cells.push(read_row(section, line_no, line, r, row_gpu, n)?);
+    }
+    check_symmetric(section, header_line, &gpus, &cells)?;
+    Ok((
+        Matrix {
+            section,
+            header_line,
+            gpus,
+            cells,
+        },
+        i,
+    ))
+}
+
+/// The header's GPUs (`GPU0 GPU1 …`), each once.
+fn header_gpus(
+    header: &str,
+    header_line: usize,
+    section: Section,
+) -> Result<Vec<u32>, AmdTextError> {
     let mut gpus = Vec::new();
     for (col, w) in words(header) {
         match gpu_name(w) {
@@ -109,66 +152,64 @@ pub(super) fn read(
     if gpus.is_empty() {
         return Err(at(header_line, 1, "expected GPU names in the header"));
     }
-    i += 1;
+    Ok(gpus)
+}
 
-    let n = gpus.len();
-    let mut cells = Vec::with_capacity(n);
-    for (r, &row_gpu) in gpus.iter().enumerate() {
-        let line_no = i + 1;
-        let line = lines.get(i).copied().unwrap_or("");
-        if i >= lines.len() || line.trim().is_empty() || banner(line.trim()).is_some() {
-            return Err(at(
-                line_no,
-                1,
-                format!(
-                    "expected row GPU{row_gpu} of the {} matrix but found {}: the matrix stops after {r} of {n} rows",
-                    section.name(),
-                    if i >= lines.len() {
-                        "the end of the text"
-                    } else {
-                        "no row"
-                    }
-                ),
-            ));
-        }
-        i += 1;
-        let ws = words(line);
-        match ws.first() {
-            Some((_, label)) if gpu_name(label) == Some(row_gpu) => {}
-            Some((col, label)) => {
-                return Err(at(
-                    line_no,
-                    *col,
-                    format!("expected row GPU{row_gpu} but found {label:?}"),
-                ));
-            }
-            None => return Err(at(line_no, 1, format!("expected row GPU{row_gpu}"))),
-        }
-        if ws.len() < n + 1 {
-            let end = line.trim_end().chars().count() + 1;
-            return Err(at(
-                line_no,
-                end,
-                format!(
-                    "row GPU{row_gpu} has {} of {n} cells (a missing or merged cell)",
-                    ws.len() - 1
-                ),
-            ));
-        }
-        if let Some((col, extra)) = ws.get(n + 1) {
+/// Row `r` (of GPU `row_gpu`) of an `n`-GPU matrix: its label, then
+/// exactly `n` cells.
+fn read_row(
+    section: Section,
+    line_no: usize,
+    line: &str,
+    r: usize,
+    row_gpu: u32,
+    n: usize,
+) -> Result<Vec<Cell>, AmdTextError> {
+    let ws = words(line);
+    match ws.first() {
+        Some((_, label)) if gpu_name(label) == Some(row_gpu) => {}
+        Some((col, label)) => {
             return Err(at(
                 line_no,
                 *col,
-                format!("unexpected {extra:?} after the last column of row GPU{row_gpu}"),
+                format!("expected row GPU{row_gpu} but found {label:?}"),
             ));
         }
-        let mut row = Vec::with_capacity(n);
-        for (c, &(col, w)) in ws[1..].iter().enumerate() {
-            row.push(cell(section, line_no, col, w, r == c)?);
-        }
-        cells.push(row);
+        None => return Err(at(line_no, 1, format!("expected row GPU{row_gpu}"))),
     }
-    // Symmetric: the same link read from both ends.
+    if ws.len() < n + 1 {
+        let end = line.trim_end().chars().count() + 1;
+        return Err(at(
+            line_no,
+            end,
+            format!(
+                "row GPU{row_gpu} has {} of {n} cells (a missing or merged cell)",
+                ws.len() - 1
+            ),
+        ));
+    }
+    if let Some((col, extra)) = ws.get(n + 1) {
+        return Err(at(
+            line_no,
+            *col,
+            format!("unexpected {extra:?} after the last column of row GPU{row_gpu}"),
+        ));
+    }
+    ws[1..]
+        .iter()
+        .enumerate()
+        .map(|(c, &(col, w))| cell(section, line_no, col, w, r == c))
+        .collect()
+}
+
+/// The same link read from both ends.
+fn check_symmetric(
+    section: Section,
+    header_line: usize,
+    gpus: &[u32],
+    cells: &[Vec<Cell>],
+) -> Result<(), AmdTextError> {
+    let n = gpus.len();
     for a in 0..n {
         for b in a + 1..n {
             if cells[a][b] != cells[b][a] {
@@ -189,15 +230,7 @@ pub(super) fn read(
             }
         }
     }
-    Ok((
-        Matrix {
-            section,
-            header_line,
-            gpus,
-            cells,
-        },
-        i,
-    ))
+    Ok(())
 }
 
 fn cell(

@@ -87,9 +87,31 @@ pub fn parse(text: &str) -> Result<AmdSmiAnswers, AmdTextError> {
         ));
     }
 
-    // Every matrix must name the same GPUs in the same order.
+    let gpus = common_gpus(&matrices, &numa)?;
+    let devices = gpus
+        .iter()
+        .map(|&index| AmdDeviceAnswers {
+            index,
+            numa_node: numa.get(&index).and_then(|(_, n)| *n),
+            ..AmdDeviceAnswers::default()
+        })
+        .collect();
+    let pairs = pair_answers(&gpus, &matrices);
+    Ok(AmdSmiAnswers {
+        devices,
+        pairs,
+        ..AmdSmiAnswers::default()
+    })
+}
+
+/// The GPUs every matrix names, in the same order (or the NUMA lines'
+/// without a matrix); the NUMA lines may name no other.
+fn common_gpus(
+    matrices: &[Matrix],
+    numa: &BTreeMap<u32, (usize, Option<i32>)>,
+) -> Result<Vec<u32>, AmdTextError> {
     let mut gpus: Vec<u32> = Vec::new();
-    for m in &matrices {
+    for m in matrices {
         if gpus.is_empty() {
             gpus = m.gpus.clone();
         } else if m.gpus != gpus {
@@ -114,15 +136,11 @@ pub fn parse(text: &str) -> Result<AmdSmiAnswers, AmdTextError> {
             format!("the NUMA lines name GPU {g}, which the matrices do not list ({gpus:?})"),
         ));
     }
+    Ok(gpus)
+}
 
-    let devices = gpus
-        .iter()
-        .map(|&index| AmdDeviceAnswers {
-            index,
-            numa_node: numa.get(&index).and_then(|(_, n)| *n),
-            ..AmdDeviceAnswers::default()
-        })
-        .collect();
+/// Each GPU pair's answers, from every matrix read.
+fn pair_answers(gpus: &[u32], matrices: &[Matrix]) -> Vec<AmdPairAnswer> {
     let mut pairs = Vec::new();
     for (i, &a) in gpus.iter().enumerate() {
         for (j, &b) in gpus.iter().enumerate().skip(i + 1) {
@@ -131,7 +149,7 @@ pub fn parse(text: &str) -> Result<AmdSmiAnswers, AmdTextError> {
                 b,
                 ..AmdPairAnswer::default()
             };
-            for m in &matrices {
+            for m in matrices {
                 match m.cell(i, j) {
                     Cell::Number(v) if m.section == Section::Weight => p.weight = Some(v),
                     Cell::Number(v) => p.hops = u32::try_from(v).ok(),
@@ -142,11 +160,7 @@ pub fn parse(text: &str) -> Result<AmdSmiAnswers, AmdTextError> {
             pairs.push(p);
         }
     }
-    Ok(AmdSmiAnswers {
-        devices,
-        pairs,
-        ..AmdSmiAnswers::default()
-    })
+    pairs
 }
 
 /// `==== Title ====` → `Title`; `None` for a line that is not a banner.

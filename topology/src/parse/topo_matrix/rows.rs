@@ -66,6 +66,73 @@ pub(super) struct Row {
     pub(super) blank_value_at: Option<usize>,
 }
 
+/// A row's link cells and the (line, column) of each.
+type LinkCells = (Vec<Option<LinkClass>>, Vec<(usize, usize)>);
+
+/// A GPU row's affinity values, the fields they took, and the first blank one's column.
+type GpuAttributes = ([Option<String>; 3], usize, Option<usize>);
+
+/// The row must start with its device's label.
+fn check_row_label(
+    line_no: usize,
+    fields: &[Field<'_>],
+    expected: &str,
+) -> Result<(), TopoParseError> {
+    let label = fields.first().copied().unwrap_or(Field {
+        text: "",
+        column: 1,
+    });
+    if label.text != expected {
+        let label = if label.text.is_empty() {
+            fields
+                .iter()
+                .find(|f| !f.text.is_empty())
+                .copied()
+                .unwrap_or(label)
+        } else {
+            label
+        };
+        return Err(err(
+            line_no,
+            label.column,
+            TopoErrorKind::UnexpectedRow,
+            format!("expected row {expected} but found {:?}", label.text),
+        ));
+    }
+    Ok(())
+}
+
+/// One off-diagonal cell: a link class, or why not (a `topo -p2p` matrix's
+/// codes named as such).
+fn link_cell(line_no: usize, f: Field<'_>) -> Result<LinkClass, TopoParseError> {
+    match f.text.parse::<LinkClass>() {
+        Ok(class) => Ok(class),
+        Err(_) if P2P_CODES.contains(&f.text) => Err(err(
+            line_no,
+            f.column,
+            TopoErrorKind::P2pMatrix,
+            format!(
+                "found {:?}: this is a `nvidia-smi topo -p2p` P2P-capability matrix \
+                     (cells OK, CNS, GNS, TNS, NS), not a `topo -m` link matrix",
+                f.text
+            ),
+        )),
+        Err(_) => {
+            let found = if f.text.is_empty() {
+                "an empty field".to_string()
+            } else {
+                format!("{:?}", f.text)
+            };
+            Err(err(
+                line_no,
+                f.column,
+                TopoErrorKind::BadCell,
+                format!("expected {LINK_CLASSES} but found {found}"),
+            ))
+        }
+    }
+}
+
 impl Header {
     pub(super) fn parse(line_no: usize, line: &str) -> Result<Header, TopoParseError> {
         let all = split_header_fields(line);
@@ -227,28 +294,51 @@ impl Header {
     ) -> Result<Row, TopoParseError> {
         let expected = self.devices.get(d).map_or("", |dev| dev.label.as_str());
         let fields = split_row_fields(line);
-        let label = fields.first().copied().unwrap_or(Field {
-            text: "",
-            column: 1,
-        });
-        if label.text != expected {
-            let label = if label.text.is_empty() {
-                fields
-                    .iter()
-                    .find(|f| !f.text.is_empty())
-                    .copied()
-                    .unwrap_or(label)
-            } else {
-                label
-            };
+        check_row_label(line_no, &fields, expected)?;
+        let (cells, at) = self.link_cells(line_no, line, &fields, d, expected)?;
+        let rest = fields.get(1 + self.devices.len()..).unwrap_or_default();
+        let is_gpu = self.devices.get(d).is_some_and(|dev| dev.gpu.is_some());
+        let (attrs, used, mut blank_value_at) = if is_gpu {
+            self.gpu_attributes(line_no, line, rest, expected)?
+        } else {
+            (Default::default(), 0, None)
+        };
+        if is_gpu && let Some(f) = rest.get(used..).and_then(|r| r.first()) {
+            blank_value_at = blank_value_at.or(Some(f.column));
+        }
+        if let Some(f) = rest
+            .get(used..)
+            .and_then(|r| r.iter().find(|f| !f.text.is_empty()))
+        {
             return Err(err(
                 line_no,
-                label.column,
-                TopoErrorKind::UnexpectedRow,
-                format!("expected row {expected} but found {:?}", label.text),
+                f.column,
+                TopoErrorKind::ExtraField,
+                format!(
+                    "unexpected {:?} after the last column of row {expected} (the header has \
+                     fewer columns than this row)",
+                    f.text
+                ),
             ));
         }
+        Ok(Row {
+            cells,
+            at,
+            attrs,
+            blank_value_at,
+        })
+    }
 
+    /// Row `d`'s link cells, one per device column (`None` on the diagonal),
+    /// with where each is.
+    fn link_cells(
+        &self,
+        line_no: usize,
+        line: &str,
+        fields: &[Field<'_>],
+        d: usize,
+        expected: &str,
+    ) -> Result<LinkCells, TopoParseError> {
         let n_dev = self.devices.len();
         let mut cells = Vec::with_capacity(n_dev);
         let mut at = Vec::with_capacity(n_dev);
@@ -278,92 +368,49 @@ impl Header {
                 cells.push(None);
                 continue;
             }
-            match f.text.parse::<LinkClass>() {
-                Ok(class) => cells.push(Some(class)),
-                Err(_) if P2P_CODES.contains(&f.text) => {
-                    return Err(err(
-                        line_no,
-                        f.column,
-                        TopoErrorKind::P2pMatrix,
-                        format!(
-                            "found {:?}: this is a `nvidia-smi topo -p2p` P2P-capability matrix \
-                             (cells OK, CNS, GNS, TNS, NS), not a `topo -m` link matrix",
-                            f.text
-                        ),
-                    ));
-                }
-                Err(_) => {
-                    let found = if f.text.is_empty() {
-                        "an empty field".to_string()
-                    } else {
-                        format!("{:?}", f.text)
-                    };
-                    return Err(err(
-                        line_no,
-                        f.column,
-                        TopoErrorKind::BadCell,
-                        format!("expected {LINK_CLASSES} but found {found}"),
-                    ));
-                }
-            }
+            cells.push(Some(link_cell(line_no, *f)?));
         }
+        Ok((cells, at))
+    }
 
-        let rest = fields.get(1 + n_dev..).unwrap_or_default();
-        let is_gpu = self.devices.get(d).is_some_and(|dev| dev.gpu.is_some());
+    /// A GPU row's affinity values after its cells (the fields in `rest`):
+    /// the values, how many fields they took, and the column of the first
+    /// one read from an empty field.
+    fn gpu_attributes(
+        &self,
+        line_no: usize,
+        line: &str,
+        rest: &[Field<'_>],
+        expected: &str,
+    ) -> Result<GpuAttributes, TopoParseError> {
         let mut attrs: [Option<String>; 3] = Default::default();
         let mut blank_value_at = None;
         let mut used = 0;
-        if is_gpu {
-            let mut surplus = rest.len().saturating_sub(self.attrs.len());
-            for attr in &self.attrs {
-                // The extra tab nvidia-smi writes before `GPU NUMA ID` and before an `N/A` value.
-                if surplus > 0
-                    && rest.get(used).is_some_and(|f| f.text.is_empty())
-                    && (*attr == Attr::GpuNumaId
-                        || rest.get(used + 1).is_some_and(|f| f.text == "N/A"))
-                {
-                    used += 1;
-                    surplus -= 1;
-                }
-                let Some(f) = rest.get(used) else {
-                    return Err(err(
-                        line_no,
-                        end_column(line),
-                        TopoErrorKind::ShortRow,
-                        format!("row {expected} ends before its {attr} field (truncated line?)"),
-                    ));
-                };
+        let mut surplus = rest.len().saturating_sub(self.attrs.len());
+        for attr in &self.attrs {
+            // The extra tab nvidia-smi writes before `GPU NUMA ID` and before an `N/A` value.
+            if surplus > 0
+                && rest.get(used).is_some_and(|f| f.text.is_empty())
+                && (*attr == Attr::GpuNumaId || rest.get(used + 1).is_some_and(|f| f.text == "N/A"))
+            {
                 used += 1;
-                if f.text.is_empty() {
-                    blank_value_at = blank_value_at.or(Some(f.column));
-                }
-                attrs[*attr as usize] = attribute(line_no, *f, *attr)?;
+                surplus -= 1;
             }
+            let Some(f) = rest.get(used) else {
+                return Err(err(
+                    line_no,
+                    end_column(line),
+                    TopoErrorKind::ShortRow,
+                    format!("row {expected} ends before its {attr} field (truncated line?)"),
+                ));
+            };
+            used += 1;
+            if f.text.is_empty() {
+                blank_value_at = blank_value_at.or(Some(f.column));
+            }
+            attrs[*attr as usize] = attribute(line_no, *f, *attr)?;
         }
-        if is_gpu && let Some(f) = rest.get(used..).and_then(|r| r.first()) {
-            blank_value_at = blank_value_at.or(Some(f.column));
-        }
-        if let Some(f) = rest
-            .get(used..)
-            .and_then(|r| r.iter().find(|f| !f.text.is_empty()))
-        {
-            return Err(err(
-                line_no,
-                f.column,
-                TopoErrorKind::ExtraField,
-                format!(
-                    "unexpected {:?} after the last column of row {expected} (the header has \
-                     fewer columns than this row)",
-                    f.text
-                ),
-            ));
-        }
-        Ok(Row {
-            cells,
-            at,
-            attrs,
-            blank_value_at,
-        })
+        Ok((attrs, used, blank_value_at))
     }
 
     pub(super) fn into_matrix(

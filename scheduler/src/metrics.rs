@@ -1,5 +1,6 @@
-//! The scheduler's metrics; `/healthz`, `/readyz` (false until every watch
-//! has listed its objects) and `/metrics` are served by `gputopo-ops`.
+//! The secondary scheduler's metrics (and the label types the extender's,
+//! `extender/metrics.rs`, share); `/healthz`, `/readyz` (false until every
+//! watch has listed its objects) and `/metrics` are served by `gputopo-ops`.
 
 use crate::annotations::bottleneck_text;
 use crate::checked::InvalidObjectsGauge;

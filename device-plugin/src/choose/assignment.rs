@@ -19,7 +19,7 @@ impl fmt::Display for PodRef {
 
 /// A pod bound to this node, not yet started, with gputopo's choice.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claim {
+pub struct AssignedPod {
     pub pod: PodRef,
     /// The pod's creation time (the kubelet admits new pods in this order).
     pub created: Option<Timestamp>,
@@ -27,7 +27,7 @@ pub struct Claim {
     pub assigned: String,
 }
 
-/// Why a claim's annotation names no usable set.
+/// Why an assignment's annotation names no usable set.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AnnotationProblem {
     #[error(

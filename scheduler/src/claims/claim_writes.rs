@@ -5,7 +5,7 @@
 
 use super::ClaimWrite;
 use crate::cycle::{WriteError, WriteErrorKind, WriteOp};
-use crate::kube_writes::{FIELD_MANAGER, write_error};
+use crate::writer::{FIELD_MANAGER, write_error};
 use gputopo_scheduler_core::dra::CLAIM_FINALIZER;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimConsumerReference};
 use kube::api::{Api, PostParams};
