@@ -14,32 +14,7 @@ use crate::workspace::{Finding, workspace};
 use syn::visit::{self, Visit};
 
 /// Today's `Result<_, String>`s, (file, item), each to become a typed error.
-const ALLOWLIST: &[(&str, &str)] = &[
-    ("agent/src/amd_smi/ffi.rs", "AmdSmiLib::check"),
-    ("agent/src/amd_smi/ffi.rs", "AmdSmiLib::init"),
-    ("agent/src/amd_smi/ffi.rs", "AmdSmiLib::load"),
-    ("agent/src/podres/mod.rs", "check_devices"),
-    ("cli/src/cluster/mod.rs", "expand"),
-    ("cli/src/simulate/policy.rs", "PolicyKind::parse"),
-    ("images/src/spec.rs", "Arch::from_str"),
-    ("images/src/spec.rs", "Component::from_str"),
-    ("scheduler/src/config/file.rs", "DurationFile::try_from"),
-    ("scheduler/src/config/file.rs", "GenerationFile::try_from"),
-    ("scheduler/src/config/file.rs", "MemoryTargetFile::try_from"),
-    ("scheduler/src/config/file.rs", "PolicyFile::try_from"),
-    ("scheduler/src/config/file.rs", "PresetFile::try_from"),
-    (
-        "scheduler/src/config/mod.rs",
-        "Settings::set_scheduler_names",
-    ),
-    ("scheduler/src/extender/http/mod.rs", "Backend::bind"),
-    ("scheduler/src/extender/http/mod.rs", "Backend::ready"),
-    ("scheduler/src/extender/http/mod.rs", "Backend::snapshot"),
-    ("scheduler/src/extender/server.rs", "Extender::bind"),
-    ("scheduler/src/extender/server.rs", "Extender::build"),
-    ("scheduler/src/extender/server.rs", "Extender::ready"),
-    ("scheduler/src/extender/server.rs", "Extender::snapshot"),
-];
+const ALLOWLIST: &[(&str, &str)] = &[];
 
 const RULE: Rule = Rule {
     statement: "no `Result<_, String>` in a signature, field, type alias or trait method of \
