@@ -57,6 +57,7 @@ mod cluster;
 pub mod frag;
 pub mod generate;
 pub mod input;
+mod load;
 pub mod plot;
 pub mod policy;
 mod result;
@@ -66,11 +67,12 @@ pub mod topo;
 mod workload;
 mod world;
 
-pub use cluster::{Models, NodeUse, SimCluster, SimNode, load_cluster};
+pub use cluster::{Models, NodeUse, SimCluster, SimNode};
+pub use load::{load_cluster, load_workload};
 pub use result::{Point, SimResult, TopologyMetrics};
 pub use rng::below;
 pub use run::simulate;
-pub use workload::{SimPod, Workload, arrival_plan, load_workload};
+pub use workload::{SimPod, Workload, arrival_plan};
 pub use world::{State, World};
 
 use input::InputError;

@@ -48,7 +48,6 @@ use super::{SimCluster, SimError, SimNode, SimPod, World, below};
 use gputopo::Gputopo;
 pub use gputopo::snapshot_for;
 use gputopo_scheduler_core::config::{PodType, TargetWorkload};
-use gputopo_scheduler_core::snapshot::PodId;
 use rand_chacha::ChaCha8Rng;
 pub use scores::fgd_points;
 use scores::{
@@ -127,15 +126,7 @@ pub struct UnknownPolicy {
     pub name: String,
 }
 
-/// Where a pod went: the node (index into the cluster's nodes), the GPUs it
-/// uses (its share's GPU, or the whole ones), and for `gputopo` its id in
-/// the policy's snapshot.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Assignment {
-    pub node: usize,
-    pub gpus: Vec<u32>,
-    pub handle: Option<PodId>,
-}
+pub use super::world::Assignment;
 
 /// A policy with the state it keeps between pods.
 pub struct Policy {

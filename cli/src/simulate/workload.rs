@@ -1,10 +1,9 @@
-//! The workload: its pods, [`load_workload`] for an openb pod CSV or a workload
-//! YAML, and [`arrival_plan`]: resampled to `--inflate` and put in arrival order.
+//! The workload: its pods, and [`arrival_plan`]: resampled to `--inflate`
+//! and put in arrival order (`load.rs` reads it from a file).
 
 use super::rng::{below, shuffle, streams};
-use super::{Order, SimCluster, SimError, SimOptions, input};
+use super::{Order, SimError, SimOptions};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// A pod of the workload.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,16 +111,4 @@ pub fn arrival_plan(
         Order::Arrival => units.sort_by(|a, b| pods[a[0]].arrival.total_cmp(&pods[b[0]].arrival)),
     }
     Ok((pods, units))
-}
-
-/// Loads the workload: an openb pod CSV or a workload YAML.
-pub fn load_workload(path: &Path, cluster: &mut SimCluster) -> Result<Workload, SimError> {
-    if input::is_csv(path) {
-        let pods = input::read_pod_csv(path, &mut cluster.models)?;
-        return Ok(Workload {
-            pods,
-            gangs: Vec::new(),
-        });
-    }
-    Ok(input::read_workload_yaml(path, &mut cluster.models)?)
 }

@@ -2,8 +2,18 @@
 //! feasibility, and applying or releasing a placement.
 
 use super::frag::{FragModel, NodeFree};
-use super::policy::Assignment;
 use super::{Models, SimError, SimNode, SimPod};
+use gputopo_scheduler_core::snapshot::PodId;
+
+/// Where a pod went: the node (index into the cluster's nodes), the GPUs it
+/// uses (its share's GPU, or the whole ones), and for `gputopo` its id in
+/// the policy's snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assignment {
+    pub node: usize,
+    pub gpus: Vec<u32>,
+    pub handle: Option<PodId>,
+}
 
 /// Free resources per node, kept by the engine for every policy.
 pub struct State {
