@@ -3,13 +3,13 @@
 //! `nodeCacheCapable: true`), the cluster snapshot built from them (cached
 //! until a watch or a bind changes something), and binds, one at a time.
 //!
-//! A bind chooses the GPUs on the node kube-scheduler picked, writes them on
-//! the pod (merge patch, field manager `gputopo-scheduler`), posts the
-//! `pods/binding` subresource with the pod's uid, and then *assumes* the
-//! pod (see [`crate::cluster::AssumeCache`]): until the watch shows it
-//! bound, every snapshot counts its GPUs, so the next bind never hands them
-//! out again. If the binding fails after the annotations were written, they
-//! are taken off again.
+//! A bind chooses the GPUs on the node kube-scheduler picked and posts the
+//! `pods/binding` subresource with the pod's uid and the GPU annotations
+//! (`crate::binding`, the builder both modes use), which the API server
+//! copies onto the pod as it binds it: one request, so a pod is never bound
+//! without its GPUs. Then it *assumes* the pod (see
+//! [`crate::cluster::AssumeCache`]): until the watch shows it bound, every
+//! snapshot counts its GPUs, so the next bind never hands them out again.
 
 use super::backend::{Backend, BindError, NotReady, SnapshotUnavailable};
 use super::dra::ExtenderDra;

@@ -3,7 +3,7 @@
 //! end-to-end tests in `scheduler/tests/` run the same cycle against a real
 //! kube-apiserver.)
 
-use crate::annotations::assignment_annotations;
+use crate::binding::{PodIdentity, pod_binding};
 use crate::cluster::pod_key;
 use crate::cycle::gang_status::GangStatusWrite;
 use crate::cycle::node_trust::NodeConditionWrite;
@@ -205,7 +205,12 @@ impl ClusterWrites for FakeWrites {
         self.push(Write::Bind {
             pod: key,
             node: placement.node.clone(),
-            annotations: assignment_annotations(placement),
+            // What the real binding carries (`binding.rs`): none for a pod
+            // that holds no GPU.
+            annotations: pod_binding(&PodIdentity::of(pod), placement)
+                .metadata
+                .annotations
+                .unwrap_or_default(),
             ok: r.is_ok(),
         });
         r
