@@ -4,6 +4,8 @@
 //! (OpenMetrics text of the daemon's `prometheus-client` registry). Each
 //! daemon keeps its own metrics; this crate only serves them.
 
+pub mod build_info;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
