@@ -46,6 +46,7 @@ mod helm;
 mod helm_lifecycle;
 mod identity;
 mod objects;
+mod observability;
 mod plain_manifests;
 mod scheduler_e2e;
 mod scheduler_rbac;
