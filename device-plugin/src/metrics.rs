@@ -112,3 +112,23 @@ impl gputopo_ops::MetricsRegistry for Metrics {
         &self.registry
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_plugin_exports_its_build_beside_its_prefixed_metrics() {
+        let m = Metrics::new();
+        m.allocations.inc();
+        let text = gputopo_ops::encode(gputopo_ops::MetricsRegistry::registry(&m));
+        assert!(
+            text.contains("gputopo_build_info{component=\"device-plugin\",version=\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("gputopo_device_plugin_allocations_total 1"),
+            "{text}"
+        );
+    }
+}
