@@ -2,14 +2,17 @@
 //! PrometheusRule whose alerts select the chart's metrics Services and link
 //! to their runbooks in docs/operator.md, `metrics.grafanaDashboard` a
 //! ConfigMap for Grafana's sidecar holding `dashboards/gputopo.json`; both
-//! absent by default. The helpers here read the PromQL out of both, for
+//! are absent by default, and the real API server admits them (the rule
+//! under a CRD with prometheus-operator's schema for the fields it uses).
+//! The helpers here read the PromQL out of both, for
 //! `observability_daemons` to check against what the real daemons export.
 
 use super::helm::{render, render_ok};
-use super::objects::find;
+use super::objects::{find, kind_name};
 use super::root;
 use super::values::{NAMESPACE, RELEASE};
-use serde_json::Value;
+use super::{dry_run_apply, ensure_namespace};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 pub(super) const MONITORING: &str = r#"
@@ -312,5 +315,69 @@ fn the_monitoring_values_refuse_what_cannot_work() {
             render(RELEASE, NAMESPACE, Some(bad)).is_err(),
             "{why} was accepted: {bad}"
         );
+    }
+}
+
+/// The PrometheusRule CRD's schema, as prometheus-operator's (the fields the
+/// chart uses; durations with its pattern; unknown fields refused).
+fn prometheus_rule_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let duration = json!({"type": "string",
+        "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"});
+    let strings = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let rule = json!({"type": "object", "required": ["expr"], "properties": {
+        "alert": {"type": "string"},
+        "record": {"type": "string"},
+        "expr": {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                 "x-kubernetes-int-or-string": true},
+        "for": duration.clone(),
+        "keep_firing_for": duration.clone(),
+        "labels": strings.clone(),
+        "annotations": strings
+    }});
+    let group = json!({"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "interval": duration,
+        "rules": {"type": "array", "items": rule}
+    }});
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "prometheusrules.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "names": {"kind": "PrometheusRule", "listKind": "PrometheusRuleList",
+                      "plural": "prometheusrules", "singular": "prometheusrule"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "groups": {"type": "array", "items": group}
+                    }}
+                }}}
+            }]
+        }
+    }))
+    .expect("a CRD")
+}
+
+#[tokio::test]
+async fn the_api_server_admits_the_rule_and_the_dashboard() {
+    let env = gputopo_testenv::TestEnv::shared().await;
+    let client = env.client().await;
+    ensure_namespace(&client, NAMESPACE).await;
+    gputopo_testenv::install_crd(&client, prometheus_rule_crd())
+        .await
+        .expect("the PrometheusRule CRD");
+    let docs = render_ok(RELEASE, NAMESPACE, Some(MONITORING));
+    let rule = find(&docs, "PrometheusRule").expect("a PrometheusRule");
+    let map = dashboard_config_map(&docs).expect("the dashboard ConfigMap");
+    for doc in [rule, map] {
+        let key = kind_name(doc);
+        let applied = dry_run_apply(&client, doc)
+            .await
+            .unwrap_or_else(|e| panic!("{key:?} refused by the API server: {e}"));
+        assert_eq!(applied["metadata"]["name"], key.1, "{key:?}");
     }
 }
