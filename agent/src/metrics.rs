@@ -27,7 +27,9 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("gputopo_agent");
+        let mut root = Registry::default();
+        gputopo_ops::build_info::register_build_info(&mut root, "agent");
+        let registry = root.sub_registry_with_prefix("gputopo_agent");
         let scans = Family::<ResultLabel, Counter>::default();
         let writes = Family::<WriteLabel, Counter>::default();
         let gpus = Gauge::default();
@@ -67,7 +69,7 @@ impl Metrics {
             last_success.clone(),
         );
         Metrics {
-            registry,
+            registry: root,
             scans,
             writes,
             gpus,

@@ -26,7 +26,9 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("gputopo_device_plugin");
+        let mut root = Registry::default();
+        gputopo_ops::build_info::register_build_info(&mut root, "device-plugin");
+        let registry = root.sub_registry_with_prefix("gputopo_device_plugin");
         let preferred = Family::<OutcomeLabel, Counter>::default();
         let bad_annotations = Family::<ReasonLabel, Counter>::default();
         let registrations = Family::<ResultLabel, Counter>::default();
@@ -67,7 +69,7 @@ impl Metrics {
             let _ = bad_annotations.get_or_create(&ReasonLabel { reason });
         }
         Metrics {
-            registry,
+            registry: root,
             preferred,
             bad_annotations,
             allocations,
@@ -108,5 +110,25 @@ impl Default for Metrics {
 impl gputopo_ops::MetricsRegistry for Metrics {
     fn registry(&self) -> &Registry {
         &self.registry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_plugin_exports_its_build_beside_its_prefixed_metrics() {
+        let m = Metrics::new();
+        m.allocations.inc();
+        let text = gputopo_ops::encode(gputopo_ops::MetricsRegistry::registry(&m));
+        assert!(
+            text.contains("gputopo_build_info{component=\"device-plugin\",version=\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("gputopo_device_plugin_allocations_total 1"),
+            "{text}"
+        );
     }
 }

@@ -8,6 +8,8 @@
 
 pub mod daemon;
 
+pub mod build_info;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -91,7 +91,9 @@ pub fn register_invalid_objects(registry: &mut Registry) -> InvalidObjectsGauge 
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("gputopo");
+        let mut root = Registry::default();
+        gputopo_ops::build_info::register_build_info(&mut root, "scheduler");
+        let registry = root.sub_registry_with_prefix("gputopo");
         let duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         let attempts = Family::<AttemptLabels, Counter>::default();
         let decisions = Counter::default();
@@ -105,7 +107,7 @@ impl Metrics {
         let gang_recovery = Histogram::new(exponential_buckets(0.25, 2.0, 12));
         let domain_utilization = Family::<DomainLabels, Gauge<f64, AtomicU64>>::default();
         let evictions = Family::<EvictionLabels, Counter>::default();
-        let invalid_objects = register_invalid_objects(&mut registry);
+        let invalid_objects = register_invalid_objects(registry);
         let assignment_mismatches = Family::<NodeLabel, Counter>::default();
         let held = Family::<StateLabel, Gauge>::default();
         registry.register(
@@ -176,7 +178,7 @@ impl Metrics {
             events_dropped.clone(),
         );
         Metrics {
-            registry,
+            registry: root,
             duration,
             attempts,
             decisions,

@@ -66,7 +66,9 @@ pub struct ExtenderMetrics {
 
 impl ExtenderMetrics {
     pub fn new() -> ExtenderMetrics {
-        let mut registry = Registry::with_prefix("gputopo");
+        let mut root = Registry::default();
+        gputopo_ops::build_info::register_build_info(&mut root, "extender");
+        let registry = root.sub_registry_with_prefix("gputopo");
         let requests = Family::<RequestLabels, Counter>::default();
         let duration = Family::<VerbLabel, Histogram, fn() -> Histogram>::new_with_constructor(
             request_histogram,
@@ -76,7 +78,7 @@ impl ExtenderMetrics {
         let bottlenecks = Family::<BottleneckLabel, Counter>::default();
         let allocation = Gauge::<f64, AtomicU64>::default();
         let fragmentation = Gauge::<f64, AtomicU64>::default();
-        let invalid_objects = crate::metrics::register_invalid_objects(&mut registry);
+        let invalid_objects = crate::metrics::register_invalid_objects(registry);
         let handshakes = Family::<HandshakeLabel, Counter>::default();
         let refused = Family::<RefusedLabel, Counter>::default();
         let suboptimal_dra_allocations = Counter::default();
@@ -131,7 +133,7 @@ impl ExtenderMetrics {
             suboptimal_dra_allocations.clone(),
         );
         ExtenderMetrics {
-            registry,
+            registry: root,
             requests,
             duration,
             filtered_nodes,

@@ -21,12 +21,15 @@
 //!   and the uninstall leaves the CRD;
 //! - the Dockerfiles build what `scripts/static-build` checks in CI;
 //! - the optional device plugin (`devicePlugin.enabled`): `deploy/device_plugin.rs`.
+//! - the optional PrometheusRule and Grafana dashboard (`metrics.prometheusRule`,
+//!   `metrics.grafanaDashboard`) render, and every metric they query is one the
+//!   real daemons export: `deploy/observability*.rs`.
 //!
 //! Helm is the one `scripts/control-plane-binaries` builds (v3.19).
 //!
 //! One module per thing deployed or checked (`chart`, `plain_manifests`,
 //! `agent_*`, `scheduler_*`, `extender_*`, `device_plugin*`, `dry_run`,
-//! `helm_lifecycle`); the helpers they share: `helm` (running helm,
+//! `helm_lifecycle`, `observability*`); the helpers they share: `helm` (running helm,
 //! rendering the chart), `values` (the releases and values files), `objects`
 //! (reading rendered objects), `cluster` (applying them to the test control
 //! plane) and `chart_process` (running a binary as the chart's container).
@@ -46,6 +49,8 @@ mod helm;
 mod helm_lifecycle;
 mod identity;
 mod objects;
+mod observability;
+mod observability_daemons;
 mod plain_manifests;
 mod scheduler_e2e;
 mod scheduler_rbac;
