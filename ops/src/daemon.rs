@@ -222,6 +222,42 @@ pub fn manifest_env_vars(manifest: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// What went missing between a daemon's flags and what it documents: each
+/// variable in `expected` that no flag reads any more (or a flag's variable
+/// not in it), and each `GPUTOPO_*` that a manifest under `repo` sets and no
+/// flag reads. Empty when they agree; the daemons' tests assert that.
+pub fn env_var_drift(
+    cmd: &clap::Command,
+    expected: &[&str],
+    repo: &std::path::Path,
+    manifests: &[&str],
+) -> Vec<String> {
+    let accepted = flag_env_vars(cmd);
+    let expected: std::collections::BTreeSet<String> =
+        expected.iter().map(|v| v.to_string()).collect();
+    let mut drift: Vec<String> = expected
+        .difference(&accepted)
+        .map(|v| format!("{v} is documented and no flag reads it"))
+        .chain(
+            accepted
+                .difference(&expected)
+                .map(|v| format!("{v} is read by a flag and not in the list")),
+        )
+        .collect();
+    for manifest in manifests {
+        match std::fs::read_to_string(repo.join(manifest)) {
+            Ok(text) => drift.extend(
+                manifest_env_vars(&text)
+                    .into_iter()
+                    .filter(|v| !accepted.contains(v))
+                    .map(|v| format!("{manifest} sets {v}, which no flag reads")),
+            ),
+            Err(e) => drift.push(format!("{manifest} cannot be read: {e}")),
+        }
+    }
+    drift
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -377,23 +377,13 @@ mod tests {
 
     #[test]
     fn every_documented_environment_variable_is_still_accepted() {
-        let accepted = daemon::flag_env_vars(&Cli::command());
-        assert_eq!(accepted, ACCEPTED.iter().map(|v| v.to_string()).collect());
-        for manifest in [
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let manifests = [
             "helm/gputopo/templates/scheduler-deployment.yaml",
             "daemonset/scheduler.yaml",
-        ] {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join(manifest);
-            let text = std::fs::read_to_string(&path).expect("the manifest");
-            for var in daemon::manifest_env_vars(&text) {
-                assert!(
-                    accepted.contains(&var),
-                    "{manifest} sets {var}, which no flag reads"
-                );
-            }
-        }
+        ];
+        let drift = daemon::env_var_drift(&Cli::command(), ACCEPTED, &repo, &manifests);
+        assert!(drift.is_empty(), "{drift:#?}");
         // Both subcommands take the shared flags.
         for sub in ["run", "extender"] {
             let cli = Cli::try_parse_from([
