@@ -156,18 +156,21 @@ pub enum RequestError {
 // equals the text it displays.
 impl PartialEq for RequestError {
     fn eq(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
+        let (shown, other) = (self.to_string(), other.to_string());
+        shown == other
     }
 }
 
 impl PartialEq<&str> for RequestError {
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        let shown = self.to_string();
+        shown == *other
     }
 }
 
 impl PartialEq<String> for RequestError {
     fn eq(&self, other: &String) -> bool {
-        self.to_string() == *other
+        let shown = self.to_string();
+        shown == *other
     }
 }

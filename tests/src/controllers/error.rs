@@ -62,7 +62,7 @@ pub enum NotYet {
     #[error("{0}")]
     WebhookUnreachable(String),
     #[error("{0}")]
-    DryRun(kube::Error),
+    DryRun(Box<kube::Error>),
 }
 
 pub type Result<T, E = ControllerError> = std::result::Result<T, E>;

@@ -276,7 +276,7 @@ impl Controller {
                     }
                     // Accepted, or refused by the webhooks themselves: they answer.
                     Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
-                    Err(e) => Err(NotYet::DryRun(e)),
+                    Err(e) => Err(NotYet::DryRun(Box::new(e))),
                 }
             }
         })
