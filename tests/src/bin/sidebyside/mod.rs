@@ -6,4 +6,5 @@ pub mod cluster;
 pub mod progress;
 pub mod run;
 pub mod topo;
+pub mod which;
 pub mod workload;

@@ -2,7 +2,7 @@
 //! concurrent creates, and the wait until the pods are bound or settled.
 
 use super::cluster::retry;
-use super::run::{Settings, Which, log, node_of, unschedulable_message};
+use super::which::{Which, log};
 use super::workload::{self, PodPlan};
 use anyhow::{Context, Result};
 use futures::StreamExt;
@@ -36,6 +36,8 @@ pub(super) struct Progress {
     pub(super) created_at: Option<Instant>,
     /// The first create request.
     pub(super) start: Instant,
+    /// How many pods the workload has.
+    pub(super) total: usize,
 }
 
 /// The watch that timestamps binds, returned once synced (before the first pod).
@@ -125,19 +127,19 @@ pub(super) fn submit(
 }
 
 /// Waits until every pod is bound, the rest are reported unschedulable and
-/// nothing moved for `quiet_s`, nothing moved for long, or the timeout:
+/// nothing moved for `quiet`, nothing moved for long, or `timeout`:
 /// which of these ended it.
 pub(super) async fn wait_for_binds(
     which: Which,
-    settings: &Settings,
-    total: usize,
+    timeout: Duration,
+    quiet: Duration,
     ready_at: Instant,
     progress: &mut Progress,
     scheduler: &mut gputopo_testenv::process::Process,
 ) -> Result<&'static str> {
     let start = progress.start;
-    let deadline = start.max(ready_at) + Duration::from_secs(settings.timeout_s);
-    let quiet = Duration::from_secs(settings.quiet_s);
+    let total = progress.total;
+    let deadline = start.max(ready_at) + timeout;
     let stall = (quiet * 4).max(Duration::from_secs(60));
     let mut last_progress = Instant::now();
     loop {
@@ -198,4 +200,21 @@ pub(super) async fn wait_for_binds(
             return Ok("timeout");
         }
     }
+}
+
+pub(super) fn node_of(p: &Pod) -> Option<String> {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
+}
+
+pub(super) fn unschedulable_message(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| c.message.clone().unwrap_or_default())
 }

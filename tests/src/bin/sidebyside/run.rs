@@ -4,8 +4,12 @@
 
 use super::audit::{self, ApiWrites};
 use super::cluster::{self, NodePlan, retry};
-use super::progress::{Progress, submit, wait_for_binds, watch_pods};
+use super::progress::{
+    Progress, node_of, submit, unschedulable_message, wait_for_binds, watch_pods,
+};
 use super::topo::Model;
+pub use super::which::Which;
+use super::which::log;
 use super::workload::{self, PodPlan};
 use anyhow::{Result, bail};
 use gputopo_api::keys::pod as pod_keys;
@@ -16,32 +20,6 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// Which scheduler a trial runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Which {
-    #[serde(rename = "kube-scheduler")]
-    Stock,
-    #[serde(rename = "gputopo-scheduler")]
-    Gputopo,
-}
-
-impl Which {
-    pub fn name(self) -> &'static str {
-        match self {
-            Which::Stock => "kube-scheduler",
-            Which::Gputopo => "gputopo-scheduler",
-        }
-    }
-
-    /// The pods' `spec.schedulerName`.
-    pub fn scheduler_name(self) -> &'static str {
-        match self {
-            Which::Stock => "default-scheduler",
-            Which::Gputopo => "gputopo-scheduler",
-        }
-    }
-}
 
 /// What a trial is run with.
 #[derive(Clone, Debug, Serialize)]
@@ -134,23 +112,6 @@ pub struct Trial {
     pub logs: Option<String>,
 }
 
-pub(super) fn node_of(p: &Pod) -> Option<String> {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .filter(|n| !n.is_empty())
-}
-
-pub(super) fn unschedulable_message(p: &Pod) -> Option<String> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        .map(|c| c.message.clone().unwrap_or_default())
-}
-
 pub fn loadavg() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
@@ -158,10 +119,6 @@ pub fn loadavg() -> Option<f64> {
         .next()?
         .parse()
         .ok()
-}
-
-pub(super) fn log(which: Which, msg: impl std::fmt::Display) {
-    eprintln!("[{}] {msg}", which.name());
 }
 
 /// A process's peak resident memory so far (`VmHWM` in
@@ -244,6 +201,7 @@ pub async fn run_trial(
         creating: Some(creating),
         created_at: None,
         start,
+        total: plans.len(),
     };
     if settings.backlog {
         let done = progress.creating.take().expect("just set").await??;
@@ -268,11 +226,12 @@ pub async fn run_trial(
         -(start - ready_at).as_secs_f64()
     };
 
-    let total = plans.len();
+    let timeout = Duration::from_secs(settings.timeout_s);
+    let quiet = Duration::from_secs(settings.quiet_s);
     let ended = wait_for_binds(
         which,
-        settings,
-        total,
+        timeout,
+        quiet,
         ready_at,
         &mut progress,
         &mut scheduler,
@@ -290,30 +249,14 @@ pub async fn run_trial(
         format!("ended ({ended}) after {:.1} s", timings.wait_s),
     );
 
-    let mut scheduler_metrics = BTreeMap::new();
-    if let Some(port) = metrics_port
-        && let Some((200, text)) = gputopo_testenv::loopback::get(port, "/metrics").await
-    {
-        scheduler_metrics = cluster::keep_metrics(&text);
-    }
+    let scheduler_metrics = scheduler_metrics(metrics_port).await;
     // Stop the scheduler before reading the final state: nothing moves after.
     drop(scheduler);
     let lp = ListParams::default();
     let list = retry("listing the pods", || pods_api.list(&lp)).await?;
     watch.abort();
     let pods = pod_results(plans, list.items, &progress);
-    if pods.iter().all(|p| p.node.is_none()) && !pods.is_empty() {
-        let log = env.dir().join(match which {
-            Which::Stock => "kube-scheduler.log",
-            Which::Gputopo => "gputopo-scheduler.log",
-        });
-        bail!(
-            "{}: no pod was bound; last lines of {}:\n{}",
-            which.name(),
-            log.display(),
-            gputopo_testenv::process::tail(&log, 30)
-        );
-    }
+    ensure_some_bound(&pods, &env, which)?;
     let bound = pods.iter().filter(|p| p.node.is_some()).count();
     let user = match which {
         Which::Stock => "system:kube-scheduler",
@@ -420,4 +363,31 @@ fn keep_logs(settings: &Settings, env: &TestEnv, which: Which) -> Result<Option<
         }
     }
     Ok(Some(to.display().to_string()))
+}
+
+/// A trial that bound no pod at all says why, from the scheduler's log.
+fn ensure_some_bound(pods: &[PodResult], env: &TestEnv, which: Which) -> Result<()> {
+    if pods.iter().all(|p| p.node.is_none()) && !pods.is_empty() {
+        let log = env.dir().join(match which {
+            Which::Stock => "kube-scheduler.log",
+            Which::Gputopo => "gputopo-scheduler.log",
+        });
+        bail!(
+            "{}: no pod was bound; last lines of {}:\n{}",
+            which.name(),
+            log.display(),
+            gputopo_testenv::process::tail(&log, 30)
+        );
+    }
+    Ok(())
+}
+
+/// gputopo-scheduler's metrics that the report keeps (none for kube-scheduler).
+async fn scheduler_metrics(port: Option<u16>) -> BTreeMap<String, f64> {
+    if let Some(port) = port
+        && let Some((200, text)) = gputopo_testenv::loopback::get(port, "/metrics").await
+    {
+        return cluster::keep_metrics(&text);
+    }
+    BTreeMap::new()
 }
