@@ -326,7 +326,7 @@ async fn the_extender_refuses_strangers_other_profiles_other_uids_and_big_bodies
         .request(ext.extender_port, "POST", "/bind", &body)
         .await
         .expect_err("the cluster's CA");
-    assert!(e.starts_with("received fatal alert: "), "{e}");
+    assert!(e.to_string().starts_with("received fatal alert: "), "{e}");
     // Nor does plain HTTP get an answer.
     assert_eq!(
         request(ext.extender_port, "POST", "/bind", &body).await,

@@ -3,7 +3,8 @@
 
 use crate::feature_gates::workload_flags;
 use crate::{
-    KWOK_NODE_ANNOTATION, START_TIMEOUT, TestEnv, binaries, free_ports, kwok_stages, process,
+    KWOK_NODE_ANNOTATION, START_TIMEOUT, StartError, TestEnv, binaries, free_ports, kwok_stages,
+    process,
 };
 use std::future::Future;
 use std::path::Path;
@@ -142,8 +143,8 @@ impl TestEnv {
 
     async fn start_component<'a, F, Fut>(
         &'a self,
-        cell: &OnceCell<Result<(), String>>,
-        name: &str,
+        cell: &OnceCell<Result<(), StartError>>,
+        name: &'static str,
         start: F,
     ) -> &'a Self
     where
@@ -152,14 +153,18 @@ impl TestEnv {
     {
         let result = cell
             .get_or_init(|| async {
-                start().await.map_err(|e| {
+                start().await.map_err(|cause| {
                     process::PANICKED.store(true, Ordering::SeqCst);
-                    format!("{e:#}\n(control plane logs: {})", self.dir.display())
+                    StartError::Component {
+                        component: name,
+                        cause,
+                        logs: self.dir.clone(),
+                    }
                 })
             })
             .await;
         if let Err(e) = result {
-            panic!("gputopo-testenv: {name} did not start: {e}");
+            panic!("gputopo-testenv: {e}");
         }
         self
     }

@@ -41,6 +41,7 @@ pub mod pki;
 pub mod process;
 mod scheduler_process;
 mod spawn;
+mod start_error;
 
 use pki::Pki;
 use process::Process;
@@ -55,6 +56,7 @@ pub use binaries::kubernetes_version;
 pub use feature_gates::WORKLOAD_FEATURES;
 pub use objects::{fake_gpu_node, install_crd};
 pub use scheduler_process::SchedulerProcess;
+pub use start_error::StartError;
 
 // `controllers` and `kubelet_node` reach these as `crate::free_ports` and
 // `crate::client_from_kubeconfig`.
@@ -82,14 +84,14 @@ pub struct TestEnv {
     /// How kube-apiserver was started, to start it again after [`TestEnv::stop_apiserver`].
     apiserver_command: Mutex<Option<(PathBuf, Vec<String>)>>,
     etcd_command: Mutex<Option<(PathBuf, Vec<String>)>>,
-    controller_manager: OnceCell<Result<(), String>>,
-    scheduler: OnceCell<Result<(), String>>,
-    kwok: OnceCell<Result<(), String>>,
+    controller_manager: OnceCell<Result<(), StartError>>,
+    scheduler: OnceCell<Result<(), StartError>>,
+    kwok: OnceCell<Result<(), StartError>>,
     /// Owned envs clean up in Drop; the shared one at process exit.
     shared: bool,
 }
 
-static SHARED: OnceCell<Result<TestEnv, String>> = OnceCell::const_new();
+static SHARED: OnceCell<Result<TestEnv, StartError>> = OnceCell::const_new();
 static NAMES: AtomicU64 = AtomicU64::new(0);
 
 impl TestEnv {
@@ -104,12 +106,12 @@ impl TestEnv {
             .get_or_init(|| async {
                 TestEnv::start_inner(true)
                     .await
-                    .map_err(|e| format!("{e:#}"))
+                    .map_err(StartError::ControlPlane)
             })
             .await;
         match env {
             Ok(env) => env,
-            Err(e) => panic!("gputopo-testenv: the control plane did not start: {e}"),
+            Err(e) => panic!("gputopo-testenv: {e}"),
         }
     }
 

@@ -106,32 +106,71 @@ impl TlsClient {
         method: &str,
         path: &str,
         body: &str,
-    ) -> Result<(u16, String), String> {
+    ) -> Result<(u16, String), RequestError> {
         let text = request_text(method, path, body);
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let exchange = async {
             let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
-                .map_err(|e| format!("connecting: {e}"))?;
+                .map_err(RequestError::Connect)?;
             let name = ServerName::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST).into());
             let mut tls = connector
                 .connect(name, tcp)
                 .await
-                .map_err(|e| format!("TLS handshake: {e}"))?;
+                .map_err(RequestError::Handshake)?;
             let written = tls.write_all(text.as_bytes()).await;
             let mut answer = Vec::new();
             let read = tls.read_to_end(&mut answer).await;
             match (parse(&answer), written.and(read.map(|_| ()))) {
                 (Some(answer), _) => Ok(answer),
-                (None, Err(e)) => Err(e.to_string()),
-                (None, Ok(())) => Err(format!(
-                    "not an HTTP answer: {:?}",
-                    String::from_utf8_lossy(&answer)
+                (None, Err(e)) => Err(RequestError::Exchange(e)),
+                (None, Ok(())) => Err(RequestError::NotHttp(
+                    String::from_utf8_lossy(&answer).into_owned(),
                 )),
             }
         };
         tokio::time::timeout(Duration::from_secs(30), exchange)
             .await
-            .unwrap_or_else(|_| Err("no answer within 30 s".into()))
+            .unwrap_or(Err(RequestError::Timeout))
+    }
+}
+
+/// Why [`TlsClient::request`] got no HTTP answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("connecting: {0}")]
+    Connect(std::io::Error),
+    #[error("TLS handshake: {0}")]
+    Handshake(std::io::Error),
+    /// Sending or reading failed before an answer came: a TLS alert the
+    /// server sent (`received fatal alert: CertificateRequired`) or a reset.
+    #[error("{0}")]
+    Exchange(std::io::Error),
+    #[error("not an HTTP answer: {0:?}")]
+    NotHttp(String),
+    #[error("no answer within 30 s")]
+    Timeout,
+}
+
+// Tests assert on what a refusal says (the TLS alert's text), so an error
+// equals the text it displays.
+impl PartialEq for RequestError {
+    fn eq(&self, other: &Self) -> bool {
+        let (shown, other) = (self.to_string(), other.to_string());
+        shown == other
+    }
+}
+
+impl PartialEq<&str> for RequestError {
+    fn eq(&self, other: &&str) -> bool {
+        let shown = self.to_string();
+        shown == *other
+    }
+}
+
+impl PartialEq<String> for RequestError {
+    fn eq(&self, other: &String) -> bool {
+        let shown = self.to_string();
+        shown == *other
     }
 }

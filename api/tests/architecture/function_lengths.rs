@@ -2,8 +2,10 @@
 //! to its closing brace (closures count inside their function): free
 //! functions, methods and trait default methods alike. Test code is left
 //! out: `#[cfg(test)]` modules and `#[test]` functions, the files of
-//! `tests/`, `benches/` and `examples/` folders (the testenv crate's
-//! `tests/` among them) and the fuzzer (`fuzz/`); binaries count.
+//! `tests/`, `benches/` and `examples/` folders and the fuzzer (`fuzz/`);
+//! binaries count. The testenv crate's `tests/src/**` is not test code
+//! (only its `tests/tests/**` is): its control plane, demo and benchmark
+//! drivers are checked.
 
 use crate::ratchet::{Rule, ratchet};
 use crate::source::is_test;

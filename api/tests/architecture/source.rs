@@ -135,12 +135,18 @@ fn needs_test(meta: &Meta) -> bool {
 }
 
 /// Whether a file of a crate's module tree is test code by where it lives:
-/// in a `tests/`, `benches/` or `examples/` folder, the testenv crate's
-/// own `tests/` among them (a control plane for the integration tests and
-/// the benchmarks' drivers), or in the fuzzer (`fuzz/`).
+/// in a `tests/`, `benches/` or `examples/` folder, or in the fuzzer
+/// (`fuzz/`). The testenv crate lives in the top-level `tests/` folder but
+/// its `tests/src/**` is library and binary code (the real local control
+/// plane, the demo, the benchmark drivers) and is checked; its integration
+/// tests (`tests/tests/**`) are test code like any crate's.
 pub fn is_test_path(relative: &str) -> bool {
+    let within = relative.strip_prefix(TESTENV_SRC).unwrap_or(relative);
     relative.starts_with("fuzz/")
-        || relative
+        || within
             .split('/')
             .any(|c| matches!(c, "tests" | "benches" | "examples"))
 }
+
+/// The source folder of the testenv crate (the workspace member `tests`).
+const TESTENV_SRC: &str = "tests/src/";

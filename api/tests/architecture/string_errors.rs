@@ -4,8 +4,9 @@
 //! (`std::result::Result<T, String>`, `Result<T, std::string::String>`,
 //! nested in `Option<...>` or `Box<dyn Fn() -> ...>`). Function bodies are
 //! not read (a local's type is the function's business), nor is test code
-//! (as for function lengths), nor binaries (`src/main.rs`, `src/bin/**`),
-//! where `anyhow` is the rule.
+//! (as for function lengths: the testenv crate's `tests/src/**` is library
+//! code, its `tests/tests/**` test code), nor binaries (`src/main.rs`,
+//! `src/bin/**`), where `anyhow` is the rule.
 
 use crate::function_lengths::type_name;
 use crate::ratchet::{Rule, ratchet};

@@ -190,6 +190,13 @@ struct Outcome {
     replica_restarts: usize,
 }
 
+/// The pods created so far, name → (created at, gang), and each gang's members.
+#[derive(Default)]
+struct Created {
+    pods: BTreeMap<String, (f64, Option<String>)>,
+    gangs: BTreeMap<String, Vec<String>>,
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -213,129 +220,31 @@ async fn main() -> Result<()> {
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await?;
-    let mut replicas = vec![
-        Replica {
-            name: "replica-a",
-            process: Some(start_replica(&env, &bin, "replica-a")?),
-        },
-        Replica {
-            name: "replica-b",
-            process: Some(start_replica(&env, &bin, "replica-b")?),
-        },
-    ];
+    let mut replicas = Vec::new();
+    for name in ["replica-a", "replica-b"] {
+        let process = Some(start_replica(&env, &bin, name)?);
+        replicas.push(Replica { name, process });
+    }
 
     let pods = Api::<Pod>::namespaced(client.clone(), NS);
     let start = Instant::now();
-    let seen: Arc<Mutex<Seen>> = Arc::default();
-    {
-        let (seen, api) = (seen.clone(), pods.clone());
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(
-                watcher(api, watcher::Config::default())
-                    .default_backoff()
-                    .applied_objects()
-            );
-            while let Some(event) = stream.next().await {
-                let Ok(p) = event else { continue };
-                if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
-                    continue;
-                }
-                let name = p.metadata.name.unwrap_or_default();
-                let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
-                if let std::collections::hash_map::Entry::Vacant(e) = s.bound.entry(name) {
-                    let t = start.elapsed().as_secs_f64();
-                    e.insert(t);
-                    s.binds.push(t);
-                }
-            }
-        });
-    }
-
+    let seen = watch_binds(pods.clone(), start);
     let mut rng = cli.seed;
     let mut outcome = Outcome::default();
-    let mut created: BTreeMap<String, (f64, Option<String>)> = BTreeMap::new();
-    let mut gangs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut created = Created::default();
     let mut next_fault = Duration::from_secs(cli.fault_every);
     let kinds = ["leader", "etcd", "kube-apiserver"];
     let mut next_sample = Duration::ZERO;
-    let lifetime = cli.lifetime;
     while start.elapsed() < Duration::from_secs(cli.duration) {
-        // An arrival: a single pod (60 %) or a gang of 2-3.
-        let i = outcome.pods_created;
-        if args::next(&mut rng) % 100 < 60 {
-            let gpus = [1, 2, 4, 8][(args::next(&mut rng) % 4) as usize];
-            let name = format!("p-{i:05}");
-            if pods
-                .create(&PostParams::default(), &pod(&name, gpus, None)?)
-                .await
-                .is_ok()
-            {
-                created.insert(name, (start.elapsed().as_secs_f64(), None));
-                outcome.pods_created += 1;
-            }
-        } else {
-            let size = 2 + (args::next(&mut rng) % 2) as u32;
-            let gpus = [4, 8][(args::next(&mut rng) % 2) as usize];
-            let gang = format!("g-{:04}", outcome.gangs_created);
-            let mut members = Vec::new();
-            for m in 0..size {
-                let name = format!("{gang}-{m}");
-                if pods
-                    .create(
-                        &PostParams::default(),
-                        &pod(&name, gpus, Some((&gang, size)))?,
-                    )
-                    .await
-                    .is_ok()
-                {
-                    created.insert(
-                        name.clone(),
-                        (start.elapsed().as_secs_f64(), Some(gang.clone())),
-                    );
-                    members.push(name);
-                    outcome.pods_created += 1;
-                }
-            }
-            gangs.insert(gang, members);
-            outcome.gangs_created += 1;
-        }
-        // Departures: singles bound for `lifetime`, gangs once all are.
+        arrive(&pods, &mut rng, start, &mut created, &mut outcome).await?;
         let now = start.elapsed().as_secs_f64();
-        let leaving: Vec<String> = {
-            let s = seen.lock().unwrap_or_else(|e| e.into_inner());
-            let old = |n: &String| s.bound.get(n).is_some_and(|&t| now - t > lifetime);
-            let mut v: Vec<String> = created
-                .iter()
-                .filter(|(n, (_, g))| g.is_none() && old(n))
-                .map(|(n, _)| n.clone())
-                .collect();
-            for members in gangs.values() {
-                if members.iter().all(old) {
-                    v.extend(members.iter().cloned());
-                }
-            }
-            v
-        };
-        for name in leaving {
-            if pods.delete(&name, &DeleteParams::default()).await.is_ok()
-                && let Some((_, Some(g))) = created.remove(&name)
-            {
-                gangs.remove(&g);
-            }
-        }
+        depart(&pods, &seen, &mut created, now, cli.lifetime).await;
         if start.elapsed() >= next_fault {
             let kind = kinds[outcome.faults.len() % kinds.len()];
             let at_s = start.elapsed().as_secs_f64();
             log(format!("{at_s:.0} s: killing {kind}"));
-            fault(
-                &env,
-                &client,
-                &bin,
-                &mut replicas,
-                kind,
-                Duration::from_secs(cli.outage),
-            )
-            .await?;
+            let outage = Duration::from_secs(cli.outage);
+            fault(&env, &client, &bin, &mut replicas, kind, outage).await?;
             let back_s = start.elapsed().as_secs_f64();
             outcome.faults.push(Fault {
                 kind,
@@ -346,18 +255,7 @@ async fn main() -> Result<()> {
             next_fault += Duration::from_secs(cli.fault_every);
         }
         if start.elapsed() >= next_sample {
-            for r in &replicas {
-                if let Some((p, _)) = &r.process
-                    && let Some(kib) = rss_kib(p.pid())
-                {
-                    let key = format!("{} (pid {})", r.name, p.pid());
-                    outcome
-                        .rss_mib
-                        .entry(key)
-                        .or_default()
-                        .push((start.elapsed().as_secs(), kib as f64 / 1024.0));
-                }
-            }
+            sample_rss(&replicas, start, &mut outcome);
             next_sample += Duration::from_secs(10);
         }
         // A replica that exited (the leader stops when it cannot renew
@@ -376,7 +274,7 @@ async fn main() -> Result<()> {
     }
 
     log("arrivals stopped; waiting for the cluster to settle");
-    settle(&pods, &created, &gangs).await;
+    settle(&pods, &created.pods, &created.gangs).await;
     let listed = list_all(&pods).await?;
     let binds = seen.lock().unwrap_or_else(|e| e.into_inner()).binds.clone();
     for f in &mut outcome.faults {
@@ -393,13 +291,135 @@ async fn main() -> Result<()> {
         .filter_map(|f| f.rebind_s)
         .reduce(f64::max);
     outcome.pods_bound = seen.lock().unwrap_or_else(|e| e.into_inner()).bound.len();
-    count(&listed, &gangs, &mut outcome);
+    count(&listed, &created.gangs, &mut outcome);
     // Every pod gone: what the schedulers still carry should be nothing.
     let _ = pods
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;
     tokio::time::sleep(Duration::from_secs(15)).await;
-    for r in &replicas {
+    outcome.idle_state = idle_states(&replicas).await;
+    drop(replicas);
+    write_report(&cli, &outcome)
+}
+
+/// When each pod of `pods` was first seen bound, seconds after `start`,
+/// from a watch that runs for the rest of the process.
+fn watch_binds(pods: Api<Pod>, start: Instant) -> Arc<Mutex<Seen>> {
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let recorded = seen.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(
+            watcher(pods, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+        );
+        while let Some(event) = stream.next().await {
+            let Ok(p) = event else { continue };
+            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
+                continue;
+            }
+            let name = p.metadata.name.unwrap_or_default();
+            let mut s = recorded.lock().unwrap_or_else(|e| e.into_inner());
+            if let std::collections::hash_map::Entry::Vacant(e) = s.bound.entry(name) {
+                let t = start.elapsed().as_secs_f64();
+                e.insert(t);
+                s.binds.push(t);
+            }
+        }
+    });
+    seen
+}
+
+/// An arrival: a single pod (60 %) or a gang of 2-3.
+async fn arrive(
+    pods: &Api<Pod>,
+    rng: &mut u64,
+    start: Instant,
+    created: &mut Created,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    let i = outcome.pods_created;
+    if args::next(rng) % 100 < 60 {
+        let gpus = [1, 2, 4, 8][(args::next(rng) % 4) as usize];
+        let name = format!("p-{i:05}");
+        let spec = pod(&name, gpus, None)?;
+        if pods.create(&PostParams::default(), &spec).await.is_ok() {
+            created
+                .pods
+                .insert(name, (start.elapsed().as_secs_f64(), None));
+            outcome.pods_created += 1;
+        }
+        return Ok(());
+    }
+    let size = 2 + (args::next(rng) % 2) as u32;
+    let gpus = [4, 8][(args::next(rng) % 2) as usize];
+    let gang = format!("g-{:04}", outcome.gangs_created);
+    let mut members = Vec::new();
+    for m in 0..size {
+        let name = format!("{gang}-{m}");
+        let spec = pod(&name, gpus, Some((&gang, size)))?;
+        if pods.create(&PostParams::default(), &spec).await.is_ok() {
+            let at = start.elapsed().as_secs_f64();
+            created.pods.insert(name.clone(), (at, Some(gang.clone())));
+            members.push(name);
+            outcome.pods_created += 1;
+        }
+    }
+    created.gangs.insert(gang, members);
+    outcome.gangs_created += 1;
+    Ok(())
+}
+
+/// Departures: singles bound for `lifetime` seconds, gangs once all are.
+async fn depart(
+    pods: &Api<Pod>,
+    seen: &Mutex<Seen>,
+    created: &mut Created,
+    now: f64,
+    lifetime: f64,
+) {
+    let leaving: Vec<String> = {
+        let s = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let old = |n: &String| s.bound.get(n).is_some_and(|&t| now - t > lifetime);
+        let mut v: Vec<String> = created
+            .pods
+            .iter()
+            .filter(|(n, (_, g))| g.is_none() && old(n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for members in created.gangs.values() {
+            if members.iter().all(old) {
+                v.extend(members.iter().cloned());
+            }
+        }
+        v
+    };
+    for name in leaving {
+        if pods.delete(&name, &DeleteParams::default()).await.is_ok()
+            && let Some((_, Some(g))) = created.pods.remove(&name)
+        {
+            created.gangs.remove(&g);
+        }
+    }
+}
+
+/// One RSS sample (MiB) per running replica process.
+fn sample_rss(replicas: &[Replica], start: Instant, outcome: &mut Outcome) {
+    for r in replicas {
+        if let Some((p, _)) = &r.process
+            && let Some(kib) = rss_kib(p.pid())
+        {
+            let key = format!("{} (pid {})", r.name, p.pid());
+            let sample = (start.elapsed().as_secs(), kib as f64 / 1024.0);
+            outcome.rss_mib.entry(key).or_default().push(sample);
+        }
+    }
+}
+
+/// `gputopo_scheduler_state` per replica that serves its metrics.
+async fn idle_states(replicas: &[Replica]) -> BTreeMap<String, BTreeMap<String, f64>> {
+    let mut states = BTreeMap::new();
+    for r in replicas {
         if let Some((_, port)) = &r.process
             && let Some((200, text)) = gputopo_testenv::loopback::get(*port, "/metrics").await
         {
@@ -411,10 +431,14 @@ async fn main() -> Result<()> {
                     Some((k.to_string(), v.parse().ok()?))
                 })
                 .collect();
-            outcome.idle_state.insert(r.name.to_string(), state);
+            states.insert(r.name.to_string(), state);
         }
     }
-    drop(replicas);
+    states
+}
+
+/// The report as JSON on stdout, and in `--json`'s file when given.
+fn write_report(cli: &Cli, outcome: &Outcome) -> Result<()> {
     let report = serde_json::to_string_pretty(&json!({
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

@@ -153,6 +153,42 @@ async fn main() -> Result<()> {
     env.with_kwok().await;
     eprintln!("control plane up in {:.1} s", t0.elapsed().as_secs_f64());
 
+    let mut agents = start_agents(&env, &args).await?;
+    let topologies = wait_topologies(&env).await?;
+    print_topologies(&topologies);
+    println!();
+
+    wait_untainted(&env).await?;
+    dra::publish(&env, &topologies, DRA_NODE).await?;
+    eprintln!("starting the JobSet controller ...");
+    let _jobset_controller = jobset::start(&env).await?;
+    let scheduler = start_scheduler(&env, &args.scheduler).await?;
+    agents.0.push(scheduler);
+    let placed = run_workload(&env).await?;
+    print_placements(&placed);
+    dra::print_claims(&env, DEMO_NAMESPACE).await?;
+    println!();
+    println!("The cluster is up (API server {}).", env.apiserver_url());
+    println!("  export KUBECONFIG={}", env.kubeconfig_path().display());
+    println!(
+        "  kubectl get gputopologies   # or: kubectl get nodes -L nvidia.com/nvlink.p2p.level,gputopo.dev/interconnect"
+    );
+    println!(
+        "  kubectl -n {DEMO_NAMESPACE} get pods -o wide; kubectl -n {DEMO_NAMESPACE} get events"
+    );
+    if args.once {
+        return Ok(());
+    }
+    println!("Press Ctrl-C to stop it.");
+    tokio::signal::ctrl_c().await?;
+    eprintln!("stopping");
+    drop(agents);
+    Ok(())
+}
+
+/// Per node of [`NODES`]: a fake kwok node and a gputopo agent publishing
+/// its topology from the node's fixture.
+async fn start_agents(env: &TestEnv, args: &Args) -> Result<Agents> {
     let mut agents = Agents(Vec::new());
     for (name, leaf, fixture) in NODES {
         let source = args.fixtures.join(fixture);
@@ -185,13 +221,17 @@ async fn main() -> Result<()> {
             .with_context(|| format!("starting {}", args.agent.display()))?;
         agents.0.push(child);
     }
+    Ok(agents)
+}
 
+/// Every node's GpuTopology, once all agents have published one (60 s at most).
+async fn wait_topologies(env: &TestEnv) -> Result<Vec<GpuTopology>> {
     let topologies: Api<GpuTopology> = Api::all(env.client().await);
     let deadline = Instant::now() + Duration::from_secs(60);
-    let list = loop {
+    loop {
         let list = topologies.list(&ListParams::default()).await?;
         if list.items.len() == NODES.len() {
-            break list;
+            return Ok(list.items);
         }
         if Instant::now() > deadline {
             bail!(
@@ -201,13 +241,17 @@ async fn main() -> Result<()> {
             );
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    }
+}
+
+/// A table of the published topologies, one node a row.
+fn print_topologies(topologies: &[GpuTopology]) {
     let leaf_of: BTreeMap<&str, &str> = NODES.iter().map(|(n, l, _)| (*n, *l)).collect();
     println!(
         "{:<16} {:>4}  {:<28} {:<6} {:>6}  {:<13} LEAF",
         "NAME", "GPUS", "PRODUCT", "P2P", "ISLAND", "INTERCONNECT"
     );
-    for t in &list.items {
+    for t in topologies {
         let s = &t.spec.summary;
         println!(
             "{:<16} {:>4}  {:<28} {:<6} {:>6}  {:<13} {}",
@@ -220,15 +264,10 @@ async fn main() -> Result<()> {
             leaf_of.get(t.spec.node_name.as_str()).unwrap_or(&"?"),
         );
     }
-    println!();
+}
 
-    wait_untainted(&env).await?;
-    dra::publish(&env, &list.items, DRA_NODE).await?;
-    eprintln!("starting the JobSet controller ...");
-    let _jobset_controller = jobset::start(&env).await?;
-    let scheduler = start_scheduler(&env, &args.scheduler).await?;
-    agents.0.push(scheduler);
-    let placed = run_workload(&env).await?;
+/// A table of where each pod of the workload landed and why.
+fn print_placements(placed: &[Placed]) {
     let width = placed
         .iter()
         .map(|r| r.pod.len())
@@ -239,31 +278,13 @@ async fn main() -> Result<()> {
         "{:<width$} {:<16} {:<16} {:<10} REASON",
         "POD", "NODE", "GPUS", "BOTTLENECK"
     );
-    for row in &placed {
+    for row in placed {
         println!(
             "{:<width$} {:<16} {:<16} {:<10} {}",
             row.pod, row.node, row.gpus, row.bottleneck, row.reason
         );
     }
     println!();
-    dra::print_claims(&env, DEMO_NAMESPACE).await?;
-    println!();
-    println!("The cluster is up (API server {}).", env.apiserver_url());
-    println!("  export KUBECONFIG={}", env.kubeconfig_path().display());
-    println!(
-        "  kubectl get gputopologies   # or: kubectl get nodes -L nvidia.com/nvlink.p2p.level,gputopo.dev/interconnect"
-    );
-    println!(
-        "  kubectl -n {DEMO_NAMESPACE} get pods -o wide; kubectl -n {DEMO_NAMESPACE} get events"
-    );
-    if args.once {
-        return Ok(());
-    }
-    println!("Press Ctrl-C to stop it.");
-    tokio::signal::ctrl_c().await?;
-    eprintln!("stopping");
-    drop(agents);
-    Ok(())
 }
 
 /// The namespace the demo's workload runs in.

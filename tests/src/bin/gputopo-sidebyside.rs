@@ -238,6 +238,12 @@ fn pct(x: f64) -> String {
     format!("{:.1} %", 100.0 * x)
 }
 
+/// How a row of the table reads its cell from one column.
+type Cell<'f> = &'f dyn Fn(&Throughput, &Trial, &Analysis) -> String;
+/// Prints one row of the table: its label and a cell per column.
+type Row<'a> = dyn Fn(&str, Cell) + 'a;
+
+/// The side-by-side table: a column per (trial, GPU choice), a row per measure.
 fn print_table(trials: &[(&Trial, Throughput, Vec<Analysis>)]) {
     // One column per (trial, GPU choice).
     let mut cols: Vec<(String, &Throughput, &Trial, &Analysis)> = Vec::new();
@@ -256,13 +262,21 @@ fn print_table(trials: &[(&Trial, Throughput, Vec<Analysis>)]) {
         header.push_str(&format!("{:>width$}", c.0));
     }
     println!("{header}");
-    let row = |label: &str, f: &dyn Fn(&Throughput, &Trial, &Analysis) -> String| {
+    let row = |label: &str, f: Cell| {
         let mut line = format!("{label:<44}");
         for (_, tp, trial, a) in &cols {
             line.push_str(&format!("{:>width$}", f(tp, trial, a)));
         }
         println!("{line}");
     };
+    throughput_rows(&row);
+    placement_rows(&row);
+    stranding_rows(&row);
+    cost_rows(&row);
+}
+
+/// How fast pods were bound.
+fn throughput_rows(row: &Row<'_>) {
     row("pods bound / submitted", &|tp, _, _| {
         format!("{} / {}", tp.bound, tp.pods)
     });
@@ -288,6 +302,10 @@ fn print_table(trials: &[(&Trial, Throughput, Vec<Analysis>)]) {
         format!("{:.1}", tp.span_s)
     });
     row("wait ended", &|_, t, _| t.timings.ended.clone());
+}
+
+/// Where gangs and 2- and 4-GPU pods landed.
+fn placement_rows(row: &Row<'_>) {
     row("gangs fully / partly / not bound", &|_, _, a| {
         format!(
             "{} / {} / {}",
@@ -321,6 +339,10 @@ fn print_table(trials: &[(&Trial, Throughput, Vec<Analysis>)]) {
     row("4-GPU pods, NVLink ring (NVLink nodes)", &|_, _, a| {
         pct(a.four_gpu.nvlink_ring)
     });
+}
+
+/// Free GPUs left unusable, and pods left pending.
+fn stranding_rows(row: &Row<'_>) {
     row("nodes empty / full / partly used", &|_, _, a| {
         format!(
             "{} / {} / {}",
@@ -348,6 +370,10 @@ fn print_table(trials: &[(&Trial, Throughput, Vec<Analysis>)]) {
     row("pods pending (GPUs)", &|_, _, a| {
         format!("{} ({})", a.pending.pods, a.pending.gpus)
     });
+}
+
+/// What the scheduler cost the API server and the machine, and what went wrong.
+fn cost_rows(row: &Row<'_>) {
     row("scheduler API writes per bound pod", &|_, t, _| {
         t.api_writes
             .as_ref()
@@ -424,60 +450,14 @@ async fn main() -> Result<()> {
     }
 
     if let Some(path) = &args.json {
-        let mut by_kind = std::collections::BTreeMap::new();
-        for p in &plans {
-            let e = by_kind
-                .entry(
-                    serde_json::to_value(p.kind)?
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-                .or_insert((0usize, 0u32));
-            e.0 += 1;
-            e.1 += p.gpus;
-        }
         let report = Report {
             command: std::env::args().collect::<Vec<_>>().join(" "),
-            machine: Machine {
-                cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-                loadavg_at_start,
-                memory_gib: std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-                    let kb: f64 = m.lines().next()?.split_whitespace().nth(1)?.parse().ok()?;
-                    Some((kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)
-                }),
-            },
+            machine: machine(loadavg_at_start),
             settings: s,
             kubernetes: gputopo_testenv::kubernetes_version(),
-            models: models
-                .iter()
-                .enumerate()
-                .map(|(i, m)| ModelInfo {
-                    key: m.key,
-                    description: m.description,
-                    fixture: m.fixture,
-                    nodes: nodes.iter().filter(|n| n.model == i).count(),
-                    best_pair: m.best(2).map(|c| c.to_string()).unwrap_or_default(),
-                    best_quad: m.best(4).map(|c| c.to_string()).unwrap_or_default(),
-                })
-                .collect(),
-            workload: WorkloadInfo {
-                pods: plans.len(),
-                gpus: plans.iter().map(|p| p.gpus).sum(),
-                gangs: plans
-                    .iter()
-                    .filter_map(|p| p.gang.as_ref().map(|g| &g.0))
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len(),
-                by_kind,
-            },
-            definitions: Definitions {
-                stranded: analyze::DEFINITION,
-                stranded_for_pending: analyze::DEFINITION_PENDING,
-                throughput: "Bind times are when the benchmark's pod watch first saw spec.nodeName set, measured from the first pod create request. pods_per_s = bound pods / (last bind - origin), the origin being the first create request, or with --backlog the scheduler ready (every pod already created); steady = binds between the 10th and 90th percentile bind over the time between them; create_to_bind_s = per pod, its create response to its bind (p50, p90, p99, max).",
-                kube_scheduler_gpus: "kube-scheduler only counts nvidia.com/gpu; which GPUs a pod gets is chosen on the node by the kubelet and the device plugin, which kwok does not run. They are replayed per node in bind order: first-fit (lowest free indices) and best-effort (the free set maximising go-gpuallocator's pair-score sum, the NVIDIA device plugin's preferred allocation). gputopo-scheduler's sets are its gputopo.dev/assigned-gpus annotations.",
-                set_quality: "A set is optimal when the weakest hop of its best ring equals that of the best set of the same size on an empty node of the same model; NVLink ring: every hop of the best ring is NVLink (counted on NVLink machines only).",
-            },
+            models: model_infos(&models, &nodes),
+            workload: workload_info(&plans)?,
+            definitions: DEFINITIONS,
             results: analysed
                 .iter()
                 .map(|(t, tp, a)| TrialReport {
@@ -501,3 +481,67 @@ async fn main() -> Result<()> {
     }
     Ok(())
 }
+
+/// The machine the benchmark ran on.
+fn machine(loadavg_at_start: Option<f64>) -> Machine {
+    Machine {
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg_at_start,
+        memory_gib: std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            let kb: f64 = m.lines().next()?.split_whitespace().nth(1)?.parse().ok()?;
+            Some((kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)
+        }),
+    }
+}
+
+/// Each machine model: how many nodes have it and its best pair and quad.
+fn model_infos(models: &[Model], nodes: &[cluster::NodePlan]) -> Vec<ModelInfo> {
+    models
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ModelInfo {
+            key: m.key,
+            description: m.description,
+            fixture: m.fixture,
+            nodes: nodes.iter().filter(|n| n.model == i).count(),
+            best_pair: m.best(2).map(|c| c.to_string()).unwrap_or_default(),
+            best_quad: m.best(4).map(|c| c.to_string()).unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The workload's size, and its pods and GPUs per kind.
+fn workload_info(plans: &[workload::PodPlan]) -> Result<WorkloadInfo> {
+    let mut by_kind = std::collections::BTreeMap::new();
+    for p in plans {
+        let e = by_kind
+            .entry(
+                serde_json::to_value(p.kind)?
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+            .or_insert((0usize, 0u32));
+        e.0 += 1;
+        e.1 += p.gpus;
+    }
+    Ok(WorkloadInfo {
+        pods: plans.len(),
+        gpus: plans.iter().map(|p| p.gpus).sum(),
+        gangs: plans
+            .iter()
+            .filter_map(|p| p.gang.as_ref().map(|g| &g.0))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        by_kind,
+    })
+}
+
+/// What the report's measures mean.
+const DEFINITIONS: Definitions = Definitions {
+    stranded: analyze::DEFINITION,
+    stranded_for_pending: analyze::DEFINITION_PENDING,
+    throughput: "Bind times are when the benchmark's pod watch first saw spec.nodeName set, measured from the first pod create request. pods_per_s = bound pods / (last bind - origin), the origin being the first create request, or with --backlog the scheduler ready (every pod already created); steady = binds between the 10th and 90th percentile bind over the time between them; create_to_bind_s = per pod, its create response to its bind (p50, p90, p99, max).",
+    kube_scheduler_gpus: "kube-scheduler only counts nvidia.com/gpu; which GPUs a pod gets is chosen on the node by the kubelet and the device plugin, which kwok does not run. They are replayed per node in bind order: first-fit (lowest free indices) and best-effort (the free set maximising go-gpuallocator's pair-score sum, the NVIDIA device plugin's preferred allocation). gputopo-scheduler's sets are its gputopo.dev/assigned-gpus annotations.",
+    set_quality: "A set is optimal when the weakest hop of its best ring equals that of the best set of the same size on an empty node of the same model; NVLink ring: every hop of the best ring is NVLink (counted on NVLink machines only).",
+};

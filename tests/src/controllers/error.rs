@@ -38,7 +38,7 @@ pub enum ControllerError {
     NotReady {
         name: String,
         timeout: Duration,
-        last: String,
+        last: NotYet,
         log: PathBuf,
         tail: String,
     },
@@ -48,6 +48,21 @@ pub enum ControllerError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// Why a readiness check of a starting controller has not passed yet; the
+/// last one is in [`ControllerError::NotReady`].
+#[derive(Debug, thiserror::Error)]
+pub enum NotYet {
+    #[error("/readyz: {code} {body}")]
+    Readyz { code: u16, body: String },
+    #[error("/readyz: no answer")]
+    NoReadyz,
+    /// The API server's dry-run create says it cannot call a webhook.
+    #[error("{0}")]
+    WebhookUnreachable(String),
+    #[error("{0}")]
+    DryRun(Box<kube::Error>),
 }
 
 pub type Result<T, E = ControllerError> = std::result::Result<T, E>;

@@ -45,7 +45,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use error::harness;
-pub use error::{ControllerError, Result};
+pub use error::{ControllerError, NotYet, Result};
 
 /// How long a controller may take to serve `/readyz` and its webhooks; a
 /// manager on a loaded 2-core machine needs 5 to 30 seconds.
@@ -244,8 +244,8 @@ impl Controller {
         self.wait_until("/readyz", || async move {
             match crate::loopback::get(port, "/readyz").await {
                 Some((200, _)) => Ok(()),
-                Some((code, body)) => Err(format!("/readyz: {code} {body}")),
-                None => Err("/readyz: no answer".to_owned()),
+                Some((code, body)) => Err(NotYet::Readyz { code, body }),
+                None => Err(NotYet::NoReadyz),
             }
         })
         .await?;
@@ -272,11 +272,11 @@ impl Controller {
                 };
                 match api.create(&dry_run, &object).await {
                     Err(kube::Error::Api(e)) if e.message.contains("failed calling webhook") => {
-                        Err(e.message)
+                        Err(NotYet::WebhookUnreachable(e.message))
                     }
                     // Accepted, or refused by the webhooks themselves: they answer.
                     Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(NotYet::DryRun(Box::new(e))),
                 }
             }
         })
@@ -288,7 +288,7 @@ impl Controller {
     async fn wait_until<F, Fut>(&mut self, what: &str, mut check: F) -> Result<()>
     where
         F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = std::result::Result<(), String>>,
+        Fut: std::future::Future<Output = std::result::Result<(), NotYet>>,
     {
         let start = Instant::now();
         loop {

@@ -301,7 +301,30 @@ pub fn analyze(
     let mut violations = Vec::new();
     let assigned = assignments(trial, &nodes, models, device, &mut violations);
 
-    // Gangs.
+    let gangs = gang_placement(trial, &nodes, nodes_per_leaf, &mut violations);
+    let pending = pending(trial, &mut violations);
+    let (two, four, stranding) = quality_and_stranding(trial, plans, models, &assigned);
+
+    Analysis {
+        scheduler: trial.scheduler,
+        gpu_choice: device.map_or("scheduler", DeviceModel::key),
+        gangs,
+        two_gpu: two,
+        four_gpu: four,
+        stranding,
+        pending,
+        violations,
+    }
+}
+
+/// Where the gangs landed: bound fully, partly or not at all, and how many
+/// leaves, spines and machine models each fully bound one spans.
+fn gang_placement(
+    trial: &Trial,
+    nodes: &HashMap<&str, &NodePlan>,
+    nodes_per_leaf: usize,
+    violations: &mut Vec<String>,
+) -> Gangs {
     let mut gang_members: BTreeMap<&str, Vec<&PodResult>> = BTreeMap::new();
     for p in &trial.pods {
         if let Some(g) = &p.gang {
@@ -369,7 +392,11 @@ pub fn analyze(
             (size, (count, mean, max, v[0].1))
         })
         .collect();
+    gangs
+}
 
+/// The pods left unbound, by kind; each should be reported unschedulable.
+fn pending(trial: &Trial, violations: &mut Vec<String>) -> Pending {
     let mut pending = Pending::default();
     for p in trial.pods.iter().filter(|p| p.node.is_none()) {
         pending.pods += 1;
@@ -390,7 +417,17 @@ pub fn analyze(
             ));
         }
     }
+    pending
+}
 
+/// The quality of the 2- and 4-GPU pods' sets, and the free GPUs each node
+/// is left with that no pod can use well.
+fn quality_and_stranding(
+    trial: &Trial,
+    plans: &[NodePlan],
+    models: &[Model],
+    assigned: &HashMap<String, Vec<(usize, u32)>>,
+) -> (SetQuality, SetQuality, Stranding) {
     let smallest_pending = trial
         .pods
         .iter()
@@ -471,15 +508,5 @@ pub fn analyze(
             q.nvlink_all_pairs = c.2 as f64 / q.nvlink_pods as f64;
         }
     }
-
-    Analysis {
-        scheduler: trial.scheduler,
-        gpu_choice: device.map_or("scheduler", DeviceModel::key),
-        gangs,
-        two_gpu: two,
-        four_gpu: four,
-        stranding,
-        pending,
-        violations,
-    }
+    (two, four, stranding)
 }

@@ -1,50 +1,25 @@
 //! One trial: a fresh control plane, the nodes, one scheduler, the
-//! workload submitted with concurrency, and a watch that timestamps binds.
+//! workload submitted with concurrency and a watch that timestamps binds
+//! (both in `progress`), then each pod's outcome from the final state.
 
 use super::audit::{self, ApiWrites};
 use super::cluster::{self, NodePlan, retry};
+use super::progress::{
+    Progress, node_of, submit, unschedulable_message, wait_for_binds, watch_pods,
+};
 use super::topo::Model;
+pub use super::which::Which;
+use super::which::log;
 use super::workload::{self, PodPlan};
-use anyhow::{Context, Result, bail};
-use futures::StreamExt;
+use anyhow::{Result, bail};
 use gputopo_api::keys::pod as pod_keys;
 use gputopo_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::api::{Api, ListParams};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
-
-/// Which scheduler a trial runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Which {
-    #[serde(rename = "kube-scheduler")]
-    Stock,
-    #[serde(rename = "gputopo-scheduler")]
-    Gputopo,
-}
-
-impl Which {
-    pub fn name(self) -> &'static str {
-        match self {
-            Which::Stock => "kube-scheduler",
-            Which::Gputopo => "gputopo-scheduler",
-        }
-    }
-
-    /// The pods' `spec.schedulerName`.
-    pub fn scheduler_name(self) -> &'static str {
-        match self {
-            Which::Stock => "default-scheduler",
-            Which::Gputopo => "gputopo-scheduler",
-        }
-    }
-}
 
 /// What a trial is run with.
 #[derive(Clone, Debug, Serialize)]
@@ -137,29 +112,6 @@ pub struct Trial {
     pub logs: Option<String>,
 }
 
-#[derive(Default)]
-struct Seen {
-    bound_at: Option<Instant>,
-    unschedulable: bool,
-}
-
-fn node_of(p: &Pod) -> Option<String> {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .filter(|n| !n.is_empty())
-}
-
-fn unschedulable_message(p: &Pod) -> Option<String> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        .map(|c| c.message.clone().unwrap_or_default())
-}
-
 pub fn loadavg() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
@@ -167,10 +119,6 @@ pub fn loadavg() -> Option<f64> {
         .next()?
         .parse()
         .ok()
-}
-
-fn log(which: Which, msg: impl std::fmt::Display) {
-    eprintln!("[{}] {msg}", which.name());
 }
 
 /// A process's peak resident memory so far (`VmHWM` in
@@ -220,22 +168,7 @@ pub async fn run_trial(
     plans: &[PodPlan],
 ) -> Result<Trial> {
     let mut timings = Timings::default();
-    let t = Instant::now();
-    log(which, "starting etcd, kube-apiserver and kwok");
-    let env = TestEnv::start().await?;
-    env.with_kwok().await;
-    timings.control_plane_s = t.elapsed().as_secs_f64();
-
-    let t = Instant::now();
-    let client = env.client().await;
-    log(which, format!("creating {} nodes", nodes.len()));
-    cluster::create_nodes(&client, nodes, models, settings.concurrency).await?;
-    cluster::wait_nodes_ready(&client, nodes.len(), Duration::from_secs(600)).await?;
-    timings.nodes_s = t.elapsed().as_secs_f64();
-    log(
-        which,
-        format!("{} nodes Ready in {:.1} s", nodes.len(), timings.nodes_s),
-    );
+    let (env, client) = start_cluster(which, settings, models, nodes, &mut timings).await?;
     let ns = env.create_namespace("bench").await;
 
     // The scheduler process (killed on drop) and gputopo's metrics port;
@@ -249,48 +182,9 @@ pub async fn run_trial(
         ready_at = Instant::now();
     }
 
-    // The watch that timestamps binds, synced before the first pod.
     let pods_api = Api::<Pod>::namespaced(client.clone(), &ns);
-    let seen: Arc<Mutex<HashMap<String, Seen>>> = Arc::default();
-    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
-    let watch = {
-        let seen = seen.clone();
-        let api = pods_api.clone();
-        tokio::spawn(async move {
-            let mut synced = Some(synced_tx);
-            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
-            while let Some(event) = stream.next().await {
-                let pod = match event {
-                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = synced.take() {
-                            let _ = tx.send(());
-                        }
-                        continue;
-                    }
-                    Ok(_) => continue,
-                    Err(e) => {
-                        eprintln!("pod watch: {e}");
-                        continue;
-                    }
-                };
-                let now = Instant::now();
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-                let s = seen.entry(name).or_default();
-                if s.bound_at.is_none() && node_of(&pod).is_some() {
-                    s.bound_at = Some(now);
-                }
-                s.unschedulable = unschedulable_message(&pod).is_some();
-            }
-        })
-    };
-    tokio::time::timeout(Duration::from_secs(60), synced_rx)
-        .await
-        .context("the pod watch did not sync in 60 s")??;
+    let (watch, seen) = watch_pods(pods_api.clone()).await?;
     timings.loadavg_before = loadavg();
-
-    // Submit every pod, `concurrency` requests in flight, in workload order.
     log(
         which,
         format!(
@@ -300,48 +194,18 @@ pub async fn run_trial(
         ),
     );
     let start = Instant::now();
-    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let creating = {
-        let created = created.clone();
-        let api = pods_api.clone();
-        let objects: Vec<Pod> = plans
-            .iter()
-            .map(|p| workload::pod(p, which.scheduler_name()))
-            .collect();
-        let concurrency = settings.concurrency;
-        tokio::spawn(async move {
-            let limit = Arc::new(Semaphore::new(concurrency.max(1)));
-            let mut tasks = JoinSet::new();
-            for pod in objects {
-                let permit = limit.clone().acquire_owned().await?;
-                let api = api.clone();
-                let created = created.clone();
-                tasks.spawn(async move {
-                    let _permit = permit;
-                    let name = pod.metadata.name.clone().unwrap_or_default();
-                    let pp = PostParams::default();
-                    retry(&format!("creating pod {name}"), || api.create(&pp, &pod)).await?;
-                    created
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(name, Instant::now());
-                    anyhow::Ok(())
-                });
-                while let Some(r) = tasks.try_join_next() {
-                    r??;
-                }
-            }
-            while let Some(r) = tasks.join_next().await {
-                r??;
-            }
-            anyhow::Ok(Instant::now())
-        })
+    let (creating, created) = submit(pods_api.clone(), plans, which, settings.concurrency);
+    let mut progress = Progress {
+        seen,
+        created,
+        creating: Some(creating),
+        created_at: None,
+        start,
+        total: plans.len(),
     };
-    let mut creating = Some(creating);
-    let mut created_at: Option<Instant> = None;
     if settings.backlog {
-        let done = creating.take().expect("just set").await??;
-        created_at = Some(done);
+        let done = progress.creating.take().expect("just set").await??;
+        progress.created_at = Some(done);
         log(
             which,
             format!(
@@ -362,72 +226,20 @@ pub async fn run_trial(
         -(start - ready_at).as_secs_f64()
     };
 
-    let total = plans.len();
-    let deadline = start.max(ready_at) + Duration::from_secs(settings.timeout_s);
+    let timeout = Duration::from_secs(settings.timeout_s);
     let quiet = Duration::from_secs(settings.quiet_s);
-    let stall = (quiet * 4).max(Duration::from_secs(60));
-    let mut last_progress = Instant::now();
-    let ended = loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        if let Some(handle) = creating.as_mut()
-            && handle.is_finished()
-        {
-            let done = creating.take().expect("checked").await??;
-            created_at = Some(done);
-            log(
-                which,
-                format!(
-                    "all {total} pods created in {:.1} s",
-                    (done - start).as_secs_f64()
-                ),
-            );
-        }
-        let (bound, reported, last_bind) = {
-            let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-            let bound = seen.values().filter(|s| s.bound_at.is_some()).count();
-            let reported = seen
-                .values()
-                .filter(|s| s.bound_at.is_none() && s.unschedulable)
-                .count();
-            let last = seen.values().filter_map(|s| s.bound_at).max();
-            (bound, reported, last)
-        };
-        scheduler.check_running()?;
-        let now = Instant::now();
-        if last_progress.elapsed() >= Duration::from_secs(5) {
-            last_progress = now;
-            log(
-                which,
-                format!(
-                    "{:>6.1} s: created {}, bound {bound}, unschedulable {reported}",
-                    (now - start).as_secs_f64(),
-                    created.lock().map(|c| c.len()).unwrap_or(0)
-                ),
-            );
-        }
-        let Some(created_at) = created_at else {
-            if now > deadline {
-                break "timeout";
-            }
-            continue;
-        };
-        let last_activity = last_bind.map_or(created_at, |b| b.max(created_at));
-        if bound == total {
-            break "all bound";
-        }
-        if bound + reported == total && now - last_activity >= quiet {
-            break "settled";
-        }
-        if now - last_activity >= stall {
-            break "stalled";
-        }
-        if now > deadline {
-            break "timeout";
-        }
-    };
+    let ended = wait_for_binds(
+        which,
+        timeout,
+        quiet,
+        ready_at,
+        &mut progress,
+        &mut scheduler,
+    )
+    .await?;
     timings.ended = ended.to_string();
     timings.wait_s = start.elapsed().as_secs_f64();
-    if let Some(done) = created_at {
+    if let Some(done) = progress.created_at {
         timings.create_s = (done - start).as_secs_f64();
     }
     timings.loadavg_after = loadavg();
@@ -437,24 +249,67 @@ pub async fn run_trial(
         format!("ended ({ended}) after {:.1} s", timings.wait_s),
     );
 
-    let mut scheduler_metrics = BTreeMap::new();
-    if let Some(port) = metrics_port
-        && let Some((200, text)) = gputopo_testenv::loopback::get(port, "/metrics").await
-    {
-        scheduler_metrics = cluster::keep_metrics(&text);
-    }
+    let scheduler_metrics = scheduler_metrics(metrics_port).await;
     // Stop the scheduler before reading the final state: nothing moves after.
     drop(scheduler);
     let lp = ListParams::default();
     let list = retry("listing the pods", || pods_api.list(&lp)).await?;
     watch.abort();
-    let by_name: HashMap<String, Pod> = list
-        .items
+    let pods = pod_results(plans, list.items, &progress);
+    ensure_some_bound(&pods, &env, which)?;
+    let bound = pods.iter().filter(|p| p.node.is_some()).count();
+    let user = match which {
+        Which::Stock => "system:kube-scheduler",
+        Which::Gputopo => gputopo_testenv::ADMIN_USER,
+    };
+    let api_writes = audit::scheduler_writes(env.audit_log_path(), user, bound);
+    let logs = keep_logs(settings, &env, which)?;
+    Ok(Trial {
+        scheduler: which,
+        timings,
+        scheduler_metrics,
+        api_writes,
+        pods,
+        logs,
+    })
+}
+
+/// A fresh control plane with kwok, and `nodes` created and Ready.
+async fn start_cluster(
+    which: Which,
+    settings: &Settings,
+    models: &[Model],
+    nodes: &[NodePlan],
+    timings: &mut Timings,
+) -> Result<(TestEnv, kube::Client)> {
+    let t = Instant::now();
+    log(which, "starting etcd, kube-apiserver and kwok");
+    let env = TestEnv::start().await?;
+    env.with_kwok().await;
+    timings.control_plane_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let client = env.client().await;
+    log(which, format!("creating {} nodes", nodes.len()));
+    cluster::create_nodes(&client, nodes, models, settings.concurrency).await?;
+    cluster::wait_nodes_ready(&client, nodes.len(), Duration::from_secs(600)).await?;
+    timings.nodes_s = t.elapsed().as_secs_f64();
+    log(
+        which,
+        format!("{} nodes Ready in {:.1} s", nodes.len(), timings.nodes_s),
+    );
+    Ok((env, client))
+}
+
+/// Each planned pod's outcome, from the final list and what the watch saw.
+fn pod_results(plans: &[PodPlan], listed: Vec<Pod>, progress: &Progress) -> Vec<PodResult> {
+    let start = progress.start;
+    let by_name: HashMap<String, Pod> = listed
         .into_iter()
         .filter_map(|p| Some((p.metadata.name.clone()?, p)))
         .collect();
-    let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-    let created = created.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = progress.seen.lock().unwrap_or_else(|e| e.into_inner());
+    let created = progress.created.lock().unwrap_or_else(|e| e.into_inner());
     let end = Instant::now();
     let mut pods = Vec::with_capacity(plans.len());
     for plan in plans {
@@ -491,6 +346,27 @@ pub async fn run_trial(
             node,
         });
     }
+    pods
+}
+
+/// With --keep-logs: the trial's logs copied to `<keep>/<scheduler>`.
+fn keep_logs(settings: &Settings, env: &TestEnv, which: Which) -> Result<Option<String>> {
+    let Some(keep) = &settings.keep_logs else {
+        return Ok(None);
+    };
+    let to = keep.join(which.name());
+    std::fs::create_dir_all(&to)?;
+    for entry in std::fs::read_dir(env.dir())? {
+        let path = entry?.path();
+        if path.is_file() && path.extension().is_some_and(|e| e == "log") {
+            std::fs::copy(&path, to.join(path.file_name().unwrap_or_default()))?;
+        }
+    }
+    Ok(Some(to.display().to_string()))
+}
+
+/// A trial that bound no pod at all says why, from the scheduler's log.
+fn ensure_some_bound(pods: &[PodResult], env: &TestEnv, which: Which) -> Result<()> {
     if pods.iter().all(|p| p.node.is_none()) && !pods.is_empty() {
         let log = env.dir().join(match which {
             Which::Stock => "kube-scheduler.log",
@@ -503,30 +379,15 @@ pub async fn run_trial(
             gputopo_testenv::process::tail(&log, 30)
         );
     }
-    let bound = pods.iter().filter(|p| p.node.is_some()).count();
-    let user = match which {
-        Which::Stock => "system:kube-scheduler",
-        Which::Gputopo => gputopo_testenv::ADMIN_USER,
-    };
-    let api_writes = audit::scheduler_writes(env.audit_log_path(), user, bound);
-    let mut logs = None;
-    if let Some(keep) = &settings.keep_logs {
-        let to = keep.join(which.name());
-        std::fs::create_dir_all(&to)?;
-        for entry in std::fs::read_dir(env.dir())? {
-            let path = entry?.path();
-            if path.is_file() && path.extension().is_some_and(|e| e == "log") {
-                std::fs::copy(&path, to.join(path.file_name().unwrap_or_default()))?;
-            }
-        }
-        logs = Some(to.display().to_string());
+    Ok(())
+}
+
+/// gputopo-scheduler's metrics that the report keeps (none for kube-scheduler).
+async fn scheduler_metrics(port: Option<u16>) -> BTreeMap<String, f64> {
+    if let Some(port) = port
+        && let Some((200, text)) = gputopo_testenv::loopback::get(port, "/metrics").await
+    {
+        return cluster::keep_metrics(&text);
     }
-    Ok(Trial {
-        scheduler: which,
-        timings,
-        scheduler_metrics,
-        api_writes,
-        pods,
-        logs,
-    })
+    BTreeMap::new()
 }
