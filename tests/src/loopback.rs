@@ -152,25 +152,16 @@ pub enum RequestError {
     Timeout,
 }
 
-// Tests assert on what a refusal says (the TLS alert's text), so an error
-// equals the text it displays.
-impl PartialEq for RequestError {
-    fn eq(&self, other: &Self) -> bool {
-        let (shown, other) = (self.to_string(), other.to_string());
-        shown == other
-    }
-}
-
-impl PartialEq<&str> for RequestError {
-    fn eq(&self, other: &&str) -> bool {
-        let shown = self.to_string();
-        shown == *other
-    }
-}
-
-impl PartialEq<String> for RequestError {
-    fn eq(&self, other: &String) -> bool {
-        let shown = self.to_string();
-        shown == *other
+impl RequestError {
+    /// The TLS alert the server refused the exchange with, where that is
+    /// why no answer came (a client certificate missing or from another CA).
+    pub fn alert_received(&self) -> Option<rustls::AlertDescription> {
+        let (RequestError::Handshake(e) | RequestError::Exchange(e)) = self else {
+            return None;
+        };
+        match e.get_ref()?.downcast_ref::<rustls::Error>()? {
+            rustls::Error::AlertReceived(alert) => Some(*alert),
+            _ => None,
+        }
     }
 }
