@@ -102,7 +102,7 @@ impl DevicePlugin for Service {
                         preference = choose(&pods)?;
                         if preference.outcome.is_assigned() {
                             info!(
-                                "the pod view lagged behind the kubelet; a fresh list found the pod's claim"
+                                "the pod view lagged behind the kubelet; a fresh list found the pod's assignment"
                             );
                         }
                     }

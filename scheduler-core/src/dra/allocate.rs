@@ -7,8 +7,8 @@ use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, DraPod, Mode};
 use super::constraint::constraint_combinations;
 use super::device::DeviceId;
-use super::devices::{DraInventory, NodeDevices};
 use super::error::NodeReason;
+use super::inventory::{DraInventory, NodeDevices};
 use super::matching::split;
 use crate::gpuset::{NodeShape, SetPick, SetRequest, constrained_subsets};
 use gputopo_api::k8s_openapi::api::core::v1::{
@@ -107,7 +107,7 @@ impl DraPod {
                 no_devices = NodeDevices {
                     node: node.to_string(),
                     devices: Vec::new(),
-                    mapping: super::devices::GpuMapping::NoTopology,
+                    mapping: super::inventory::GpuMapping::NoTopology,
                     unusable_pools: Vec::new(),
                 };
                 &no_devices

@@ -6,8 +6,8 @@
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, Mode};
 use super::device::{DeviceId, DraDevice};
-use super::devices::{DraInventory, NodeDevices};
 use super::error::{CelError, NodeReason};
+use super::inventory::{DraInventory, NodeDevices};
 use gputopo_api::k8s_openapi::api::resource::v1::DeviceToleration;
 
 /// One request of an unallocated claim, as matched on this node.

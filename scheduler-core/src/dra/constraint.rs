@@ -2,8 +2,8 @@
 
 use super::candidates::Candidates;
 use super::claim::DraPod;
-use super::devices::NodeDevices;
 use super::error::NodeReason;
+use super::inventory::NodeDevices;
 use gputopo_api::k8s_openapi::api::resource::v1::DeviceAttribute;
 use std::collections::BTreeMap;
 

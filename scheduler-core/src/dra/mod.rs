@@ -28,7 +28,7 @@
 //! are in [`crate::dra_schedule`], a level above.
 //!
 //! Files: `device.rs` (a device and the names of devices and claims), `cel.rs`,
-//! `error.rs`, `devices.rs` (the inventory), `claim.rs`, `extended.rs`,
+//! `error.rs`, `inventory.rs` (the devices per node, and which are busy), `claim.rs`, `extended.rs`,
 //! `candidates.rs`, `constraint.rs`, `matching.rs`, `allocate.rs`.
 //!
 //! # What a caller writes, in order (as kube-scheduler's DRA plugin)
@@ -55,9 +55,9 @@ mod cel;
 mod claim;
 mod constraint;
 mod device;
-mod devices;
 mod error;
 mod extended;
+mod inventory;
 pub mod matching;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
@@ -68,13 +68,13 @@ pub use claim::{
 };
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
 pub use device::{DeviceId, DraDevice, claim_key};
-pub use devices::{
-    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices,
-    UnplacedReason, hold_snapshot,
-};
 pub use error::{CelError, ClaimError, ClaimErrorKind, NodeReason};
 pub use extended::{
     EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedClaim, extended_claim, extended_resource_class,
+};
+pub use inventory::{
+    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices,
+    UnplacedReason, hold_snapshot,
 };
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.

@@ -1,4 +1,4 @@
-//! The bind pipeline (`binds.rs`): decisions go on while bindings are
+//! The bind pipeline (`drive/binds.rs`): decisions go on while bindings are
 //! outstanding, never more than the limit, and a binding that fails frees
 //! what its assumption held.
 
