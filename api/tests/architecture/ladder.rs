@@ -210,3 +210,59 @@ fn upward_uses(ladder: &Ladder, graph: &CrateGraph) -> Vec<Finding> {
     }
     found
 }
+
+/// The rule on a literal crate: `config` (level 0) using `snapshot` (level
+/// 1) is found; `snapshot` using `config` is not.
+#[test]
+fn an_upward_use_is_found_and_a_downward_one_is_not() {
+    use crate::graph::Tree;
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    const TOY: Ladder = Ladder {
+        root: "src/lib.rs",
+        under: &[],
+        levels: &[
+            Level {
+                name: "low",
+                modules: &["config"],
+            },
+            Level {
+                name: "high",
+                modules: &["snapshot"],
+            },
+        ],
+    };
+    let sources: BTreeMap<PathBuf, String> = [
+        ("src/lib.rs", "pub mod config; pub mod snapshot;"),
+        (
+            "src/config.rs",
+            "use crate::snapshot::Snapshot; pub struct Tiers;",
+        ),
+        (
+            "src/snapshot.rs",
+            "use crate::config::Tiers; pub struct Snapshot;",
+        ),
+    ]
+    .iter()
+    .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+    .collect();
+    let (tree, _) = Tree::load(Path::new("src/lib.rs"), &|p| sources.get(p).cloned());
+    let graph = CrateGraph {
+        crate_dir: String::new(),
+        root: TOY.root.to_string(),
+        files: tree.files.iter().map(|f| f.display().to_string()).collect(),
+        modules: (0..tree.files.len())
+            .map(|f| tree.module_path(f).to_vec())
+            .collect(),
+        edges: tree.edges(),
+    };
+    let found: Vec<(String, String)> = upward_uses(&TOY, &graph)
+        .into_iter()
+        .map(|f| (f.file, f.item))
+        .collect();
+    assert_eq!(
+        found,
+        [("src/config.rs".to_string(), "src/snapshot.rs".to_string())]
+    );
+}
