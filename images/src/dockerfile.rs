@@ -112,6 +112,21 @@ fn notes(component: Component) -> Notes {
     }
 }
 
+/// Every file this module generates, as (path from the repository root,
+/// text): each component's Dockerfile and `.dockerignore`. What
+/// `gputopo-oci dockerfiles` writes and the drift test compares.
+pub fn generated() -> Vec<(String, String)> {
+    Component::ALL
+        .into_iter()
+        .flat_map(|component| {
+            [
+                (path(component), dockerfile(component)),
+                (ignore_path(component), DOCKERIGNORE.to_string()),
+            ]
+        })
+        .collect()
+}
+
 /// The path of a component's Dockerfile, from the repository root.
 pub fn path(component: Component) -> String {
     format!("{}/Dockerfile", component.name())

@@ -158,22 +158,11 @@ fn main() -> Result<()> {
             }
         }
         Command::Dockerfiles { root } => {
-            for component in Component::ALL {
-                for (path, text) in [
-                    (
-                        dockerfile::path(component),
-                        dockerfile::dockerfile(component),
-                    ),
-                    (
-                        dockerfile::ignore_path(component),
-                        dockerfile::DOCKERIGNORE.to_string(),
-                    ),
-                ] {
-                    let file = root.join(&path);
-                    std::fs::write(&file, text)
-                        .with_context(|| format!("writing {}", file.display()))?;
-                    println!("{path}");
-                }
+            for (path, text) in dockerfile::generated() {
+                let file = root.join(&path);
+                std::fs::write(&file, text)
+                    .with_context(|| format!("writing {}", file.display()))?;
+                println!("{path}");
             }
         }
         Command::Unpack { arch, archive, dir } => {
