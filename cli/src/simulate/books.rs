@@ -1,7 +1,8 @@
 //! One step of a run: placing an arrival unit whole or not at all, pods ending
 //! and waiting units starting, and the counts ([`Books`]) they move.
 
-use super::policy::{self, Assignment};
+use super::policy;
+use super::world::Assignment;
 use super::{SimError, SimPod, SimResult, TopologyMetrics, World};
 use gputopo_api::{Collective, LinkClass};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};

@@ -73,7 +73,7 @@ pub use result::{Point, SimResult, TopologyMetrics};
 pub use rng::below;
 pub use run::simulate;
 pub use workload::{SimPod, Workload, arrival_plan};
-pub use world::{State, World};
+pub use world::{Assignment, State, World};
 
 use input::InputError;
 use policy::PolicyKind;

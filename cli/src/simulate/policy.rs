@@ -126,7 +126,7 @@ pub struct UnknownPolicy {
     pub name: String,
 }
 
-pub use super::world::Assignment;
+use super::world::Assignment;
 
 /// A policy with the state it keeps between pods.
 pub struct Policy {

@@ -39,8 +39,9 @@ use clap::Parser;
 use serde::Serialize;
 use sidebyside::analyze::{self, Analysis, Throughput};
 use sidebyside::cluster;
-use sidebyside::run::{self, Settings, Trial, Which};
+use sidebyside::run::{self, Settings, Trial};
 use sidebyside::topo::{DeviceModel, MODEL_DEFS, Model};
+use sidebyside::which::Which;
 use sidebyside::workload;
 use std::path::PathBuf;
 

@@ -2,7 +2,8 @@
 //! `schedule_gang`) on a snapshot of the cluster kept current with
 //! `Snapshot::add_pod` and `remove_pod`.
 
-use super::{Assignment, MODEL_LABEL};
+use super::MODEL_LABEL;
+use crate::simulate::world::Assignment;
 use crate::simulate::{SimError, SimNode, SimPod, World, topo};
 use gputopo_api::{GangRef, GpuRequest, GpuShare};
 use gputopo_scheduler_core::config::SchedulerConfig;

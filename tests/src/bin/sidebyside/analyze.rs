@@ -2,8 +2,9 @@
 //! landed, GPU-set quality, stranded GPUs, what was left pending.
 
 use super::cluster::NodePlan;
-use super::run::{PodResult, Trial, Which};
+use super::run::{PodResult, Trial};
 use super::topo::{DeviceModel, Model, indices, mask_of};
+use super::which::Which;
 use super::workload::Kind;
 use gputopo_api::LinkClass;
 use serde::Serialize;

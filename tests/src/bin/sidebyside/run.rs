@@ -8,7 +8,7 @@ use super::progress::{
     Progress, node_of, submit, unschedulable_message, wait_for_binds, watch_pods,
 };
 use super::topo::Model;
-pub use super::which::Which;
+use super::which::Which;
 use super::which::log;
 use super::workload::{self, PodPlan};
 use anyhow::{Result, bail};
