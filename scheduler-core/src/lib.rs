@@ -33,10 +33,10 @@
 //!
 //! | level | modules | what they are |
 //! |---|---|---|
-//! | 0 | [`config`], [`pod`], [`resources`], [`selector`] | what the operator configures, what a pod asks |
+//! | 0 | [`config`], [`pod`], [`pod_constraints`], [`resources`], [`selector`] | what the operator configures, what a pod asks |
 //! | 1 | [`gpuset`] | one node's topology ([`gpuset::NodeShape`]) and the exact GPU-set choice on it |
 //! | 2 | [`snapshot`], [`reported`] | the cluster as one decision sees it; what nodes report of held GPUs |
-//! | 3 | [`filter`], [`score`], [`fragmentation`], [`dra`], [`gang`], [`preempt`] | the choosers: one node judged, one node scored, devices, gangs, evictions |
+//! | 3 | [`filter`], [`score`], [`fragmentation`], [`dra`], [`gang`], [`preempt`], [`inter_pod`], [`spread`] | the choosers: one node judged, one node scored, devices, gangs, evictions, pods among pods |
 //! | 4 | [`schedule`], [`node_fit`], [`gang_schedule`], [`preempt_schedule`], [`explain`], [`dra_schedule`] | whole decisions, typed, with their explanations |
 //!
 //! A module whose only reader sits below it is misplaced: move the shared
@@ -82,8 +82,10 @@ pub mod fragmentation;
 pub mod gang;
 pub mod gang_schedule;
 pub mod gpuset;
+pub mod inter_pod;
 pub mod node_fit;
 pub mod pod;
+pub mod pod_constraints;
 pub mod preempt;
 pub mod preempt_schedule;
 pub mod reported;
@@ -92,3 +94,4 @@ pub mod schedule;
 pub mod score;
 pub mod selector;
 pub mod snapshot;
+pub mod spread;

@@ -2,11 +2,13 @@
 //! constraints any second scheduler must honour, read from a `k8s-openapi`
 //! `Pod` (or built by hand in tests and the simulator).
 
+use crate::pod_constraints::PodConstraints;
 use crate::resources::{QuantityError, Resources, pod_requests};
-use crate::selector::{NodeAffinity, SelectorError, Toleration};
+use crate::selector::{NodeAffinity, PreferredNodeTerm, SelectorError, Toleration};
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
 use gputopo_api::{GpuRequest, RequestError};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A pod waiting for a node.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +23,10 @@ pub struct PendingPod {
     pub node_selector: BTreeMap<String, String>,
     /// Required node affinity; `None` when the pod sets none.
     pub affinity: Option<NodeAffinity>,
+    /// Preferred node affinity, scored.
+    pub preferred_node_affinity: Vec<PreferredNodeTerm>,
+    /// Labels, host ports, inter-pod affinity and topology spread.
+    pub constraints: Arc<PodConstraints>,
     pub tolerations: Vec<Toleration>,
     /// `spec.nodeName`: the pod may only go there.
     pub node_name: Option<String>,
@@ -68,6 +74,8 @@ impl PendingPod {
             requests,
             node_selector: BTreeMap::new(),
             affinity: None,
+            preferred_node_affinity: Vec::new(),
+            constraints: PodConstraints::none(),
             tolerations: Vec::new(),
             node_name: None,
             priority: 0,
@@ -114,6 +122,21 @@ impl PendingPod {
             .map(NodeAffinity::from_k8s)
             .transpose()
             .map_err(selector_err)?;
+        let preferred_node_affinity = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_deref()
+            })
+            .map(PreferredNodeTerm::from_k8s)
+            .transpose()
+            .map_err(selector_err)?
+            .unwrap_or_default();
+        let constraints =
+            PodConstraints::shared_from_k8s(&namespace, pod.metadata.labels.as_ref(), spec)
+                .map_err(selector_err)?;
         let tolerations = spec
             .tolerations
             .iter()
@@ -129,6 +152,8 @@ impl PendingPod {
             requests,
             node_selector: spec.node_selector.clone().unwrap_or_default(),
             affinity,
+            preferred_node_affinity,
+            constraints,
             tolerations,
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             priority: spec.priority.unwrap_or(0),

@@ -105,6 +105,8 @@ impl Placement {
             priority: pod.priority,
             start_time: None,
             unreadable_assignment: None,
+            constraints: pod.constraints.clone(),
+            terminating: false,
         }
     }
 }

@@ -294,57 +294,99 @@ impl NodeAffinity {
 
     /// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
     pub fn from_k8s(selector: &k8s::NodeSelector) -> Result<NodeAffinity, SelectorError> {
-        let mut terms = Vec::with_capacity(selector.node_selector_terms.len());
-        for (t, term) in selector.node_selector_terms.iter().enumerate() {
-            let base = format!(
-                "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{t}]"
-            );
-            let mut out = SelectorTerm::default();
-            for (i, r) in term.match_expressions.iter().flatten().enumerate() {
-                out.labels.push(label_requirement(
-                    r,
-                    &format!("{base}.matchExpressions[{i}]"),
-                )?);
-            }
-            for (i, r) in term.match_fields.iter().flatten().enumerate() {
-                let field = format!("{base}.matchFields[{i}]");
-                if r.key != "metadata.name" {
-                    return Err(SelectorError {
-                        field,
-                        detail: format!(
-                            "field {:?} is not supported; accepted: metadata.name",
-                            r.key
-                        ),
-                    });
-                }
-                let names = r.values.clone().unwrap_or_default();
-                let within = match r.operator.as_str() {
-                    "In" => true,
-                    "NotIn" => false,
-                    other => {
-                        return Err(SelectorError {
-                            field,
-                            detail: format!(
-                                "operator {other:?} is not valid for a field; accepted: In | NotIn"
-                            ),
-                        });
-                    }
-                };
-                if names.len() != 1 {
-                    return Err(SelectorError {
-                        field,
-                        detail: format!(
-                            "metadata.name takes exactly one value, got {}",
-                            names.len()
-                        ),
-                    });
-                }
-                out.fields.push(NameRequirement { within, names });
-            }
-            terms.push(out);
-        }
+        let terms = selector
+            .node_selector_terms
+            .iter()
+            .enumerate()
+            .map(|(t, term)| {
+                selector_term(
+                    term,
+                    &format!(
+                        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{t}]"
+                    ),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(NodeAffinity { terms })
     }
+}
+
+/// One `preferredDuringSchedulingIgnoredDuringExecution` entry of node
+/// affinity: nodes its term matches gain `weight` (1–100).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreferredNodeTerm {
+    pub weight: i32,
+    pub term: SelectorTerm,
+}
+
+impl PreferredNodeTerm {
+    /// The pod's preferred node affinity. As kube-scheduler's NodeAffinity
+    /// score, a term without requirements counts for no node.
+    pub fn from_k8s(
+        terms: &[k8s::PreferredSchedulingTerm],
+    ) -> Result<Vec<PreferredNodeTerm>, SelectorError> {
+        let mut out = Vec::with_capacity(terms.len());
+        for (i, t) in terms.iter().enumerate() {
+            let base = format!(
+                "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            );
+            if !(1..=100).contains(&t.weight) {
+                return Err(SelectorError {
+                    field: format!("{base}.weight"),
+                    detail: format!("{} is out of range; accepted: 1 to 100", t.weight),
+                });
+            }
+            let term = selector_term(&t.preference, &format!("{base}.preference"))?;
+            out.push(PreferredNodeTerm {
+                weight: t.weight,
+                term,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn selector_term(term: &k8s::NodeSelectorTerm, base: &str) -> Result<SelectorTerm, SelectorError> {
+    let mut out = SelectorTerm::default();
+    for (i, r) in term.match_expressions.iter().flatten().enumerate() {
+        out.labels.push(label_requirement(
+            r,
+            &format!("{base}.matchExpressions[{i}]"),
+        )?);
+    }
+    for (i, r) in term.match_fields.iter().flatten().enumerate() {
+        let field = format!("{base}.matchFields[{i}]");
+        if r.key != "metadata.name" {
+            return Err(SelectorError {
+                field,
+                detail: format!(
+                    "field {:?} is not supported; accepted: metadata.name",
+                    r.key
+                ),
+            });
+        }
+        let names = r.values.clone().unwrap_or_default();
+        let within = match r.operator.as_str() {
+            "In" => true,
+            "NotIn" => false,
+            other => {
+                return Err(SelectorError {
+                    field,
+                    detail: format!(
+                        "operator {other:?} is not valid for a field; accepted: In | NotIn"
+                    ),
+                });
+            }
+        };
+        if names.len() != 1 {
+            return Err(SelectorError {
+                field,
+                detail: format!("metadata.name takes exactly one value, got {}", names.len()),
+            });
+        }
+        out.fields.push(NameRequirement { within, names });
+    }
+    Ok(out)
 }
 
 fn label_requirement(

@@ -29,7 +29,7 @@ const CORE: Ladder = Ladder {
     levels: &[
         Level {
             name: "configuration and what a pod asks",
-            modules: &["config", "pod", "resources", "selector"],
+            modules: &["config", "pod", "pod_constraints", "resources", "selector"],
         },
         // Every node of the snapshot holds the shape of its topology, so the
         // GPU-set choice on one shape sits below the snapshot.
@@ -43,7 +43,16 @@ const CORE: Ladder = Ladder {
         },
         Level {
             name: "the choosers",
-            modules: &["filter", "score", "fragmentation", "dra", "gang", "preempt"],
+            modules: &[
+                "filter",
+                "score",
+                "fragmentation",
+                "dra",
+                "gang",
+                "preempt",
+                "inter_pod",
+                "spread",
+            ],
         },
         Level {
             name: "whole decisions and their explanations",

@@ -51,6 +51,7 @@ use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_api::keys::pod as pod_keys;
 use gputopo_api::{GpuRequest, GpuTopologySpec};
 use gputopo_scheduler_core::config::{NetworkTiers, SchedulerConfig, TopologyManagerPolicy};
+use gputopo_scheduler_core::pod_constraints::PodConstraints;
 use gputopo_scheduler_core::resources::Resources;
 use gputopo_scheduler_core::selector::{Taint, TaintEffect};
 use gputopo_scheduler_core::snapshot::{
@@ -496,6 +497,15 @@ fn pod_input(
         priority: entry.priority.unwrap_or(0),
         start_time: None,
         unreadable_assignment: None,
+        constraints: if entry.labels.is_empty() {
+            PodConstraints::none()
+        } else {
+            std::sync::Arc::new(PodConstraints {
+                labels: entry.labels.clone(),
+                ..PodConstraints::default()
+            })
+        },
+        terminating: false,
     })
 }
 

@@ -42,14 +42,17 @@
 
 use crate::config::SchedulerConfig;
 use crate::fragmentation;
+use crate::inter_pod::{AffinityFilter, AffinityRefusal};
 use crate::pod::PendingPod;
 use crate::selector::{Taint, TaintEffect, Toleration};
 use crate::snapshot::intern::Sym;
 use crate::snapshot::{DomainId, Snapshot, resolve_amounts};
+use crate::spread::{NodeEligibility, SpreadFilter, SpreadRefusal};
 use std::sync::Arc;
 
 mod gpu;
 mod labels;
+mod ports;
 mod reason;
 mod resolve;
 mod resources;
@@ -85,6 +88,11 @@ pub(crate) struct PodContext<'a> {
     pub(crate) cluster_best_rank: u32,
     /// The configured target workload, compiled (see [`crate::fragmentation`]).
     pub(crate) fragmentation: Option<fragmentation::Compiled>,
+    /// `DoNotSchedule` spread constraints, counted; `None` without any.
+    spread: Option<SpreadFilter>,
+    /// Required inter-pod terms, the pod's and the bound pods', counted;
+    /// `None` when none can refuse a node.
+    inter_pod: Option<AffinityFilter>,
 }
 
 impl<'a> PodContext<'a> {
@@ -140,7 +148,7 @@ impl<'a> PodContext<'a> {
             None => Vec::new(),
         };
 
-        PodContext {
+        let mut ctx = PodContext {
             snapshot,
             pod,
             config,
@@ -159,7 +167,45 @@ impl<'a> PodContext<'a> {
                 .target_workload
                 .as_ref()
                 .map(|t| fragmentation::Compiled::new(snapshot, Arc::clone(t))),
+            spread: None,
+            inter_pod: AffinityFilter::new(snapshot, pod),
+        };
+        ctx.spread = SpreadFilter::new(snapshot, pod, &|i| ctx.eligibility(i));
+        ctx
+    }
+
+    /// What the pod's node rules say of the node at `index`, for spread's
+    /// inclusion policies.
+    pub(crate) fn eligibility(&self, index: usize) -> NodeEligibility {
+        let hot = &self.snapshot.hot[index];
+        NodeEligibility {
+            affinity: !self.checks_labels || self.matches_labels(&self.snapshot.nodes[index]),
+            taints: !matches!(self.taint_block.get(hot.taints as usize), Some(Some(_))),
         }
+    }
+
+    /// Spread and inter-pod affinity, the predicates that read other pods
+    /// across the node's topology domains (after the node's own checks, as
+    /// kube-scheduler orders its plugins).
+    fn among_pods(&self, index: usize) -> Result<(), Rejection> {
+        if let Some(spread) = &self.spread {
+            spread
+                .check(self.snapshot, index)
+                .map_err(Rejection::Spread)?;
+        }
+        if let Some(inter_pod) = &self.inter_pod {
+            inter_pod
+                .check(self.snapshot, index)
+                .map_err(Rejection::InterPod)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the pod has rules that read other pods or host ports.
+    pub(crate) fn reads_other_pods(&self) -> bool {
+        self.spread.is_some()
+            || self.inter_pod.is_some()
+            || !self.pod.constraints.host_ports.is_empty()
     }
 
     /// Whether the node at `index` may take the pod, and how. Reads the
@@ -175,6 +221,11 @@ impl<'a> PodContext<'a> {
                 .is_none_or(|name| *self.snapshot.nodes[index].name == *name)
             && !matches!(self.taint_block.get(hot.taints as usize), Some(Some(_)))
             && (!self.checks_labels || self.matches_labels(&self.snapshot.nodes[index]))
+            && !matches!(
+                self.among_pods(index),
+                Err(Rejection::Spread(SpreadRefusal::MissingLabel)
+                    | Rejection::InterPod(AffinityRefusal::AffinityRules))
+            )
     }
 
     pub(crate) fn filter(&self, index: usize) -> Result<Fit, Rejection> {
@@ -196,6 +247,9 @@ impl<'a> PodContext<'a> {
         if self.checks_labels && !self.matches_labels(&self.snapshot.nodes[index]) {
             return Err(Rejection::NodeAffinity);
         }
+        if !self.ports_free(index) {
+            return Err(Rejection::HostPorts);
+        }
         let short = self.short_resources(index, hot);
         if short != 0 {
             return Err(Rejection::Resources(short));
@@ -204,6 +258,7 @@ impl<'a> PodContext<'a> {
         if self.wants_whole_gpus() && hot.tracks_gpus() && self.gpu_count_short(hot) {
             return Err(Rejection::Resources(1 << 4));
         }
+        self.among_pods(index)?;
         Ok(fit)
     }
 }

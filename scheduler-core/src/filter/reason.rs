@@ -2,8 +2,11 @@
 //! the `Copy` [`Rejection`] the hot path records until a message is wanted.
 
 use crate::gpuset::{NoFitReason, ShapeError};
+use crate::inter_pod::AffinityRefusal;
+use crate::pod_constraints::HostPort;
 use crate::resources::{self, format_amount};
 use crate::selector::Taint;
+use crate::spread::SpreadRefusal;
 use gputopo_api::{GpuShare, GpuVendor};
 use std::fmt;
 
@@ -17,6 +20,12 @@ pub enum FilterReason {
     },
     UntoleratedTaint(Taint),
     NodeAffinity,
+    /// Host ports the pod asks that a bound pod takes.
+    HostPorts(Vec<HostPort>),
+    /// Topology spread constraints.
+    TopologySpread(SpreadRefusal),
+    /// Inter-pod affinity or anti-affinity.
+    InterPodAffinity(AffinityRefusal),
     /// Resources short: each with what was asked and what is free.
     Insufficient(Vec<Shortfall>),
     /// The pod wants GPUs; the node has none.
@@ -84,6 +93,11 @@ impl FilterReason {
             FilterReason::NodeAffinity => {
                 "node(s) didn't match Pod's node affinity/selector".into()
             }
+            FilterReason::HostPorts(_) => {
+                "node(s) didn't have free ports for the requested pod ports".into()
+            }
+            FilterReason::TopologySpread(r) => r.summary().into(),
+            FilterReason::InterPodAffinity(r) => r.summary().into(),
             FilterReason::Insufficient(_) => "Insufficient resources".into(),
             FilterReason::NoGpus => "node(s) had no GPUs".into(),
             FilterReason::GpuVendor { pod, .. } => {
@@ -137,6 +151,35 @@ impl fmt::Display for FilterReason {
             FilterReason::NodeAffinity => {
                 f.write_str("the node's labels do not match the pod's nodeSelector or required node affinity")
             }
+            FilterReason::HostPorts(ports) => {
+                f.write_str("host port")?;
+                if ports.len() > 1 {
+                    f.write_str("s")?;
+                }
+                for (i, p) in ports.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { ", " };
+                    write!(f, "{sep}{}/{}", p.port, p.protocol)?;
+                    if let Some(ip) = &p.ip {
+                        write!(f, " on {ip}")?;
+                    }
+                }
+                f.write_str(" already taken by a pod on the node")
+            }
+            FilterReason::TopologySpread(SpreadRefusal::MissingLabel) => f.write_str(
+                "the node lacks the topology key of one of the pod's DoNotSchedule topologySpreadConstraints",
+            ),
+            FilterReason::TopologySpread(SpreadRefusal::Skew) => f.write_str(
+                "placing the pod here would exceed maxSkew of one of its DoNotSchedule topologySpreadConstraints",
+            ),
+            FilterReason::InterPodAffinity(AffinityRefusal::AffinityRules) => f.write_str(
+                "no pod the pod's required podAffinity selects is in the node's topology domain (or the node lacks a term's topologyKey)",
+            ),
+            FilterReason::InterPodAffinity(AffinityRefusal::AntiAffinityRules) => f.write_str(
+                "a pod the pod's required podAntiAffinity selects is in the node's topology domain",
+            ),
+            FilterReason::InterPodAffinity(AffinityRefusal::ExistingAntiAffinity) => f.write_str(
+                "a pod in the node's topology domain has required podAntiAffinity that selects this pod",
+            ),
             FilterReason::Insufficient(short) => {
                 f.write_str("insufficient ")?;
                 for (i, s) in short.iter().enumerate() {
@@ -208,6 +251,9 @@ pub(crate) enum Rejection {
         index: u32,
     },
     NodeAffinity,
+    HostPorts,
+    Spread(SpreadRefusal),
+    InterPod(AffinityRefusal),
     /// Bits 0–4: cpu, memory, ephemeral-storage, pods, nvidia.com/gpu; bit
     /// 5 + i: the pod's i-th extended resource.
     Resources(u64),

@@ -28,6 +28,9 @@ impl PodContext<'_> {
                     .unwrap_or_else(|| Taint::new("", "", TaintEffect::NoSchedule)),
             ),
             Rejection::NodeAffinity => FilterReason::NodeAffinity,
+            Rejection::HostPorts => FilterReason::HostPorts(self.taken_ports(node_id.0 as usize)),
+            Rejection::Spread(r) => FilterReason::TopologySpread(r),
+            Rejection::InterPod(r) => FilterReason::InterPodAffinity(r),
             Rejection::Resources(bits) => {
                 let want = &self.pod.requests;
                 let (a, r) = (&node.allocatable, &node.requested);

@@ -2,9 +2,11 @@
 //! `gpu-share` pod holds.
 
 use super::NodeId;
+use crate::pod_constraints::PodConstraints;
 use crate::resources::Resources;
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_api::{GpuRequest, WorkloadKind};
+use std::sync::Arc;
 
 /// A pod bound to a node, as far as the decision needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +27,12 @@ pub struct BoundPod {
     pub priority: i32,
     /// `status.startTime`, for preemption's cost of lost work.
     pub start_time: Option<Timestamp>,
+    /// Labels, host ports, inter-pod affinity and spread.
+    pub constraints: Arc<PodConstraints>,
+    /// `metadata.deletionTimestamp` is set: topology spread does not count
+    /// it (kube-scheduler's PodTopologySpread skips terminating pods);
+    /// everything else still does, as it still runs.
+    pub terminating: bool,
 }
 
 impl BoundPod {

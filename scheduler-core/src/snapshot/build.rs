@@ -10,6 +10,8 @@ use super::intern::Interner;
 use super::node_pods::{NodeReports, orphan_warnings};
 use super::{NodeId, PodGroup, Signals, Snapshot, SnapshotError};
 use crate::config::{NetworkTiers, SchedulerConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Collects inputs, then builds a [`Snapshot`].
 #[derive(Clone, Debug)]
@@ -19,6 +21,7 @@ pub struct SnapshotBuilder {
     nodes: Vec<NodeInput>,
     pods: Vec<BoundPodInput>,
     groups: Vec<PodGroup>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl SnapshotBuilder {
@@ -30,7 +33,18 @@ impl SnapshotBuilder {
             nodes: Vec::new(),
             pods: Vec::new(),
             groups: Vec::new(),
+            namespaces: BTreeMap::new(),
         }
+    }
+
+    /// A namespace and its labels (what `namespaceSelector`s match).
+    pub fn namespace(
+        &mut self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+    ) -> &mut SnapshotBuilder {
+        self.namespaces.insert(name.to_string(), labels);
+        self
     }
 
     pub fn node(&mut self, node: NodeInput) -> &mut SnapshotBuilder {
@@ -57,6 +71,7 @@ impl SnapshotBuilder {
             mut nodes,
             pods,
             mut groups,
+            namespaces,
         } = self;
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = nodes.windows(2).find(|w| w[0].name == w[1].name) {
@@ -81,6 +96,8 @@ impl SnapshotBuilder {
             nodes: Chunked::default(),
             pods: Chunked::default(),
             pod_index: imbl::HashMap::new(),
+            affinity_pods: imbl::OrdSet::new(),
+            namespaces: Arc::new(namespaces),
             shapes: Vec::new(),
             shape_errors: Vec::new(),
             strings: Interner::default(),

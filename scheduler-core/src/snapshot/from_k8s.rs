@@ -5,6 +5,7 @@
 use super::input::{BoundPodInput, GpuHolding, NodeInput};
 use super::topology_spec::TopologySpec;
 use crate::pod::{PodError, parse_index_list, pod_key};
+use crate::pod_constraints::PodConstraints;
 use crate::reported::{ReadingState, ReadingTrust};
 use crate::resources::{Resources, pod_requests};
 use crate::selector::Taint;
@@ -168,7 +169,15 @@ pub fn bound_pod_input(pod: &Pod) -> Result<Option<BoundPodInput>, ConvertError>
         (None, _) => GpuHolding::None,
     };
     let (namespace, name) = key.split_once('/').unwrap_or(("default", ""));
+    // A bound pod's rules were checked when it was admitted; one the API
+    // took that this reading refuses is kept without rules rather than
+    // dropped, so its resources and GPUs still count.
+    let constraints =
+        PodConstraints::shared_from_k8s(namespace, pod.metadata.labels.as_ref(), spec)
+            .unwrap_or_else(|_| PodConstraints::none());
     Ok(Some(BoundPodInput {
+        constraints,
+        terminating: pod.metadata.deletion_timestamp.is_some(),
         namespace: namespace.to_string(),
         name: name.to_string(),
         node,

@@ -4,11 +4,13 @@
 //! Kubernetes objects; tests and the simulator write them by hand.
 
 use super::topology_spec::TopologySpec;
+use crate::pod_constraints::PodConstraints;
 use crate::resources::Resources;
 use crate::selector::Taint;
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_api::{GpuAllocation, GpuRequest, GpuShare, RequestError};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A node as the snapshot is built from it.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,6 +80,10 @@ pub struct BoundPodInput {
     /// A `gputopo.dev/assigned-gpus` value that is not an index list: the
     /// pod is counted with GPUs of unknown indices and this is a warning.
     pub unreadable_assignment: Option<String>,
+    /// Labels, host ports, inter-pod affinity and spread.
+    pub constraints: Arc<PodConstraints>,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
 }
 
 impl BoundPodInput {
@@ -96,6 +102,8 @@ impl BoundPodInput {
             priority: 0,
             start_time: None,
             unreadable_assignment: None,
+            constraints: PodConstraints::none(),
+            terminating: false,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::node_pods::{NodeReports, orphan_warnings};
 use super::{BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError};
 use crate::config::SchedulerConfig;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// `(namespace, name)`.
 type PodKey = (String, String);
@@ -39,6 +40,7 @@ pub struct LiveSnapshot {
     /// Each node name's pods (also for names no node has yet).
     pods_by_node: HashMap<String, BTreeSet<PodKey>>,
     groups: BTreeMap<PodKey, PodGroup>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// `None`: stale, built whole on the next read.
     built: Option<Snapshot>,
     counts: LiveCounts,
@@ -53,6 +55,7 @@ impl LiveSnapshot {
             pods: HashMap::new(),
             pods_by_node: HashMap::new(),
             groups: BTreeMap::new(),
+            namespaces: BTreeMap::new(),
             built: None,
             counts: LiveCounts::default(),
         }
@@ -156,6 +159,29 @@ impl LiveSnapshot {
         }
     }
 
+    /// Adds or replaces a namespace's labels; the kept snapshot takes the
+    /// new labels without a rebuild (they are read per decision).
+    pub fn set_namespace(&mut self, name: &str, labels: BTreeMap<String, String>) {
+        if self.namespaces.get(name) == Some(&labels) {
+            self.counts.unchanged += 1;
+            return;
+        }
+        self.namespaces.insert(name.to_string(), labels);
+        self.share_namespaces();
+    }
+
+    pub fn remove_namespace(&mut self, name: &str) {
+        if self.namespaces.remove(name).is_some() {
+            self.share_namespaces();
+        }
+    }
+
+    fn share_namespaces(&mut self) {
+        if let Some(snapshot) = self.built.as_mut() {
+            snapshot.namespaces = Arc::new(self.namespaces.clone());
+        }
+    }
+
     /// The snapshot as of every change so far, built whole only when stale.
     pub fn snapshot(&mut self) -> Result<&Snapshot, SnapshotError> {
         let snapshot = match self.built.take() {
@@ -180,6 +206,9 @@ impl LiveSnapshot {
         }
         for g in self.groups.values() {
             b.pod_group(g.clone());
+        }
+        for (name, labels) in &self.namespaces {
+            b.namespace(name, labels.clone());
         }
         b.build()
     }

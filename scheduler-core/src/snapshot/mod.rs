@@ -95,6 +95,7 @@ use crate::gpuset::{NodeShape, ShapeError};
 use crate::selector::Taint;
 use chunked::Chunked;
 use intern::Interner;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub(crate) use amounts::resolve_amounts;
@@ -139,6 +140,11 @@ pub struct Snapshot {
     pub(crate) free_counts: Vec<u8>,
     pub(crate) pods: Chunked<Option<BoundPod>>,
     pub(crate) pod_index: imbl::HashMap<(String, String), PodId>,
+    /// Bound pods with inter-pod affinity or anti-affinity terms: the only
+    /// ones whose own rules can judge an incoming pod (symmetry).
+    pub(crate) affinity_pods: imbl::OrdSet<PodId>,
+    /// Namespaces' labels, for `namespaceSelector`s.
+    pub(crate) namespaces: Arc<BTreeMap<String, BTreeMap<String, String>>>,
     pub(crate) shapes: Vec<ShapeEntry>,
     pub(crate) shape_errors: Vec<ShapeError>,
     pub(crate) strings: Interner,
@@ -217,6 +223,18 @@ impl Snapshot {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| p.as_ref().map(|p| (PodId(i as u32), p)))
+    }
+
+    /// The bound pods with inter-pod affinity or anti-affinity terms.
+    pub fn affinity_pods(&self) -> impl Iterator<Item = (PodId, &BoundPod)> + '_ {
+        self.affinity_pods
+            .iter()
+            .filter_map(|&id| self.pod(id).map(|p| (id, p)))
+    }
+
+    /// A namespace's labels; `None` for a namespace the snapshot was not given.
+    pub fn namespace_labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespaces.get(name)
     }
 
     pub fn pod_groups(&self) -> &[PodGroup] {

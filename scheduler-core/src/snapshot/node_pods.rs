@@ -161,6 +161,7 @@ impl Snapshot {
         for id in std::mem::take(&mut self.nodes[index].pods) {
             if let Some(pod) = self.pods.get_mut(id.0 as usize).and_then(Option::take) {
                 self.pod_index.remove(&(pod.namespace, pod.name));
+                self.affinity_pods.remove(&id);
                 self.reusable_pod_ids.push(id);
             }
         }

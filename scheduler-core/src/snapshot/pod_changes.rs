@@ -22,6 +22,7 @@ impl Snapshot {
     /// gives it back. The node's GPU masks are recomputed from the pods left.
     pub fn remove_pod(&mut self, id: PodId) -> Option<BoundPod> {
         let pod = self.pods.get_mut(id.0 as usize)?.take()?;
+        self.affinity_pods.remove(&id);
         self.pod_index
             .remove(&(pod.namespace.clone(), pod.name.clone()));
         let node_index = pod.node.0 as usize;
@@ -133,7 +134,15 @@ impl Snapshot {
             request,
             priority: input.priority,
             start_time: input.start_time,
+            constraints: input.constraints,
+            terminating: input.terminating,
         });
+        if pod
+            .as_ref()
+            .is_some_and(|p| !p.constraints.affinity.is_empty())
+        {
+            self.affinity_pods.insert(pod_id);
+        }
         match reused.and_then(|id| self.pods.get_mut(id.0 as usize)) {
             Some(slot) => *slot = pod,
             None => self.pods.push(pod),
