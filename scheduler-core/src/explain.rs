@@ -125,7 +125,7 @@ impl Explanation {
 /// Explains `pod` on `snapshot`.
 pub fn explain(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) -> Explanation {
     let ctx = PodContext::new(snapshot, pod, config);
-    let scorer = Scorer::new(&ctx);
+    let scorer = Scorer::with_preferences(&ctx);
     let mut feasible: Vec<Candidate> = Vec::new();
     let mut rejected: Vec<ExplainRow> = Vec::new();
     for (i, node) in snapshot.nodes.iter().enumerate() {

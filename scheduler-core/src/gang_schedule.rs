@@ -222,7 +222,7 @@ fn candidate_nodes(
     gpu_members: &[usize],
 ) -> Vec<GangNode> {
     let lead = &contexts[gpu_members[0]];
-    let scorer = Scorer::new(lead);
+    let scorer = Scorer::with_preferences(lead);
     let mut nodes = Vec::new();
     for i in 0..snapshot.len() {
         let node = snapshot.node(NodeId(i as u32));
@@ -261,6 +261,7 @@ fn member_placement(ctx: &PodContext<'_>, slot: &MemberSlot, candidates: usize) 
         bottleneck,
         score: slot.score,
     });
+    // The node is the gang search's; this score only explains it.
     let parts = Scorer::new(ctx).score(ctx, slot.node, &fit);
     placement(
         ctx,

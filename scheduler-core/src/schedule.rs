@@ -143,7 +143,7 @@ pub(crate) struct Candidate {
 /// Decides `pod` on `snapshot`; see the module docs.
 pub fn schedule(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) -> Decision {
     let ctx = PodContext::new(snapshot, pod, config);
-    let scorer = Scorer::new(&ctx);
+    let scorer = Scorer::with_preferences(&ctx);
     // Only (node, total) is kept in the loop; the winner's fit and parts are
     // computed again once it is known, so no node pays for copying them.
     let mut best: Option<(usize, f64)> = None;

@@ -264,6 +264,40 @@ pub struct ScoreWeights {
     /// or oldest first. Applies only when that is not `Off` and the
     /// cluster's nodes differ in generation. Default 10.
     pub generation: u32,
+    /// The pod's own preferences, as kube-scheduler scores them: preferred
+    /// node affinity, preferred inter-pod affinity and anti-affinity (and
+    /// other pods' terms that reach this pod), `ScheduleAnyway` topology
+    /// spread; blended by [`PreferenceWeights`]. Applies only to pods that
+    /// state such a preference or that other pods' terms can reach. Default
+    /// 1000: what the pod asks comes first, as it would under kube-scheduler,
+    /// and the GPU parts decide among nodes its preferences rank alike.
+    pub pod_preferences: u32,
+}
+
+/// How the pod-preferences part blends kube-scheduler's scores, with
+/// kube-scheduler's default plugin weights and `hardPodAffinityWeight`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreferenceWeights {
+    /// NodeAffinity's score (preferred node affinity). Default 2.
+    pub node_affinity: u32,
+    /// InterPodAffinity's score. Default 2.
+    pub inter_pod_affinity: u32,
+    /// PodTopologySpread's score (`ScheduleAnyway`). Default 2.
+    pub topology_spread: u32,
+    /// What a bound pod's *required* affinity term matching this pod
+    /// weighs in InterPodAffinity's score (0–100). Default 1.
+    pub hard_pod_affinity: i32,
+}
+
+impl Default for PreferenceWeights {
+    fn default() -> PreferenceWeights {
+        PreferenceWeights {
+            node_affinity: 2,
+            inter_pod_affinity: 2,
+            topology_spread: 2,
+            hard_pod_affinity: 1,
+        }
+    }
 }
 
 impl Default for ScoreWeights {
@@ -278,6 +312,7 @@ impl Default for ScoreWeights {
             node_preference: 5,
             fragmentation: 1000,
             generation: 10,
+            pod_preferences: 1000,
         }
     }
 }
@@ -328,6 +363,8 @@ pub struct SchedulerConfig {
     /// Read when a snapshot is built: which labels name network domains.
     pub tiers: NetworkTiers,
     pub weights: ScoreWeights,
+    /// How the pod-preferences part blends its scores.
+    pub preferences: PreferenceWeights,
     /// The policy of nodes without the `gputopo.dev/topology-manager-policy` label.
     pub default_topology_manager_policy: TopologyManagerPolicy,
     /// `node.kubernetes.io/instance-type` values that are spot capacity, for

@@ -201,13 +201,6 @@ impl<'a> PodContext<'a> {
         Ok(())
     }
 
-    /// Whether the pod has rules that read other pods or host ports.
-    pub(crate) fn reads_other_pods(&self) -> bool {
-        self.spread.is_some()
-            || self.inter_pod.is_some()
-            || !self.pod.constraints.host_ports.is_empty()
-    }
-
     /// Whether the node at `index` may take the pod, and how. Reads the
     /// node's [`Hot`](crate::snapshot::Hot) record; the full node only for what the pod asks
     /// (a node name, labels, extended resources, a shared GPU).

@@ -10,8 +10,10 @@ mod common;
 
 mod affinity;
 mod gpu_rules;
+mod host_ports;
 mod message;
 mod node_rules;
+mod preferred_affinity;
 
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::filter::FilterReason;

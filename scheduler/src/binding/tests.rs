@@ -36,6 +36,7 @@ fn placement(pod: &str, gpus: &[u32], bottleneck: Option<LinkClass>) -> Placemen
             node_preference: None,
             fragmentation: None,
             generation: None,
+            pod_preferences: None,
             total: 0.9,
         },
         explanation: String::new(),

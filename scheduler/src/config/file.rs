@@ -10,6 +10,7 @@ struct FileConfig {
     scheduler_names: Option<Vec<String>>,
     network_tiers: Option<TiersFile>,
     weights: Option<WeightsFile>,
+    preferences: Option<PreferencesFile>,
     gpu_generation: Option<GenerationFile>,
     default_topology_manager_policy: Option<PolicyFile>,
     memory_target: Option<MemoryTargetFile>,
@@ -119,6 +120,7 @@ impl WeightsFile {
             node_preference: self.node_preference.unwrap_or(base.node_preference),
             fragmentation: self.fragmentation.unwrap_or(base.fragmentation),
             generation: self.generation.unwrap_or(base.generation),
+            pod_preferences: self.pod_preferences.unwrap_or(base.pod_preferences),
             ..base
         }
     }
@@ -240,6 +242,39 @@ struct WeightsFile {
     node_preference: Option<u32>,
     fragmentation: Option<u32>,
     generation: Option<u32>,
+    pod_preferences: Option<u32>,
+}
+
+/// `preferences`: how kube-scheduler's scores blend into the pod-preferences part.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PreferencesFile {
+    node_affinity: Option<u32>,
+    inter_pod_affinity: Option<u32>,
+    topology_spread: Option<u32>,
+    hard_pod_affinity_weight: Option<i32>,
+}
+
+impl PreferencesFile {
+    fn over(&self, base: PreferenceWeights) -> Result<PreferenceWeights, Problem> {
+        let hard = self
+            .hard_pod_affinity_weight
+            .unwrap_or(base.hard_pod_affinity);
+        if !(0..=100).contains(&hard) {
+            return Err(Problem::new(
+                "preferences.hardPodAffinityWeight",
+                format!(
+                    "{hard} is out of range; accepted: 0 to 100 (as kube-scheduler's InterPodAffinity args)"
+                ),
+            ));
+        }
+        Ok(PreferenceWeights {
+            node_affinity: self.node_affinity.unwrap_or(base.node_affinity),
+            inter_pod_affinity: self.inter_pod_affinity.unwrap_or(base.inter_pod_affinity),
+            topology_spread: self.topology_spread.unwrap_or(base.topology_spread),
+            hard_pod_affinity: hard,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -367,6 +402,9 @@ fn apply(settings: &mut Settings, parsed: FileConfig) -> Result<(), Problem> {
     }
     if let Some(w) = parsed.weights {
         settings.core.weights = w.over(settings.core.weights);
+    }
+    if let Some(p) = parsed.preferences {
+        settings.core.preferences = p.over(settings.core.preferences)?;
     }
     if let Some(g) = parsed.gpu_generation {
         settings.core.gpu_generation = g.0;

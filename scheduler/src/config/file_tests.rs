@@ -240,3 +240,28 @@ fn the_generation_preference_is_set_at_the_top_or_per_profile_and_bad_values_are
         "{e}"
     );
 }
+
+#[test]
+fn reads_the_pod_preferences_weights() {
+    let s = parse(
+        "weights: {podPreferences: 300}\n\
+         preferences: {nodeAffinity: 5, interPodAffinity: 1, hardPodAffinityWeight: 0}\n",
+    )
+    .unwrap();
+    assert_eq!(s.core.weights.pod_preferences, 300);
+    assert_eq!(s.core.preferences.node_affinity, 5);
+    assert_eq!(s.core.preferences.inter_pod_affinity, 1);
+    assert_eq!(
+        s.core.preferences.topology_spread,
+        PreferenceWeights::default().topology_spread,
+        "kept at its default"
+    );
+    assert_eq!(s.core.preferences.hard_pod_affinity, 0);
+    let e = parse("preferences: {hardPodAffinityWeight: 101}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("preferences.hardPodAffinityWeight") && e.contains("0 to 100"),
+        "{e}"
+    );
+}

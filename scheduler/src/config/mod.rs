@@ -46,8 +46,8 @@
 
 use gputopo_scheduler_core::config::{DEFAULT_MODEL_LABEL, PodType, TargetWorkload};
 use gputopo_scheduler_core::config::{
-    GenerationPreference, MemoryTarget, NetworkTiers, SchedulerConfig, ScoreWeights,
-    TopologyManagerPolicy,
+    GenerationPreference, MemoryTarget, NetworkTiers, PreferenceWeights, SchedulerConfig,
+    ScoreWeights, TopologyManagerPolicy,
 };
 use gputopo_scheduler_core::preempt::PreemptionPolicy;
 use serde::Deserialize;

@@ -61,6 +61,8 @@
 //!
 //! Nodes are compared on the unrounded total, then by name.
 
+mod preferences;
+
 use crate::config::{GenerationPreference, ScoreWeights};
 use crate::filter::{Fit, PodContext};
 use crate::fragmentation;
@@ -81,6 +83,8 @@ pub struct ScoreParts {
     pub node_preference: Option<f64>,
     pub fragmentation: Option<f64>,
     pub generation: Option<f64>,
+    /// What the pod prefers, as kube-scheduler scores it (`preferences.rs`).
+    pub pod_preferences: Option<f64>,
     /// The weighted mean, 0–1, before rounding.
     pub total: f64,
 }
@@ -105,6 +109,7 @@ impl fmt::Display for ScoreParts {
             ("node preference", self.node_preference),
             ("fragmentation", self.fragmentation),
             ("generation", self.generation),
+            ("pod preferences", self.pod_preferences),
         ];
         let mut first = true;
         for (name, value) in parts {
@@ -132,6 +137,10 @@ pub(crate) struct Scorer {
     node_preference: f64,
     fragmentation: f64,
     generation: f64,
+    pod_preferences: f64,
+    /// Per node of the snapshot, the pod-preferences part (`NaN` where the
+    /// filter refused); empty when the part does not apply.
+    preferences: Vec<f64>,
     /// Whether the newest generation scores highest (else the oldest).
     newest: bool,
     /// `1 / (newest − oldest)` generation of the cluster.
@@ -150,7 +159,25 @@ pub(crate) struct Scorer {
 }
 
 impl Scorer {
+    /// [`Scorer::new`] with the pod's own preferences scored as well (the
+    /// scheduler's decisions; the extender leaves them to kube-scheduler).
+    pub(crate) fn with_preferences(ctx: &PodContext<'_>) -> Scorer {
+        let preferences = if preferences::may_apply(ctx) {
+            let feasible: Vec<usize> = (0..ctx.snapshot.len())
+                .filter(|&i| ctx.filter(i).is_ok())
+                .collect();
+            preferences::pod_preferences(ctx, &feasible)
+        } else {
+            None
+        };
+        Scorer::weighted(ctx, preferences)
+    }
+
     pub(crate) fn new(ctx: &PodContext<'_>) -> Scorer {
+        Scorer::weighted(ctx, None)
+    }
+
+    fn weighted(ctx: &PodContext<'_>, preferences: Option<Vec<f64>>) -> Scorer {
         let w: ScoreWeights = ctx.config.weights;
         let request = &ctx.pod.request;
         let signals = ctx.snapshot.signals;
@@ -187,6 +214,8 @@ impl Scorer {
                     && (ctx.wants_whole_gpus() || ctx.wants_shared_gpu()),
                 w.generation,
             ),
+            pod_preferences: on(preferences.is_some(), w.pod_preferences),
+            preferences: preferences.unwrap_or_default(),
             newest: ctx.config.gpu_generation == GenerationPreference::Newest,
             per_generation_range: if signals.generation_max > signals.generation_min {
                 1.0 / f64::from(signals.generation_max - signals.generation_min)
@@ -234,7 +263,8 @@ impl Scorer {
             + scorer.cost
             + scorer.node_preference
             + scorer.fragmentation
-            + scorer.generation;
+            + scorer.generation
+            + scorer.pod_preferences;
         if sum > 0.0 {
             for w in [
                 &mut scorer.gpu_set,
@@ -246,6 +276,7 @@ impl Scorer {
                 &mut scorer.node_preference,
                 &mut scorer.fragmentation,
                 &mut scorer.generation,
+                &mut scorer.pod_preferences,
             ] {
                 *w /= sum;
             }
@@ -336,6 +367,10 @@ impl Scorer {
             let up = up.clamp(0.0, 1.0);
             if self.newest { up } else { 1.0 - up }
         });
+        let pod_preferences = (self.pod_preferences > 0.0).then(|| {
+            let v = self.preferences.get(index).copied().unwrap_or(0.0);
+            if v.is_nan() { 0.0 } else { v }
+        });
         let total = self.gpu_set * gpu_set.unwrap_or(0.0)
             + self.allocation * allocation
             + self.memory_fit * memory_fit.unwrap_or(0.0)
@@ -344,7 +379,8 @@ impl Scorer {
             + self.cost * cost.unwrap_or(0.0)
             + self.node_preference * node_preference.unwrap_or(0.0)
             + self.fragmentation * fragmentation.unwrap_or(0.0)
-            + self.generation * generation.unwrap_or(0.0);
+            + self.generation * generation.unwrap_or(0.0)
+            + self.pod_preferences * pod_preferences.unwrap_or(0.0);
         ScoreParts {
             gpu_set,
             allocation,
@@ -355,6 +391,7 @@ impl Scorer {
             node_preference,
             fragmentation,
             generation,
+            pod_preferences,
             total,
         }
     }
