@@ -83,7 +83,7 @@ impl Cycle {
                     self.finish(writes, &mut work, &pod, None, outcome).await;
                 }
                 DueStep::Pod(member) => {
-                    self.one_pod(writes, &mut work, &mut binds, member).await;
+                    self.one_pod(writes, &mut work, &mut binds, *member).await;
                 }
                 DueStep::Gang { unit, first } => {
                     let settings = self.settings.clone();

@@ -20,7 +20,7 @@ pub enum DueStep {
     /// Unreadable: this outcome, with no request to label it by.
     Finish(Arc<Pod>, Outcome),
     /// Decided alone.
-    Pod(Member),
+    Pod(Box<Member>),
     /// Decided with its gang; `first` (the pod due) picks the profile.
     Gang { unit: GangUnit, first: Arc<Pod> },
 }
@@ -57,7 +57,7 @@ impl Cycle {
             }
         };
         let Some(gang) = pending.request.gang.clone() else {
-            return DueStep::Pod((pod, pending));
+            return DueStep::Pod(Box::new((pod, pending)));
         };
         let names = self.settings.all_scheduler_names();
         let unit = crate::cycle::gang::assemble(
@@ -73,7 +73,7 @@ impl Cycle {
         );
         if let GangReadiness::Independent(why) = &unit.readiness {
             debug!(pod = %key, %why, "not a gang: placed alone");
-            return DueStep::Pod((pod, pending));
+            return DueStep::Pod(Box::new((pod, pending)));
         }
         handled.extend(unit.members.iter().map(|(p, _)| pod_key(p)));
         DueStep::Gang { unit, first: pod }

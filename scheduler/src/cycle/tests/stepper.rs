@@ -67,7 +67,7 @@ pub fn gang_of(cycle: &mut Cycle, work: &Work<'_>, key: &str) -> GangUnit {
 /// The due pod `key`, decided alone.
 pub fn member_of(cycle: &mut Cycle, work: &Work<'_>, key: &str) -> Member {
     match due(cycle, work, key) {
-        DueStep::Pod(member) => member,
+        DueStep::Pod(member) => *member,
         _ => panic!("{key} is not a pod decided alone"),
     }
 }
