@@ -40,6 +40,7 @@ fn bench(c: &mut Criterion) {
                 nodes: &cl.nodes,
                 topologies: &cl.topologies,
                 pods: &cl.pods,
+                namespaces: &[],
                 gangs,
                 dra,
                 changed: None,

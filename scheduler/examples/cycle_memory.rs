@@ -58,6 +58,7 @@ fn main() {
         nodes: &cl.nodes,
         topologies: &cl.topologies,
         pods: &cl.pods,
+        namespaces: &[],
         gangs: &gangs,
         dra: &dra,
         changed: None,

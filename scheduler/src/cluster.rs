@@ -19,7 +19,7 @@ use gputopo_scheduler_core::reported::ReadingState;
 pub use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input};
 use gputopo_scheduler_core::snapshot::{BoundPodInput, Snapshot, SnapshotBuilder, SnapshotError};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -151,6 +151,8 @@ pub struct Objects<'a> {
     pub nodes: &'a [Arc<Node>],
     pub topologies: &'a [Arc<GpuTopology>],
     pub pods: &'a [Arc<Pod>],
+    /// Their labels, for inter-pod terms' `namespaceSelector`s.
+    pub namespaces: &'a [Arc<Namespace>],
     pub gangs: &'a GangObjects,
     pub dra: &'a crate::claims::DraObjects,
     /// Which nodes, topologies and pods changed since the cycle was last
@@ -207,9 +209,22 @@ pub fn build_snapshot(
             builder.pod_group(g);
         }
     }
+    for (name, labels) in namespace_labels(objects.namespaces) {
+        builder.namespace(&name, labels);
+    }
     let snapshot = builder.build()?;
     warnings.extend(snapshot.warnings().iter().map(ToString::to_string));
     Ok((snapshot, warnings))
+}
+
+/// Each namespace's name and labels.
+pub fn namespace_labels(
+    namespaces: &[Arc<Namespace>],
+) -> impl Iterator<Item = (String, std::collections::BTreeMap<String, String>)> + '_ {
+    namespaces.iter().filter_map(|n| {
+        let name = n.metadata.name.clone()?;
+        Some((name, n.metadata.labels.clone().unwrap_or_default()))
+    })
 }
 
 /// The warning for a node whose kubelet reading is too old to count, if it

@@ -97,6 +97,7 @@ pub struct LiveCluster {
     /// The assumed pods given, by `namespace/name`.
     assumed: HashMap<String, BoundPodInput>,
     groups: BTreeMap<(String, String), PodGroup>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// Objects left out or read with a caveat, by object: stable texts.
     object_warnings: BTreeMap<String, String>,
     /// The pod keys whose watched pod changed in this observation, given
@@ -122,6 +123,7 @@ impl LiveCluster {
             pending: BTreeSet::new(),
             assumed: HashMap::new(),
             groups: BTreeMap::new(),
+            namespaces: BTreeMap::new(),
             object_warnings: BTreeMap::new(),
             touched: Vec::new(),
         }
@@ -352,6 +354,7 @@ impl LiveCluster {
     ) -> Result<(Snapshot, Vec<String>), SnapshotError> {
         self.observe(objects, trust);
         self.sync_groups(objects);
+        self.sync_namespaces(objects);
         self.snapshot(assumed)
     }
 
@@ -402,6 +405,27 @@ impl LiveCluster {
                 }
             }
         }
+    }
+
+    /// The namespaces' labels (few; compared whole, the snapshot told only
+    /// of a change).
+    pub fn sync_namespaces(&mut self, objects: &Objects<'_>) {
+        let now: BTreeMap<String, BTreeMap<String, String>> =
+            crate::cluster::namespace_labels(objects.namespaces).collect();
+        if now == self.namespaces {
+            return;
+        }
+        for name in self.namespaces.keys() {
+            if !now.contains_key(name) {
+                self.live.remove_namespace(name);
+            }
+        }
+        for (name, labels) in &now {
+            if self.namespaces.get(name) != Some(labels) {
+                self.live.set_namespace(name, labels.clone());
+            }
+        }
+        self.namespaces = now;
     }
 
     /// The PodGroups (few; compared whole).

@@ -179,6 +179,7 @@ impl Scheduler {
             nodes: &nodes,
             topologies: &topologies,
             pods: &pods,
+            namespaces: &watches.namespaces.state(),
             gangs: &gangs,
             dra: &dra,
             changed: changed.as_ref(),

@@ -1,4 +1,4 @@
-//! The reflectors both modes keep (Pods, Nodes, `GpuTopology`, and for the
+//! The reflectors both modes keep (Pods, Nodes, Namespaces, `GpuTopology`, and for the
 //! secondary scheduler the gang objects: both PodGroups, JobSets,
 //! LeaderWorkerSets, and DRA's ResourceSlices, ResourceClaims and
 //! DeviceClasses): a store per kind, a callback per event saying whether
@@ -15,7 +15,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::Resource;
 use kube::api::{Api, ListParams};
@@ -40,6 +40,8 @@ pub enum WatchError {
 pub struct Watches {
     pub pods: Store<Pod>,
     pub nodes: Store<Node>,
+    /// Their labels are what inter-pod terms' `namespaceSelector`s match.
+    pub namespaces: Store<Namespace>,
     topologies: Store<Checked<GpuTopology>>,
     /// The gang objects; each empty when not watched (the extender) or
     /// not served.
@@ -142,6 +144,14 @@ impl Watches {
                 pod_changes_cluster,
                 Some(&pod_changes),
                 trim_pod,
+            ),
+            namespaces: reflect(
+                Api::all(client.clone()),
+                "Namespace",
+                on_event.clone(),
+                always,
+                None,
+                trim_meta,
             ),
             nodes: reflect(
                 Api::all(client.clone()),
@@ -262,9 +272,10 @@ impl Watches {
     /// Waits until every watch has listed, saying which one it waits for
     /// in `readiness`, then turns ready.
     pub async fn synced(&self, readiness: &Readiness) -> Result<(), WatchError> {
-        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 10] = [
+        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 11] = [
             ("Pod", Box::pin(self.pods.wait_until_ready())),
             ("Node", Box::pin(self.nodes.wait_until_ready())),
+            ("Namespace", Box::pin(self.namespaces.wait_until_ready())),
             ("GpuTopology", Box::pin(self.topologies.wait_until_ready())),
             ("PodGroup", Box::pin(self.groups.wait_until_ready())),
             (

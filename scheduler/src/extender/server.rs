@@ -181,6 +181,7 @@ impl Extender {
             nodes: &nodes,
             topologies: &topologies,
             pods: &pods,
+            namespaces: &self.watches.namespaces.state(),
             gangs: &GangObjects::default(),
             // kube-scheduler allocates claims in extender mode.
             dra: &crate::claims::DraObjects::default(),

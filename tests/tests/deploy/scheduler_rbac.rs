@@ -14,6 +14,7 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
     let cluster_wide = triples(&[
         ("", "pods", &["get", "list", "watch"]),
         ("", "nodes", &["get", "list", "watch"]),
+        ("", "namespaces", &["get", "list", "watch"]),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         (
             "scheduling.x-k8s.io",
@@ -113,6 +114,7 @@ fn the_extenders_rbac_is_exactly_what_it_uses() {
     let cluster_wide = triples(&[
         ("", "pods", &["get", "list", "watch"]),
         ("", "nodes", &["get", "list", "watch"]),
+        ("", "namespaces", &["get", "list", "watch"]),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         (
             "resource.k8s.io",

@@ -145,6 +145,7 @@ impl World {
             nodes: &self.nodes,
             topologies: &self.topologies,
             pods: &self.pods,
+            namespaces: &[],
             gangs: &self.gangs,
             dra: &self.dra,
             changed: None,
