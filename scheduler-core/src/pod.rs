@@ -32,6 +32,33 @@ pub struct PendingPod {
     pub node_name: Option<String>,
     /// `spec.priority`; 0 when unset.
     pub priority: i32,
+    /// The owner with `controller: true`, for spread's default constraints.
+    pub controller: Option<Controller>,
+}
+
+/// A pod's controlling owner, from its `ownerReferences`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Controller {
+    /// `apps/v1`, `v1`, …
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl Controller {
+    /// The reference marked `controller: true`, if any.
+    pub fn of(pod: &Pod) -> Option<Controller> {
+        pod.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| Controller {
+                api_version: o.api_version.clone(),
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+            })
+    }
 }
 
 /// Why a pod cannot be considered at all: its spec or annotations are malformed.
@@ -79,6 +106,7 @@ impl PendingPod {
             tolerations: Vec::new(),
             node_name: None,
             priority: 0,
+            controller: None,
         }
     }
 
@@ -157,6 +185,7 @@ impl PendingPod {
             tolerations,
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             priority: spec.priority.unwrap_or(0),
+            controller: Controller::of(pod),
         })
     }
 }

@@ -41,6 +41,7 @@ fn bench(c: &mut Criterion) {
                 topologies: &cl.topologies,
                 pods: &cl.pods,
                 namespaces: &[],
+                workloads: &gputopo_scheduler::workload_objects::NO_WORKLOADS,
                 gangs,
                 dra,
                 changed: None,

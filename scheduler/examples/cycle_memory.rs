@@ -59,6 +59,7 @@ fn main() {
         topologies: &cl.topologies,
         pods: &cl.pods,
         namespaces: &[],
+        workloads: &gputopo_scheduler::workload_objects::NO_WORKLOADS,
         gangs: &gangs,
         dra: &dra,
         changed: None,

@@ -153,6 +153,8 @@ pub struct Objects<'a> {
     pub pods: &'a [Arc<Pod>],
     /// Their labels, for inter-pod terms' `namespaceSelector`s.
     pub namespaces: &'a [Arc<Namespace>],
+    /// Services and controllers: spread's default constraints.
+    pub workloads: &'a crate::workload_objects::WorkloadObjects,
     pub gangs: &'a GangObjects,
     pub dra: &'a crate::claims::DraObjects,
     /// Which nodes, topologies and pods changed since the cycle was last
@@ -212,6 +214,7 @@ pub fn build_snapshot(
     for (name, labels) in namespace_labels(objects.namespaces) {
         builder.namespace(&name, labels);
     }
+    builder.workload_selectors(objects.workloads.selectors());
     let snapshot = builder.build()?;
     warnings.extend(snapshot.warnings().iter().map(ToString::to_string));
     Ok((snapshot, warnings))

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod scheduler;
 pub mod trim;
 pub mod watch;
+pub mod workload_objects;
 pub mod writer;
 
 pub use config::{Backoff, ConfigFileError, Settings};

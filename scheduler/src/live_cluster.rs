@@ -355,6 +355,8 @@ impl LiveCluster {
         self.observe(objects, trust);
         self.sync_groups(objects);
         self.sync_namespaces(objects);
+        self.live
+            .set_workload_selectors(objects.workloads.selectors());
         self.snapshot(assumed)
     }
 

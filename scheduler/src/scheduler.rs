@@ -171,6 +171,7 @@ impl Scheduler {
             }
         };
         let (gangs, bad_gangs) = watches.gangs();
+        let workloads = watches.workloads();
         let (dra, bad_dra) = watches.dra();
         for bad in bad_topologies.iter().chain(&bad_gangs).chain(&bad_dra) {
             self.writes.report_invalid(bad);
@@ -180,6 +181,7 @@ impl Scheduler {
             topologies: &topologies,
             pods: &pods,
             namespaces: &watches.namespaces.state(),
+            workloads: &workloads,
             gangs: &gangs,
             dra: &dra,
             changed: changed.as_ref(),

@@ -10,12 +10,14 @@ use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport}
 use crate::claims::DraObjects;
 use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
 use crate::trim::{trim_meta, trim_node, trim_pod};
+use crate::workload_objects::WorkloadObjects;
 use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::Resource;
 use kube::api::{Api, ListParams};
@@ -42,6 +44,12 @@ pub struct Watches {
     pub nodes: Store<Node>,
     /// Their labels are what inter-pod terms' `namespaceSelector`s match.
     pub namespaces: Store<Namespace>,
+    /// The owners whose selectors give spread's default constraints; each
+    /// empty when not watched (the extender).
+    services: Store<Service>,
+    replica_sets: Store<ReplicaSet>,
+    stateful_sets: Store<StatefulSet>,
+    replication_controllers: Store<ReplicationController>,
     topologies: Store<Checked<GpuTopology>>,
     /// The gang objects; each empty when not watched (the extender) or
     /// not served.
@@ -136,7 +144,12 @@ impl Watches {
         let slices = optional(client, true, "ResourceSlice", NO_DRA, &on_event, readiness).await;
         let claims = optional(client, true, "ResourceClaim", NO_DRA, &on_event, readiness).await;
         let classes = optional(client, true, "DeviceClass", NO_DRA, &on_event, readiness).await;
+        let owner = |what: &'static str| (secondary, what);
         Watches {
+            services: owned(client, owner("Service"), &on_event),
+            replica_sets: owned(client, owner("ReplicaSet"), &on_event),
+            stateful_sets: owned(client, owner("StatefulSet"), &on_event),
+            replication_controllers: owned(client, owner("ReplicationController"), &on_event),
             pods: reflect(
                 Api::all(client.clone()),
                 "Pod",
@@ -225,6 +238,16 @@ impl Watches {
         (ok, self.invalid.observe("GpuTopology", &bad))
     }
 
+    /// The Services and controllers, for spread's default constraints.
+    pub fn workloads(&self) -> WorkloadObjects {
+        WorkloadObjects {
+            services: self.services.state(),
+            replica_sets: self.replica_sets.state(),
+            stateful_sets: self.stateful_sets.state(),
+            replication_controllers: self.replication_controllers.state(),
+        }
+    }
+
     /// The gang objects gputopo can use, and those newly found unusable.
     pub fn gangs(&self) -> (GangObjects, Vec<InvalidObject>) {
         let mut invalid = Vec::new();
@@ -272,7 +295,17 @@ impl Watches {
     /// Waits until every watch has listed, saying which one it waits for
     /// in `readiness`, then turns ready.
     pub async fn synced(&self, readiness: &Readiness) -> Result<(), WatchError> {
-        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 11] = [
+        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 15] = [
+            ("Service", Box::pin(self.services.wait_until_ready())),
+            ("ReplicaSet", Box::pin(self.replica_sets.wait_until_ready())),
+            (
+                "StatefulSet",
+                Box::pin(self.stateful_sets.wait_until_ready()),
+            ),
+            (
+                "ReplicationController",
+                Box::pin(self.replication_controllers.wait_until_ready()),
+            ),
             ("Pod", Box::pin(self.pods.wait_until_ready())),
             ("Node", Box::pin(self.nodes.wait_until_ready())),
             ("Namespace", Box::pin(self.namespaces.wait_until_ready())),
@@ -357,6 +390,37 @@ where
         reflect(api, what, on_event.clone(), always, None, trim_meta)
     } else {
         info!("{missing}");
+        empty_store()
+    }
+}
+
+/// A built-in kind's watch when `watch.0` (the secondary scheduler), else
+/// an empty store. Changes wake the cycle: they change default spreading.
+fn owned<K>(
+    client: &kube::Client,
+    (watch, what): (bool, &'static str),
+    on_event: &(impl Fn(bool) + Clone + Send + 'static),
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::Scope: Send + Sync,
+{
+    if watch {
+        reflect(
+            Api::all(client.clone()),
+            what,
+            on_event.clone(),
+            always,
+            None,
+            trim_meta,
+        )
+    } else {
         empty_store()
     }
 }

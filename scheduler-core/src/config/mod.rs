@@ -3,6 +3,7 @@
 //! signals. Plain data with documented defaults; `SchedulerConfig::default()`
 //! is what the scheduler runs without a configuration file.
 
+use crate::pod_constraints::{SpreadConstraint, WhenUnsatisfiable};
 use gputopo_api::keys::node as node_keys;
 use std::fmt;
 use std::str::FromStr;
@@ -274,6 +275,50 @@ pub struct ScoreWeights {
     pub pod_preferences: u32,
 }
 
+/// PodTopologySpread's default constraints: what a pod that states none is
+/// spread by, over the pods of its Services and controller
+/// ([`crate::snapshot::WorkloadSelectors`]), as KubeSchedulerConfiguration's
+/// `PodTopologySpreadArgs` says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum SpreadDefaults {
+    /// `defaultingType: System` (the default): `kubernetes.io/hostname`
+    /// maxSkew 3 and `topology.kubernetes.io/zone` maxSkew 5, both
+    /// `ScheduleAnyway`; a node lacking a key still scores.
+    #[default]
+    System,
+    /// `defaultingType: List`: these (no selector: the owners' is used);
+    /// none at all turns defaults off.
+    List(Vec<SpreadConstraint>),
+}
+
+impl SpreadDefaults {
+    /// The constraints, each without a selector (the caller sets the
+    /// owners'), and whether they are the system's.
+    pub fn constraints(&self) -> (Vec<SpreadConstraint>, bool) {
+        match self {
+            SpreadDefaults::System => {
+                let soft = |skew, key: &str| SpreadConstraint {
+                    selector: None,
+                    ..SpreadConstraint::new(
+                        skew,
+                        key,
+                        WhenUnsatisfiable::ScheduleAnyway,
+                        Default::default(),
+                    )
+                };
+                (
+                    vec![
+                        soft(3, "kubernetes.io/hostname"),
+                        soft(5, "topology.kubernetes.io/zone"),
+                    ],
+                    true,
+                )
+            }
+            SpreadDefaults::List(list) => (list.clone(), false),
+        }
+    }
+}
+
 /// How the pod-preferences part blends kube-scheduler's scores, with
 /// kube-scheduler's default plugin weights and `hardPodAffinityWeight`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -365,6 +410,8 @@ pub struct SchedulerConfig {
     pub weights: ScoreWeights,
     /// How the pod-preferences part blends its scores.
     pub preferences: PreferenceWeights,
+    /// Topology spread for pods that state none.
+    pub spread_defaults: SpreadDefaults,
     /// The policy of nodes without the `gputopo.dev/topology-manager-policy` label.
     pub default_topology_manager_policy: TopologyManagerPolicy,
     /// `node.kubernetes.io/instance-type` values that are spot capacity, for

@@ -59,7 +59,8 @@ impl SpreadConstraint {
         }
     }
 
-    pub(crate) fn from_k8s(
+    /// Reads one constraint; `field` names it in errors.
+    pub fn from_k8s(
         c: &k8s::TopologySpreadConstraint,
         pod_labels: &BTreeMap<String, String>,
         field: &str,

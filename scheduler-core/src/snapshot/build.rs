@@ -8,7 +8,7 @@ use super::chunked::Chunked;
 use super::input::{BoundPodInput, NodeInput};
 use super::intern::Interner;
 use super::node_pods::{NodeReports, orphan_warnings};
-use super::{NodeId, PodGroup, Signals, Snapshot, SnapshotError};
+use super::{NodeId, PodGroup, Signals, Snapshot, SnapshotError, WorkloadSelectors};
 use crate::config::{NetworkTiers, SchedulerConfig};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +22,7 @@ pub struct SnapshotBuilder {
     pods: Vec<BoundPodInput>,
     groups: Vec<PodGroup>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    workload_selectors: WorkloadSelectors,
 }
 
 impl SnapshotBuilder {
@@ -34,7 +35,14 @@ impl SnapshotBuilder {
             pods: Vec::new(),
             groups: Vec::new(),
             namespaces: BTreeMap::new(),
+            workload_selectors: WorkloadSelectors::default(),
         }
+    }
+
+    /// The Services' and controllers' selectors (spread's defaults).
+    pub fn workload_selectors(&mut self, selectors: WorkloadSelectors) -> &mut SnapshotBuilder {
+        self.workload_selectors = selectors;
+        self
     }
 
     /// A namespace and its labels (what `namespaceSelector`s match).
@@ -72,6 +80,7 @@ impl SnapshotBuilder {
             pods,
             mut groups,
             namespaces,
+            workload_selectors,
         } = self;
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = nodes.windows(2).find(|w| w[0].name == w[1].name) {
@@ -98,6 +107,7 @@ impl SnapshotBuilder {
             pod_index: imbl::HashMap::new(),
             affinity_pods: imbl::OrdSet::new(),
             namespaces: Arc::new(namespaces),
+            workload_selectors: Arc::new(workload_selectors),
             shapes: Vec::new(),
             shape_errors: Vec::new(),
             strings: Interner::default(),

@@ -11,7 +11,9 @@
 //! [`LiveSnapshot::snapshot`] equals a fresh build of the same inputs.
 
 use super::node_pods::{NodeReports, orphan_warnings};
-use super::{BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError};
+use super::{
+    BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError, WorkloadSelectors,
+};
 use crate::config::SchedulerConfig;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -41,6 +43,7 @@ pub struct LiveSnapshot {
     pods_by_node: HashMap<String, BTreeSet<PodKey>>,
     groups: BTreeMap<PodKey, PodGroup>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    workload_selectors: Arc<WorkloadSelectors>,
     /// `None`: stale, built whole on the next read.
     built: Option<Snapshot>,
     counts: LiveCounts,
@@ -56,6 +59,7 @@ impl LiveSnapshot {
             pods_by_node: HashMap::new(),
             groups: BTreeMap::new(),
             namespaces: BTreeMap::new(),
+            workload_selectors: Arc::default(),
             built: None,
             counts: LiveCounts::default(),
         }
@@ -176,6 +180,19 @@ impl LiveSnapshot {
         }
     }
 
+    /// Replaces the Services' and controllers' selectors; the kept
+    /// snapshot takes them without a rebuild.
+    pub fn set_workload_selectors(&mut self, selectors: WorkloadSelectors) {
+        if *self.workload_selectors == selectors {
+            self.counts.unchanged += 1;
+            return;
+        }
+        self.workload_selectors = Arc::new(selectors);
+        if let Some(snapshot) = self.built.as_mut() {
+            snapshot.workload_selectors = Arc::clone(&self.workload_selectors);
+        }
+    }
+
     fn share_namespaces(&mut self) {
         if let Some(snapshot) = self.built.as_mut() {
             snapshot.namespaces = Arc::new(self.namespaces.clone());
@@ -210,6 +227,7 @@ impl LiveSnapshot {
         for (name, labels) in &self.namespaces {
             b.namespace(name, labels.clone());
         }
+        b.workload_selectors((*self.workload_selectors).clone());
         b.build()
     }
 

@@ -78,7 +78,9 @@ mod pod_changes;
 mod signals;
 mod topology_spec;
 mod warning;
+mod workload_selectors;
 pub use plausible::implausible_topology;
+pub use workload_selectors::WorkloadSelectors;
 
 pub use amounts::share_amounts;
 pub use bound_pod::{BoundPod, SharedHold, SharedUse};
@@ -145,6 +147,8 @@ pub struct Snapshot {
     pub(crate) affinity_pods: imbl::OrdSet<PodId>,
     /// Namespaces' labels, for `namespaceSelector`s.
     pub(crate) namespaces: Arc<BTreeMap<String, BTreeMap<String, String>>>,
+    /// Services' and controllers' selectors, for spread's defaults.
+    pub(crate) workload_selectors: Arc<WorkloadSelectors>,
     pub(crate) shapes: Vec<ShapeEntry>,
     pub(crate) shape_errors: Vec<ShapeError>,
     pub(crate) strings: Interner,
@@ -235,6 +239,11 @@ impl Snapshot {
     /// A namespace's labels; `None` for a namespace the snapshot was not given.
     pub fn namespace_labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
         self.namespaces.get(name)
+    }
+
+    /// The Services' and controllers' selectors.
+    pub fn workload_selectors(&self) -> &WorkloadSelectors {
+        &self.workload_selectors
     }
 
     pub fn pod_groups(&self) -> &[PodGroup] {

@@ -11,6 +11,7 @@ struct FileConfig {
     network_tiers: Option<TiersFile>,
     weights: Option<WeightsFile>,
     preferences: Option<PreferencesFile>,
+    topology_spread_defaults: Option<SpreadDefaultsFile>,
     gpu_generation: Option<GenerationFile>,
     default_topology_manager_policy: Option<PolicyFile>,
     memory_target: Option<MemoryTargetFile>,
@@ -255,6 +256,55 @@ struct PreferencesFile {
     hard_pod_affinity_weight: Option<i32>,
 }
 
+/// `topologySpreadDefaults`: PodTopologySpreadArgs' `defaultingType` and
+/// `defaultConstraints`, as KubeSchedulerConfiguration spells them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SpreadDefaultsFile {
+    defaulting_type: Option<String>,
+    default_constraints: Option<Vec<DefaultConstraintFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DefaultConstraintFile {
+    max_skew: i32,
+    topology_key: String,
+    when_unsatisfiable: String,
+}
+
+impl SpreadDefaultsFile {
+    fn read(&self) -> Result<SpreadDefaults, Problem> {
+        let field = "topologySpreadDefaults";
+        let list = self.default_constraints.as_deref().unwrap_or_default();
+        match self.defaulting_type.as_deref().unwrap_or("System") {
+            "System" if !list.is_empty() => Err(Problem::new(
+                field,
+                "defaultConstraints must be empty with defaultingType System (as kube-scheduler's PodTopologySpreadArgs); set defaultingType: List".into(),
+            )),
+            "System" => Ok(SpreadDefaults::System),
+            "List" => list
+                .iter()
+                .map(|c| {
+                    let spec = k8s_openapi::api::core::v1::TopologySpreadConstraint {
+                        max_skew: c.max_skew,
+                        topology_key: c.topology_key.clone(),
+                        when_unsatisfiable: c.when_unsatisfiable.clone(),
+                        ..Default::default()
+                    };
+                    SpreadConstraint::from_k8s(&spec, &Default::default(), "defaultConstraints")
+                        .map_err(|e| Problem::new(field, e.to_string()))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(SpreadDefaults::List),
+            other => Err(Problem::new(
+                field,
+                format!("defaultingType {other:?} is not valid; accepted: System | List"),
+            )),
+        }
+    }
+}
+
 impl PreferencesFile {
     fn over(&self, base: PreferenceWeights) -> Result<PreferenceWeights, Problem> {
         let hard = self
@@ -405,6 +455,9 @@ fn apply(settings: &mut Settings, parsed: FileConfig) -> Result<(), Problem> {
     }
     if let Some(p) = parsed.preferences {
         settings.core.preferences = p.over(settings.core.preferences)?;
+    }
+    if let Some(d) = parsed.topology_spread_defaults {
+        settings.core.spread_defaults = d.read()?;
     }
     if let Some(g) = parsed.gpu_generation {
         settings.core.gpu_generation = g.0;

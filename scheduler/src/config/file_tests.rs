@@ -265,3 +265,42 @@ fn reads_the_pod_preferences_weights() {
         "{e}"
     );
 }
+
+#[test]
+fn reads_the_topology_spread_defaults_as_kube_scheduler_spells_them() {
+    assert_eq!(
+        parse("# nothing\n").unwrap().core.spread_defaults,
+        SpreadDefaults::System
+    );
+    let s = parse(
+        "topologySpreadDefaults:\n  defaultingType: List\n  defaultConstraints:\n  \
+         - {maxSkew: 2, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}\n",
+    )
+    .unwrap();
+    let SpreadDefaults::List(list) = &s.core.spread_defaults else {
+        panic!("a list: {:?}", s.core.spread_defaults);
+    };
+    assert_eq!(
+        (list[0].max_skew, list[0].topology_key.as_str()),
+        (2, "zone")
+    );
+    let off = parse("topologySpreadDefaults: {defaultingType: List}\n").unwrap();
+    assert_eq!(off.core.spread_defaults, SpreadDefaults::List(Vec::new()));
+    for (bad, says) in [
+        (
+            "topologySpreadDefaults:\n  defaultConstraints:\n  - {maxSkew: 1, topologyKey: z, whenUnsatisfiable: DoNotSchedule}\n",
+            "defaultingType System",
+        ),
+        (
+            "topologySpreadDefaults: {defaultingType: Custom}\n",
+            "System | List",
+        ),
+        (
+            "topologySpreadDefaults:\n  defaultingType: List\n  defaultConstraints:\n  - {maxSkew: 0, topologyKey: z, whenUnsatisfiable: DoNotSchedule}\n",
+            "maxSkew",
+        ),
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}

@@ -47,8 +47,9 @@
 use gputopo_scheduler_core::config::{DEFAULT_MODEL_LABEL, PodType, TargetWorkload};
 use gputopo_scheduler_core::config::{
     GenerationPreference, MemoryTarget, NetworkTiers, PreferenceWeights, SchedulerConfig,
-    ScoreWeights, TopologyManagerPolicy,
+    ScoreWeights, SpreadDefaults, TopologyManagerPolicy,
 };
+use gputopo_scheduler_core::pod_constraints::SpreadConstraint;
 use gputopo_scheduler_core::preempt::PreemptionPolicy;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

@@ -182,6 +182,7 @@ impl Extender {
             topologies: &topologies,
             pods: &pods,
             namespaces: &self.watches.namespaces.state(),
+            workloads: &crate::workload_objects::NO_WORKLOADS,
             gangs: &GangObjects::default(),
             // kube-scheduler allocates claims in extender mode.
             dra: &crate::claims::DraObjects::default(),

@@ -15,6 +15,10 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
         ("", "pods", &["get", "list", "watch"]),
         ("", "nodes", &["get", "list", "watch"]),
         ("", "namespaces", &["get", "list", "watch"]),
+        ("", "services", &["get", "list", "watch"]),
+        ("", "replicationcontrollers", &["get", "list", "watch"]),
+        ("apps", "replicasets", &["get", "list", "watch"]),
+        ("apps", "statefulsets", &["get", "list", "watch"]),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         (
             "scheduling.x-k8s.io",

@@ -146,6 +146,7 @@ impl World {
             topologies: &self.topologies,
             pods: &self.pods,
             namespaces: &[],
+            workloads: &crate::workload_objects::NO_WORKLOADS,
             gangs: &self.gangs,
             dra: &self.dra,
             changed: None,
