@@ -113,7 +113,7 @@ impl Cycle {
                 self.finish(writes, work, &pod, Some(&pending), outcome)
                     .await;
             }
-            PodStep::Bind(p) => self.bind_later(writes, work, binds, member, p).await,
+            PodStep::Bind(p) => self.bind_later(writes, work, binds, member, *p).await,
             PodStep::BindClaims(placed) => {
                 self.bind_with_claims(writes, work, vec![member], vec![*placed])
                     .await;
@@ -124,7 +124,7 @@ impl Cycle {
             }
             PodStep::Preempt { judged, message } => {
                 let (pod, pending) = member;
-                let members = [(pod, judged)];
+                let members = [(pod, *judged)];
                 let outcome = self
                     .preempt(writes, work, &members, core, preemption)
                     .await

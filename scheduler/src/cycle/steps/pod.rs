@@ -27,7 +27,7 @@ pub enum PodStep {
     /// Left with this outcome, nothing written but its event.
     Finish(Outcome),
     /// Placed: assumed, and bound through the bind pipeline.
-    Bind(Placement),
+    Bind(Box<Placement>),
     /// Placed with its claims: write them, then bind.
     BindClaims(Box<DraPlacement>),
     /// Placed through DRA for `nvidia.com/gpu`: create (unless it
@@ -35,7 +35,10 @@ pub enum PodStep {
     BindExtended(Box<ExtendedClaim>, Box<DraPlacement>),
     /// No node takes it now: preemption is tried for it as the filter saw
     /// it (`judged`: a pod with claims asks their GPU count).
-    Preempt { judged: PendingPod, message: String },
+    Preempt {
+        judged: Box<PendingPod>,
+        message: String,
+    },
 }
 
 impl Cycle {
@@ -59,11 +62,11 @@ impl Cycle {
         let decision = schedule(&work.snapshot, pending, core);
         work.decided(t);
         match decision {
-            Decision::Placed(p) => PodStep::Bind(p),
+            Decision::Placed(p) => PodStep::Bind(Box::new(p)),
             Decision::Unschedulable(u) => {
                 self.holds.restore(&mut work.snapshot, None, &own);
                 PodStep::Preempt {
-                    judged: pending.clone(),
+                    judged: Box::new(pending.clone()),
                     message: u.message,
                 }
             }
@@ -106,7 +109,7 @@ impl Cycle {
                 // the resourceclaim controller when they stop, and the pod
                 // fits once the watch shows it.
                 PodStep::Preempt {
-                    judged: dra.judged(pending),
+                    judged: Box::new(dra.judged(pending)),
                     message,
                 }
             }
@@ -158,10 +161,12 @@ impl Cycle {
         work.decided(t);
         Some(match (by_plugin, through_dra) {
             (Some(Decision::Placed(p)), DraDecision::Placed(d)) if !dra_wins(&d.placement, &p) => {
-                PodStep::Bind(p)
+                PodStep::Bind(Box::new(p))
             }
             (_, DraDecision::Placed(d)) => PodStep::BindExtended(Box::new(ext), d),
-            (Some(Decision::Placed(p)), DraDecision::Unschedulable { .. }) => PodStep::Bind(p),
+            (Some(Decision::Placed(p)), DraDecision::Unschedulable { .. }) => {
+                PodStep::Bind(Box::new(p))
+            }
             (plugin, DraDecision::Unschedulable { message }) => {
                 self.holds.restore(&mut work.snapshot, None, &own);
                 let message = match plugin {
@@ -172,7 +177,7 @@ impl Cycle {
                     _ => message,
                 };
                 PodStep::Preempt {
-                    judged: pending.clone(),
+                    judged: Box::new(pending.clone()),
                     message,
                 }
             }
