@@ -63,7 +63,7 @@
 //! # Adding a score part, end to end
 //!
 //! 1. `src/config/mod.rs`: a weight in [`config::ScoreWeights`] and its default.
-//! 2. `src/score.rs`: the part in [`score::ScoreParts`] (an `Option` when it
+//! 2. `src/score/mod.rs`: the part in [`score::ScoreParts`] (an `Option` when it
 //!    applies to some pods only) and its name in `ScoreParts`'s `Display`;
 //!    the weight normalised in `Scorer::new` (0 where the part does not
 //!    apply to the pod: never per node), the value in `Scorer::score`; and
