@@ -273,3 +273,5 @@ impl Settings {
 }
 
 mod file;
+mod file_scoring;
+mod problem;

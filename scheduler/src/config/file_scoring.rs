@@ -1,0 +1,122 @@
+//! The configuration file's scoring sections: `weights`, `preferences`
+//! (how kube-scheduler's scores blend) and `topologySpreadDefaults`.
+
+use super::problem::Problem;
+use super::*;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct WeightsFile {
+    pub(super) gpu_set: Option<u32>,
+    pub(super) allocation: Option<u32>,
+    pub(super) memory_fit: Option<u32>,
+    pub(super) interference: Option<u32>,
+    pub(super) preferred_domain: Option<u32>,
+    pub(super) cost: Option<u32>,
+    pub(super) node_preference: Option<u32>,
+    pub(super) fragmentation: Option<u32>,
+    pub(super) generation: Option<u32>,
+    pub(super) pod_preferences: Option<u32>,
+}
+
+/// `preferences`: how kube-scheduler's scores blend into the pod-preferences part.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct PreferencesFile {
+    pub(super) node_affinity: Option<u32>,
+    pub(super) inter_pod_affinity: Option<u32>,
+    pub(super) topology_spread: Option<u32>,
+    pub(super) hard_pod_affinity_weight: Option<i32>,
+}
+
+/// `topologySpreadDefaults`: PodTopologySpreadArgs' `defaultingType` and
+/// `defaultConstraints`, as KubeSchedulerConfiguration spells them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct SpreadDefaultsFile {
+    pub(super) defaulting_type: Option<String>,
+    pub(super) default_constraints: Option<Vec<DefaultConstraintFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct DefaultConstraintFile {
+    pub(super) max_skew: i32,
+    pub(super) topology_key: String,
+    pub(super) when_unsatisfiable: String,
+}
+
+impl SpreadDefaultsFile {
+    pub(super) fn read(&self) -> Result<SpreadDefaults, Problem> {
+        let field = "topologySpreadDefaults";
+        let list = self.default_constraints.as_deref().unwrap_or_default();
+        match self.defaulting_type.as_deref().unwrap_or("System") {
+            "System" if !list.is_empty() => Err(Problem::new(
+                field,
+                "defaultConstraints must be empty with defaultingType System (as kube-scheduler's PodTopologySpreadArgs); set defaultingType: List".into(),
+            )),
+            "System" => Ok(SpreadDefaults::System),
+            "List" => list
+                .iter()
+                .map(|c| {
+                    let spec = k8s_openapi::api::core::v1::TopologySpreadConstraint {
+                        max_skew: c.max_skew,
+                        topology_key: c.topology_key.clone(),
+                        when_unsatisfiable: c.when_unsatisfiable.clone(),
+                        ..Default::default()
+                    };
+                    SpreadConstraint::from_k8s(&spec, &Default::default(), "defaultConstraints")
+                        .map_err(|e| Problem::new(field, e.to_string()))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(SpreadDefaults::List),
+            other => Err(Problem::new(
+                field,
+                format!("defaultingType {other:?} is not valid; accepted: System | List"),
+            )),
+        }
+    }
+}
+
+impl PreferencesFile {
+    pub(super) fn over(&self, base: PreferenceWeights) -> Result<PreferenceWeights, Problem> {
+        let hard = self
+            .hard_pod_affinity_weight
+            .unwrap_or(base.hard_pod_affinity);
+        if !(0..=100).contains(&hard) {
+            return Err(Problem::new(
+                "preferences.hardPodAffinityWeight",
+                format!(
+                    "{hard} is out of range; accepted: 0 to 100 (as kube-scheduler's InterPodAffinity args)"
+                ),
+            ));
+        }
+        Ok(PreferenceWeights {
+            node_affinity: self.node_affinity.unwrap_or(base.node_affinity),
+            inter_pod_affinity: self.inter_pod_affinity.unwrap_or(base.inter_pod_affinity),
+            topology_spread: self.topology_spread.unwrap_or(base.topology_spread),
+            hard_pod_affinity: hard,
+        })
+    }
+}
+
+impl WeightsFile {
+    /// `base` with the weights this file sets.
+    // `..base` keeps any weight the file cannot name yet at its default.
+    #[allow(clippy::needless_update)]
+    pub(super) fn over(&self, base: ScoreWeights) -> ScoreWeights {
+        ScoreWeights {
+            gpu_set: self.gpu_set.unwrap_or(base.gpu_set),
+            allocation: self.allocation.unwrap_or(base.allocation),
+            memory_fit: self.memory_fit.unwrap_or(base.memory_fit),
+            interference: self.interference.unwrap_or(base.interference),
+            preferred_domain: self.preferred_domain.unwrap_or(base.preferred_domain),
+            cost: self.cost.unwrap_or(base.cost),
+            node_preference: self.node_preference.unwrap_or(base.node_preference),
+            fragmentation: self.fragmentation.unwrap_or(base.fragmentation),
+            generation: self.generation.unwrap_or(base.generation),
+            pod_preferences: self.pod_preferences.unwrap_or(base.pod_preferences),
+            ..base
+        }
+    }
+}
