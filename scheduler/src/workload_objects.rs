@@ -3,11 +3,10 @@
 //! give a pod that states no topology spread constraint the default ones
 //! kube-scheduler would apply (`WorkloadSelectors` in scheduler-core).
 
-use gputopo_scheduler_core::pod_constraints::LabelSelector;
 use gputopo_scheduler_core::snapshot::WorkloadSelectors;
+use gputopo_scheduler_core::snapshot::from_k8s::workload_selectors;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ReplicationController, Service};
-use kube::ResourceExt;
 use std::sync::Arc;
 
 /// The watched owners (empty where not watched: the extender).
@@ -28,35 +27,13 @@ pub static NO_WORKLOADS: WorkloadObjects = WorkloadObjects {
 };
 
 impl WorkloadObjects {
-    /// Their selectors. A selector the API server took but this cannot
-    /// read selects nothing here, as an unparsable selector does upstream.
+    /// Their selectors.
     pub fn selectors(&self) -> WorkloadSelectors {
-        let mut w = WorkloadSelectors::default();
-        for s in &self.services {
-            if let Some(sel) = s.spec.as_ref().and_then(|s| s.selector.clone()) {
-                w.services.insert(key(s.as_ref()), sel);
-            }
-        }
-        for rs in &self.replica_sets {
-            if let Ok(sel) = LabelSelector::from_k8s(&rs.spec.selector, "spec.selector") {
-                w.replica_sets.insert(key(rs.as_ref()), sel);
-            }
-        }
-        for ss in &self.stateful_sets {
-            if let Ok(sel) = LabelSelector::from_k8s(&ss.spec.selector, "spec.selector") {
-                w.stateful_sets.insert(key(ss.as_ref()), sel);
-            }
-        }
-        for rc in &self.replication_controllers {
-            if let Some(sel) = rc.spec.as_ref().and_then(|s| s.selector.clone()) {
-                w.replication_controllers.insert(key(rc.as_ref()), sel);
-            }
-        }
-        w
+        workload_selectors(
+            self.services.iter().map(AsRef::as_ref),
+            self.replica_sets.iter().map(AsRef::as_ref),
+            self.stateful_sets.iter().map(AsRef::as_ref),
+            self.replication_controllers.iter().map(AsRef::as_ref),
+        )
     }
-}
-
-/// `(namespace, name)` of a namespaced object.
-fn key<K: ResourceExt>(o: &K) -> (String, String) {
-    (o.namespace().unwrap_or_default(), o.name_any())
 }

@@ -1,15 +1,20 @@
 //! A cluster as a `kind: List` of Kubernetes objects (Nodes, Pods,
-//! GpuTopologies, PodGroups, and DRA's ResourceSlices, ResourceClaims and
-//! DeviceClasses), as `kubectl get ... -o yaml` prints them.
+//! GpuTopologies, PodGroups, DRA's ResourceSlices, ResourceClaims and
+//! DeviceClasses, and what inter-pod affinity and topology spread read:
+//! Namespaces, Services, ReplicaSets, StatefulSets, ReplicationControllers),
+//! as `kubectl get ... -o yaml` prints them.
 
 use super::reports::node_reports;
 use super::{Cluster, ClusterDra, ClusterFileError, Overrides, apply_overrides, invalid};
 use gputopo_api::GpuTopology;
-use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
+use gputopo_api::k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use gputopo_api::k8s_openapi::api::core::v1::{
+    Namespace, Node, Pod, ReplicationController, Service,
+};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::reported::ReadingTrust;
-use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input};
+use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input, workload_selectors};
 use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,6 +36,7 @@ pub(super) fn load_list(
     let mut topologies: BTreeMap<String, GpuTopology> = BTreeMap::new();
     let mut pods: Vec<(usize, Pod)> = Vec::new();
     let mut dra = ClusterDra::default();
+    let mut owners = Owners::default();
     let mut builder = SnapshotBuilder::new(&config);
     for (i, item) in items.iter().enumerate() {
         let at = format!("items[{i}]");
@@ -49,38 +55,7 @@ pub(super) fn load_list(
                 topologies.insert(name, t);
             }
             "PodGroup" => {
-                let name = item
-                    .get("metadata")
-                    .and_then(|m| m.get("name"))
-                    .and_then(|n| n.as_str())
-                    .ok_or_else(|| invalid(path, &at, "a PodGroup without metadata.name"))?;
-                let namespace = item
-                    .get("metadata")
-                    .and_then(|m| m.get("namespace"))
-                    .and_then(|n| n.as_str())
-                    .unwrap_or("default");
-                let spec = item.get("spec");
-                let min_member = spec
-                    .and_then(|s| s.get("minMember"))
-                    .and_then(|m| m.as_u64())
-                    .and_then(|m| u32::try_from(m).ok())
-                    .filter(|&m| m > 0)
-                    .ok_or_else(|| {
-                        invalid(
-                            path,
-                            &format!("{at}.spec.minMember"),
-                            "a whole number of at least 1",
-                        )
-                    })?;
-                builder.pod_group(PodGroup {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    min_member,
-                    schedule_timeout_seconds: spec
-                        .and_then(|s| s.get("scheduleTimeoutSeconds"))
-                        .and_then(|m| m.as_u64())
-                        .and_then(|m| u32::try_from(m).ok()),
-                });
+                builder.pod_group(pod_group(path, &at, item)?);
             }
             "ResourceSlice" => dra
                 .slices
@@ -91,12 +66,33 @@ pub(super) fn load_list(
             "DeviceClass" => dra
                 .classes
                 .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "Namespace" => {
+                let n: Namespace = serde_yaml::from_value(item.clone()).map_err(parse_err)?;
+                let name = n
+                    .metadata
+                    .name
+                    .clone()
+                    .ok_or_else(|| invalid(path, &at, "a Namespace without metadata.name"))?;
+                builder.namespace(&name, n.metadata.labels.unwrap_or_default());
+            }
+            "Service" => owners
+                .services
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "ReplicaSet" => owners
+                .replica_sets
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "StatefulSet" => owners
+                .stateful_sets
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "ReplicationController" => owners
+                .replication_controllers
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
             other => {
                 return Err(invalid(
                     path,
                     &format!("{at}.kind"),
                     format!(
-                        "{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup, ResourceSlice, ResourceClaim, DeviceClass"
+                        "{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup, ResourceSlice, ResourceClaim, DeviceClass, Namespace, Service, ReplicaSet, StatefulSet, ReplicationController"
                     ),
                 ));
             }
@@ -118,6 +114,12 @@ pub(super) fn load_list(
             builder.pod(input);
         }
     }
+    builder.workload_selectors(workload_selectors(
+        &owners.services,
+        &owners.replica_sets,
+        &owners.stateful_sets,
+        &owners.replication_controllers,
+    ));
     let snapshot = builder
         .build()
         .map_err(|e| invalid(path, "(snapshot)", e))?;
@@ -127,5 +129,55 @@ pub(super) fn load_list(
         config,
         reports,
         dra,
+    })
+}
+
+/// The owners whose selectors give spread's default constraints.
+#[derive(Default)]
+struct Owners {
+    services: Vec<Service>,
+    replica_sets: Vec<ReplicaSet>,
+    stateful_sets: Vec<StatefulSet>,
+    replication_controllers: Vec<ReplicationController>,
+}
+
+/// A scheduler-plugins PodGroup item: its name, namespace, `minMember`
+/// and `scheduleTimeoutSeconds`.
+fn pod_group(
+    path: &Path,
+    at: &str,
+    item: &serde_yaml::Value,
+) -> Result<PodGroup, ClusterFileError> {
+    let name = item
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str())
+        .ok_or_else(|| invalid(path, at, "a PodGroup without metadata.name"))?;
+    let namespace = item
+        .get("metadata")
+        .and_then(|m| m.get("namespace"))
+        .and_then(|n| n.as_str())
+        .unwrap_or("default");
+    let spec = item.get("spec");
+    let min_member = spec
+        .and_then(|s| s.get("minMember"))
+        .and_then(|m| m.as_u64())
+        .and_then(|m| u32::try_from(m).ok())
+        .filter(|&m| m > 0)
+        .ok_or_else(|| {
+            invalid(
+                path,
+                &format!("{at}.spec.minMember"),
+                "a whole number of at least 1",
+            )
+        })?;
+    Ok(PodGroup {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        min_member,
+        schedule_timeout_seconds: spec
+            .and_then(|s| s.get("scheduleTimeoutSeconds"))
+            .and_then(|m| m.as_u64())
+            .and_then(|m| u32::try_from(m).ok()),
     })
 }

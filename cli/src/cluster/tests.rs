@@ -45,3 +45,43 @@ fn padding_and_counts_are_bounded() {
         "the limit itself is accepted"
     );
 }
+
+/// A `kubectl get -o yaml` List carries what inter-pod rules and default
+/// spreading read: Namespaces' labels and the Services' and controllers'
+/// selectors, into the snapshot the decision uses.
+#[test]
+fn a_list_carries_namespaces_and_owners_into_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: List\nitems:\n\
+         - {apiVersion: v1, kind: Namespace, metadata: {name: ml, labels: {team: ml}}}\n\
+         - {apiVersion: v1, kind: Service, metadata: {name: web, namespace: ml}, spec: {selector: {app: web}}}\n\
+         - apiVersion: apps/v1\n  kind: ReplicaSet\n  metadata: {name: web-1, namespace: ml}\n  \
+         spec:\n    selector: {matchLabels: {app: web, rev: '1'}}\n    template: {metadata: {labels: {app: web, rev: '1'}}}\n\
+         - {apiVersion: v1, kind: Node, metadata: {name: n}}\n",
+    )
+    .unwrap();
+    let cluster = load(&path, &Overrides::default()).unwrap();
+    let snapshot = &cluster.snapshot;
+    assert_eq!(
+        snapshot.namespace_labels("ml").and_then(|l| l.get("team")),
+        Some(&"ml".to_string())
+    );
+    let owners = snapshot.workload_selectors();
+    assert_eq!(owners.services.len(), 1);
+    assert_eq!(owners.replica_sets.len(), 1);
+    let e = {
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n",
+        )
+        .unwrap();
+        load(&path, &Overrides::default())
+            .err()
+            .expect("a ConfigMap is refused")
+            .to_string()
+    };
+    assert!(e.contains("Namespace, Service, ReplicaSet"), "{e}");
+}

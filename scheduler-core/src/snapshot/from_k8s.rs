@@ -2,14 +2,18 @@
 //! the `GpuTopology` custom resource). Pure functions over data: the
 //! scheduler's watch and the command line's files both go through here.
 
+use super::WorkloadSelectors;
 use super::input::{BoundPodInput, GpuHolding, NodeInput};
 use super::topology_spec::TopologySpec;
 use crate::pod::{PodError, parse_index_list, pod_key};
+use crate::pod_constraints::LabelSelector;
 use crate::pod_constraints::PodConstraints;
 use crate::reported::{ReadingState, ReadingTrust};
 use crate::resources::{Resources, pod_requests};
 use crate::selector::Taint;
-use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod};
+use gputopo_api::k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use gputopo_api::k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service};
+use gputopo_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use gputopo_api::keys::pod as pod_keys;
 use gputopo_api::{GpuRequest, GpuTopology};
 use std::sync::Arc;
@@ -192,4 +196,47 @@ pub fn bound_pod_input(pod: &Pod) -> Result<Option<BoundPodInput>, ConvertError>
             .and_then(|s| s.start_time.as_ref())
             .map(|t| t.0),
     }))
+}
+
+/// The selectors of Services, ReplicaSets, StatefulSets and
+/// ReplicationControllers. A Service without a selector selects no pod; a
+/// controller's selector that cannot be read selects nothing here, as an
+/// unparsable selector does upstream.
+pub fn workload_selectors<'a>(
+    services: impl IntoIterator<Item = &'a Service>,
+    replica_sets: impl IntoIterator<Item = &'a ReplicaSet>,
+    stateful_sets: impl IntoIterator<Item = &'a StatefulSet>,
+    replication_controllers: impl IntoIterator<Item = &'a ReplicationController>,
+) -> WorkloadSelectors {
+    let mut w = WorkloadSelectors::default();
+    for s in services {
+        if let Some(sel) = s.spec.as_ref().and_then(|s| s.selector.clone()) {
+            w.services.insert(key(&s.metadata), sel);
+        }
+    }
+    for rs in replica_sets {
+        if let Ok(sel) = LabelSelector::from_k8s(&rs.spec.selector, "spec.selector") {
+            w.replica_sets.insert(key(&rs.metadata), sel);
+        }
+    }
+    for ss in stateful_sets {
+        if let Ok(sel) = LabelSelector::from_k8s(&ss.spec.selector, "spec.selector") {
+            w.stateful_sets.insert(key(&ss.metadata), sel);
+        }
+    }
+    for rc in replication_controllers {
+        if let Some(sel) = rc.spec.as_ref().and_then(|s| s.selector.clone()) {
+            w.replication_controllers.insert(key(&rc.metadata), sel);
+        }
+    }
+    w
+}
+
+/// `(namespace, name)` of a namespaced object (`default` when unset, as
+/// `kubectl apply` does).
+fn key(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+    )
 }
