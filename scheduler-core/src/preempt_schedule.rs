@@ -6,7 +6,10 @@
 //!
 //! A node is a candidate when the preemptor passes the predicates eviction
 //! cannot change (unschedulable, `spec.nodeName`, taints, selector and
-//! required affinity) and its `GpuTopology` is known. CPU and memory are not
+//! required affinity), its host ports, topology spread and inter-pod
+//! affinity admit it as it is (evictions here free GPUs; they are never
+//! made for a rule that would still refuse the node), and its
+//! `GpuTopology` is known. CPU and memory are not
 //! part of the proposal: the freed node is filtered in full again when the
 //! preemptor is scheduled after the evictions, as kube-scheduler's nominated
 //! pods are.
@@ -111,7 +114,7 @@ pub fn propose_preemption_sparing(
     for i in 0..snapshot.len() {
         let node = snapshot.node(NodeId(i as u32));
         let Some(shape) = node.shape() else { continue };
-        if !ctx.admits(i) {
+        if !ctx.admits(i) || !ctx.pod_rules_admit(i) {
             continue;
         }
         let victims = node

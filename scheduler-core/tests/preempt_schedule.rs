@@ -110,3 +110,61 @@ fn a_spared_pod_is_worked_around_and_its_gang_spared_whole() {
         propose_preemption_sparing(&snap, &[preemptor], &config, &policy, now(), &both).is_err()
     );
 }
+
+/// Evictions free GPUs; they are never proposed on a node whose host port
+/// the preemptor wants is taken, where the preemptor would still be
+/// refused once the victims are gone.
+#[test]
+fn no_evictions_on_a_node_the_pods_host_port_still_refuses() {
+    use gputopo_scheduler_core::pod_constraints::{HostPort, PodConstraints};
+    use std::sync::Arc;
+    let ported = || {
+        Arc::new(PodConstraints {
+            host_ports: vec![HostPort::tcp(18080)],
+            ..PodConstraints::default()
+        })
+    };
+    let mut web = holder("web", "n1", &[], None);
+    web.priority = 1000;
+    web.constraints = ported();
+    let full = |node: &str| {
+        holder(
+            &format!("fill-{node}"),
+            node,
+            &[0, 1, 2, 3, 4, 5, 6, 7],
+            Some("inference"),
+        )
+    };
+    let config = SchedulerConfig::default();
+    let mut preemptor = pod(4, &[("gputopo.dev/workload", "training")]);
+    preemptor.priority = 100;
+    preemptor.constraints = ported();
+    let only_n1 = snapshot(vec![gpu_node("n1", a100())], vec![web.clone(), full("n1")]);
+    let e = propose_preemption(
+        &only_n1,
+        &[preemptor.clone()],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    );
+    assert!(e.is_err(), "no eviction on n1: its port stays taken: {e:?}");
+
+    let both = snapshot(
+        vec![gpu_node("n1", a100()), gpu_node("n2", a100())],
+        vec![web, full("n1"), full("n2")],
+    );
+    let plan = propose_preemption(
+        &both,
+        &[preemptor],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    )
+    .expect("n2 has the port free");
+    assert_eq!(
+        plan.victims,
+        vec!["default/fill-n2".to_string()],
+        "{}",
+        plan.explanation
+    );
+}

@@ -184,6 +184,14 @@ impl<'a> PodContext<'a> {
         }
     }
 
+    /// Whether the pod's host ports, spread and inter-pod affinity admit the
+    /// node as it is. Preemption proposes evictions only on such nodes:
+    /// evicting GPU holders must never be undone by a rule that still
+    /// refuses the node once they are gone.
+    pub(crate) fn pod_rules_admit(&self, index: usize) -> bool {
+        self.ports_free(index) && self.among_pods(index).is_ok()
+    }
+
     /// Spread and inter-pod affinity, the predicates that read other pods
     /// across the node's topology domains (after the node's own checks, as
     /// kube-scheduler orders its plugins).
