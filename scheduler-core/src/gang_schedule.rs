@@ -146,9 +146,16 @@ impl Gang<'_> {
         for (slot, &m) in chosen.members.iter().zip(gpu_members) {
             let ctx = PodContext::new(work, &members[m], self.config);
             let node = work.node(NodeId(slot.node as u32));
-            if node.free_gpus() & slot.gpus != slot.gpus || ctx.filter(slot.node).is_err() {
+            let why = match ctx.filter(slot.node) {
+                _ if node.free_gpus() & slot.gpus != slot.gpus => {
+                    Some("its GPUs are taken".to_string())
+                }
+                Ok(_) => None,
+                Err(r) => Some(ctx.reason(node.id(), r).to_string()),
+            };
+            if let Some(why) = why {
                 return Err(waiting(format!(
-                    "gang {name} ({n} members) waits, nothing bound: member {} does not fit on {} once the members before it are placed there (CPU, memory or pods)",
+                    "gang {name} ({n} members) waits, nothing bound: member {} does not fit on {} once the members before it are placed there: {why}",
                     members[m].key(),
                     node.name()
                 )));

@@ -278,3 +278,38 @@ fn nodes_of_unknown_model_are_known_by_their_wiring() {
         BTreeSet::from(["nvswitch-far".to_string(), "nvswitch-near".to_string()])
     );
 }
+
+/// Members are judged against the members placed before them: a gang
+/// whose members keep apart by required anti-affinity (one per node) is
+/// never placed two to a node; if the search packed them, the gang waits
+/// and says which rule refused.
+#[test]
+fn members_with_anti_affinity_to_each_other_never_share_a_node() {
+    use gputopo_scheduler_core::pod_constraints::{
+        AffinityTerm, LabelSelector, PodAffinity, PodConstraints,
+    };
+    use std::sync::Arc;
+    let mut members = gang("apart", 2, 4);
+    for m in &mut members {
+        let mut c = PodConstraints::labelled(&[("job", "apart")]);
+        c.affinity = PodAffinity {
+            required_anti: vec![AffinityTerm::new(
+                "train",
+                LabelSelector::equal(&[("job", "apart")]),
+                "kubernetes.io/hostname",
+            )],
+            ..PodAffinity::default()
+        };
+        m.constraints = Arc::new(c);
+    }
+    let snap = snapshot(fabric(), vec![]);
+    match schedule_gang(&snap, &members, &SchedulerConfig::default()) {
+        GangDecision::Placed(p) => {
+            let nodes: BTreeSet<&str> = p.iter().map(|p| p.node.as_str()).collect();
+            assert_eq!(nodes.len(), 2, "one member per node: {p:?}");
+        }
+        GangDecision::Waiting { message } => {
+            assert!(message.contains("podAntiAffinity"), "{message}");
+        }
+    }
+}

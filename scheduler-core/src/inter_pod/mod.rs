@@ -5,6 +5,7 @@
 
 mod filter;
 mod score;
+mod terms;
 
 pub(crate) use filter::AffinityFilter;
 pub(crate) use score::normalized_scores;

@@ -96,7 +96,7 @@ use crate::config::NetworkTiers;
 use crate::gpuset::{NodeShape, ShapeError};
 use crate::selector::Taint;
 use chunked::Chunked;
-use intern::Interner;
+use intern::{Interner, Sym};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -313,6 +313,15 @@ impl Snapshot {
             GpuKind::Shape(i) => self.shapes.get(i as usize),
             _ => None,
         }
+    }
+
+    /// The value of label `key` on the node at `index`, as symbols.
+    pub(crate) fn label_sym(&self, index: usize, key: Sym) -> Option<Sym> {
+        let labels = &self.nodes.get(index)?.labels;
+        labels
+            .binary_search_by_key(&key, |(k, _)| *k)
+            .ok()
+            .map(|i| labels[i].1)
     }
 
     pub(crate) fn label_of(&self, node: &Node, key: &str) -> Option<&str> {
