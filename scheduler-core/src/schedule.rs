@@ -143,23 +143,36 @@ pub(crate) struct Candidate {
 /// Decides `pod` on `snapshot`; see the module docs.
 pub fn schedule(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) -> Decision {
     let ctx = PodContext::new(snapshot, pod, config);
-    let scorer = Scorer::with_preferences(&ctx);
+    // Feasibility does not depend on the order predicates run in, only the
+    // reported reason does (that is the second pass): nodes with too few free
+    // GPUs are skipped first, from a byte per node.
+    let whole = ctx.whole_gpus();
+    let fits = || {
+        snapshot
+            .free_counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &free)| u32::from(free) >= whole)
+            .filter_map(|(i, _)| ctx.filter(i).ok().map(|fit| (i, fit)))
+    };
+    // A pod with preferences is scored against the feasible nodes as a
+    // whole (kube-scheduler normalises over them): they are collected first.
+    let (scorer, all): (Scorer, Box<dyn Iterator<Item = (usize, Fit)>>) = if Scorer::prefers(&ctx) {
+        let collected: Vec<(usize, Fit)> = fits().collect();
+        let indices: Vec<usize> = collected.iter().map(|(i, _)| *i).collect();
+        (
+            Scorer::with_feasible(&ctx, &indices),
+            Box::new(collected.into_iter()),
+        )
+    } else {
+        (Scorer::new(&ctx), Box::new(fits()))
+    };
     // Only (node, total) is kept in the loop; the winner's fit and parts are
     // computed again once it is known, so no node pays for copying them.
     let mut best: Option<(usize, f64)> = None;
     let mut runner_up: Option<(usize, f64)> = None;
     let mut feasible = 0usize;
-    // Feasibility does not depend on the order predicates run in, only the
-    // reported reason does (that is the second pass): nodes with too few free
-    // GPUs are skipped first, from a byte per node.
-    let whole = ctx.whole_gpus();
-    for (i, &free) in snapshot.free_counts.iter().enumerate() {
-        if u32::from(free) < whole {
-            continue;
-        }
-        let Ok(fit) = ctx.filter(i) else {
-            continue;
-        };
+    for (i, fit) in all {
         feasible += 1;
         let total = scorer.score(&ctx, i, &fit).total;
         match best {

@@ -6,7 +6,7 @@
 use super::AffinityRefusal;
 use super::terms::{Pair, pair, selects};
 use crate::pod::PendingPod;
-use crate::pod_constraints::AffinityTerm;
+use crate::pod_constraints::{AffinityTerm, selector_matches};
 use crate::snapshot::intern::Sym;
 use crate::snapshot::{BoundPod, Snapshot};
 use std::collections::HashMap;
@@ -24,6 +24,9 @@ pub(crate) struct AffinityFilter {
     anti: HashMap<Pair, u32>,
     /// Bound pods whose required anti-affinity selects this pod, per pair.
     existing_anti: HashMap<Pair, u32>,
+    /// The distinct keys of `existing_anti`'s pairs (most often one:
+    /// the hostname), so a node is checked by a lookup per key.
+    existing_keys: Vec<Sym>,
     /// The pod matches all its own affinity terms: the first pod of a
     /// group affine to itself may go where the terms' keys exist.
     self_affine: bool,
@@ -44,7 +47,11 @@ impl AffinityFilter {
                 .map(|t| snapshot.strings.get(&t.topology_key))
                 .collect()
         };
+        let mut existing_keys: Vec<Sym> = existing_anti.keys().map(|&(k, _)| k).collect();
+        existing_keys.sort_unstable();
+        existing_keys.dedup();
         let mut filter = AffinityFilter {
+            existing_keys,
             affinity_keys: keys(&rules.required),
             anti_keys: keys(&rules.required_anti),
             affinity: HashMap::new(),
@@ -57,8 +64,17 @@ impl AffinityFilter {
                     .all(|t| selects(t, snapshot, &pod.namespace, &pod.constraints.labels)),
         };
         if !rules.required.is_empty() || !rules.required_anti.is_empty() {
+            // A pod without labels matches only selectors that match no
+            // labels (`NotIn`, `DoesNotExist`); most bound pods have none.
+            let unlabelled_match = rules
+                .required
+                .iter()
+                .chain(&rules.required_anti)
+                .any(|t| selector_matches(t.selector.as_ref(), &Default::default()));
             for (_, bound) in snapshot.pods() {
-                filter.count_incoming(snapshot, pod, bound);
+                if unlabelled_match || !bound.constraints.labels.is_empty() {
+                    filter.count_incoming(snapshot, pod, bound);
+                }
             }
         }
         Some(filter)
@@ -118,14 +134,10 @@ impl AffinityFilter {
                 }
             }
         }
-        if !self.existing_anti.is_empty() {
-            let node = snapshot.nodes.get(index);
-            let blocked = node.is_some_and(|n| {
-                n.labels
-                    .iter()
-                    .any(|&(k, v)| self.existing_anti.get(&(k, v)).is_some_and(|&c| c > 0))
-            });
-            if blocked {
+        for &key in &self.existing_keys {
+            if pair(snapshot, index, Some(key))
+                .is_some_and(|p| self.existing_anti.get(&p).is_some_and(|&c| c > 0))
+            {
                 return Err(AffinityRefusal::ExistingAntiAffinity);
             }
         }

@@ -7,7 +7,8 @@
 
 use super::terms::{Pair, pair, selects};
 use crate::pod::PendingPod;
-use crate::pod_constraints::{AffinityTerm, WeightedTerm};
+use crate::pod_constraints::{AffinityTerm, WeightedTerm, selector_matches};
+use crate::snapshot::intern::Sym;
 use crate::snapshot::{BoundPod, Snapshot};
 use std::collections::HashMap;
 
@@ -27,8 +28,19 @@ pub(crate) fn normalized_scores(
         by_pair: HashMap::new(),
     };
     if prefers {
+        // A bound pod without labels or terms counts only for the pod's
+        // terms whose selectors match no labels; most bound pods are such.
+        let unlabelled_match = own
+            .preferred
+            .iter()
+            .chain(&own.preferred_anti)
+            .any(|w| selector_matches(w.term.selector.as_ref(), &Default::default()));
         for (_, bound) in snapshot.pods() {
-            scores.existing_pod(bound, hard_weight);
+            let plain =
+                bound.constraints.labels.is_empty() && bound.constraints.affinity.is_empty();
+            if unlabelled_match || !plain {
+                scores.existing_pod(bound, hard_weight);
+            }
         }
     } else {
         for (_, bound) in snapshot.affinity_pods() {
@@ -38,7 +50,10 @@ pub(crate) fn normalized_scores(
     if scores.by_pair.is_empty() {
         return None;
     }
-    let raw: Vec<i64> = feasible.iter().map(|&i| scores.node(i)).collect();
+    let mut keys: Vec<Sym> = scores.by_pair.keys().map(|&(k, _)| k).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let raw: Vec<i64> = feasible.iter().map(|&i| scores.node(i, &keys)).collect();
     Some(normalize(&raw))
 }
 
@@ -121,10 +136,11 @@ impl TopologyScores<'_> {
         }
     }
 
-    /// A node's raw score: the sum over its pairs.
-    fn node(&self, index: usize) -> i64 {
-        self.snapshot.nodes.get(index).map_or(0, |n| {
-            n.labels.iter().filter_map(|p| self.by_pair.get(p)).sum()
-        })
+    /// A node's raw score: the sum over its pairs of the scored `keys`.
+    fn node(&self, index: usize, keys: &[Sym]) -> i64 {
+        keys.iter()
+            .filter_map(|&k| pair(self.snapshot, index, Some(k)))
+            .filter_map(|p| self.by_pair.get(&p))
+            .sum()
     }
 }

@@ -162,15 +162,24 @@ impl Scorer {
     /// [`Scorer::new`] with the pod's own preferences scored as well (the
     /// scheduler's decisions; the extender leaves them to kube-scheduler).
     pub(crate) fn with_preferences(ctx: &PodContext<'_>) -> Scorer {
-        let preferences = if preferences::may_apply(ctx) {
-            let feasible: Vec<usize> = (0..ctx.snapshot.len())
-                .filter(|&i| ctx.filter(i).is_ok())
-                .collect();
-            preferences::pod_preferences(ctx, &feasible)
-        } else {
-            None
-        };
-        Scorer::weighted(ctx, preferences)
+        if !Scorer::prefers(ctx) {
+            return Scorer::new(ctx);
+        }
+        let feasible: Vec<usize> = (0..ctx.snapshot.len())
+            .filter(|&i| ctx.filter(i).is_ok())
+            .collect();
+        Scorer::with_feasible(ctx, &feasible)
+    }
+
+    /// Whether the pod-preferences part may apply, so that the caller
+    /// collects the feasible nodes first (cheap: never per node).
+    pub(crate) fn prefers(ctx: &PodContext<'_>) -> bool {
+        preferences::may_apply(ctx)
+    }
+
+    /// [`Scorer::with_preferences`] over nodes the caller filtered.
+    pub(crate) fn with_feasible(ctx: &PodContext<'_>, feasible: &[usize]) -> Scorer {
+        Scorer::weighted(ctx, preferences::pod_preferences(ctx, feasible))
     }
 
     pub(crate) fn new(ctx: &PodContext<'_>) -> Scorer {
