@@ -4,12 +4,11 @@
 //! anti-affinity, and the bound pods' required anti-affinity against it.
 
 use super::AffinityRefusal;
-use super::terms::{Pair, pair, selects};
+use super::terms::{PairTable, pair, selects};
 use crate::pod::PendingPod;
 use crate::pod_constraints::{AffinityTerm, selector_matches};
 use crate::snapshot::intern::Sym;
 use crate::snapshot::{BoundPod, Snapshot};
-use std::collections::HashMap;
 
 /// The pod's required terms and the bound pods' required anti-affinity,
 /// counted per topology pair.
@@ -19,14 +18,11 @@ pub(crate) struct AffinityFilter {
     anti_keys: Vec<Option<Sym>>,
     /// Bound pods matching *all* the pod's affinity terms, per pair of
     /// each term's key on their node (upstream sums terms sharing a pair).
-    affinity: HashMap<Pair, u32>,
+    affinity: PairTable<u32>,
     /// Bound pods matching each anti-affinity term, per pair.
-    anti: HashMap<Pair, u32>,
+    anti: PairTable<u32>,
     /// Bound pods whose required anti-affinity selects this pod, per pair.
-    existing_anti: HashMap<Pair, u32>,
-    /// The distinct keys of `existing_anti`'s pairs (most often one:
-    /// the hostname), so a node is checked by a lookup per key.
-    existing_keys: Vec<Sym>,
+    existing_anti: PairTable<u32>,
     /// The pod matches all its own affinity terms: the first pod of a
     /// group affine to itself may go where the terms' keys exist.
     self_affine: bool,
@@ -47,15 +43,11 @@ impl AffinityFilter {
                 .map(|t| snapshot.strings.get(&t.topology_key))
                 .collect()
         };
-        let mut existing_keys: Vec<Sym> = existing_anti.keys().map(|&(k, _)| k).collect();
-        existing_keys.sort_unstable();
-        existing_keys.dedup();
         let mut filter = AffinityFilter {
-            existing_keys,
             affinity_keys: keys(&rules.required),
             anti_keys: keys(&rules.required_anti),
-            affinity: HashMap::new(),
-            anti: HashMap::new(),
+            affinity: PairTable::new(snapshot),
+            anti: PairTable::new(snapshot),
             existing_anti,
             self_affine: !rules.required.is_empty()
                 && rules
@@ -93,7 +85,7 @@ impl AffinityFilter {
         {
             for &key in &self.affinity_keys {
                 if let Some(p) = pair(snapshot, node, key) {
-                    *self.affinity.entry(p).or_default() += 1;
+                    self.affinity.add(p, 1);
                 }
             }
         }
@@ -101,7 +93,7 @@ impl AffinityFilter {
             if selects(t, snapshot, &bound.namespace, labels)
                 && let Some(p) = pair(snapshot, node, key)
             {
-                *self.anti.entry(p).or_default() += 1;
+                self.anti.add(p, 1);
             }
         }
     }
@@ -115,7 +107,7 @@ impl AffinityFilter {
                     // Every term's topology key must be on the node.
                     return Err(AffinityRefusal::AffinityRules);
                 };
-                if self.affinity.get(&p).copied().unwrap_or(0) == 0 {
+                if self.affinity.get(p) == 0 {
                     pods_exist = false;
                 }
             }
@@ -127,19 +119,13 @@ impl AffinityFilter {
         }
         if !self.anti.is_empty() {
             for &key in &self.anti_keys {
-                if pair(snapshot, index, key)
-                    .is_some_and(|p| self.anti.get(&p).is_some_and(|&n| n > 0))
-                {
+                if pair(snapshot, index, key).is_some_and(|p| self.anti.get(p) > 0) {
                     return Err(AffinityRefusal::AntiAffinityRules);
                 }
             }
         }
-        for &key in &self.existing_keys {
-            if pair(snapshot, index, Some(key))
-                .is_some_and(|p| self.existing_anti.get(&p).is_some_and(|&c| c > 0))
-            {
-                return Err(AffinityRefusal::ExistingAntiAffinity);
-            }
+        if !self.existing_anti.is_empty() && self.existing_anti.node_sum(snapshot, index) > 0 {
+            return Err(AffinityRefusal::ExistingAntiAffinity);
         }
         Ok(())
     }
@@ -148,8 +134,8 @@ impl AffinityFilter {
 /// Per pair, the bound pods whose required anti-affinity terms select the
 /// pod (a bound pod counts once per such term). Only pods with affinity
 /// terms are read: a plain pod's decision pays for them alone.
-fn existing_anti(snapshot: &Snapshot, pod: &PendingPod) -> HashMap<Pair, u32> {
-    let mut counts = HashMap::new();
+fn existing_anti(snapshot: &Snapshot, pod: &PendingPod) -> PairTable<u32> {
+    let mut counts = PairTable::new(snapshot);
     for (_, bound) in snapshot.affinity_pods() {
         for t in &bound.constraints.affinity.required_anti {
             if selects(t, snapshot, &pod.namespace, &pod.constraints.labels)
@@ -159,7 +145,7 @@ fn existing_anti(snapshot: &Snapshot, pod: &PendingPod) -> HashMap<Pair, u32> {
                     snapshot.strings.get(&t.topology_key),
                 )
             {
-                *counts.entry(p).or_default() += 1;
+                counts.add(p, 1);
             }
         }
     }

@@ -5,12 +5,10 @@
 //! preferred anti-affinity −, when they select the pod); a node scores the
 //! sum over its pairs, normalised min–max to 0–100 over the feasible nodes.
 
-use super::terms::{Pair, pair, selects};
+use super::terms::{PairTable, pair, selects};
 use crate::pod::PendingPod;
 use crate::pod_constraints::{AffinityTerm, WeightedTerm, selector_matches};
-use crate::snapshot::intern::Sym;
 use crate::snapshot::{BoundPod, Snapshot};
-use std::collections::HashMap;
 
 /// Per node of `feasible`, its score 0–100; `None` when no term connects
 /// the pod with any bound pod on a labelled node (upstream skips scoring).
@@ -25,7 +23,7 @@ pub(crate) fn normalized_scores(
     let mut scores = TopologyScores {
         snapshot,
         pod,
-        by_pair: HashMap::new(),
+        by_pair: PairTable::new(snapshot),
     };
     if prefers {
         // A bound pod without labels or terms counts only for the pod's
@@ -50,10 +48,10 @@ pub(crate) fn normalized_scores(
     if scores.by_pair.is_empty() {
         return None;
     }
-    let mut keys: Vec<Sym> = scores.by_pair.keys().map(|&(k, _)| k).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let raw: Vec<i64> = feasible.iter().map(|&i| scores.node(i, &keys)).collect();
+    let raw: Vec<i64> = feasible
+        .iter()
+        .map(|&i| scores.by_pair.node_sum(snapshot, i))
+        .collect();
     Some(normalize(&raw))
 }
 
@@ -78,7 +76,7 @@ fn normalize(raw: &[i64]) -> Vec<i64> {
 struct TopologyScores<'a> {
     snapshot: &'a Snapshot,
     pod: &'a PendingPod,
-    by_pair: HashMap<Pair, i64>,
+    by_pair: PairTable<i64>,
 }
 
 impl TopologyScores<'_> {
@@ -132,15 +130,7 @@ impl TopologyScores<'_> {
     fn add(&mut self, term: &AffinityTerm, node: usize, weight: i64) {
         let key = self.snapshot.strings.get(&term.topology_key);
         if let Some(p) = pair(self.snapshot, node, key) {
-            *self.by_pair.entry(p).or_default() += weight;
+            self.by_pair.add(p, weight);
         }
-    }
-
-    /// A node's raw score: the sum over its pairs of the scored `keys`.
-    fn node(&self, index: usize, keys: &[Sym]) -> i64 {
-        keys.iter()
-            .filter_map(|&k| pair(self.snapshot, index, Some(k)))
-            .filter_map(|p| self.by_pair.get(&p))
-            .sum()
     }
 }

@@ -42,3 +42,67 @@ pub(super) fn pair(snapshot: &Snapshot, index: usize, key: Option<Sym>) -> Optio
     let key = key?;
     snapshot.label_sym(index, key).map(|v| (key, v))
 }
+
+/// Counts (or weights) per topology pair, as dense tables: one per key,
+/// indexed by the value's symbol. A decision has few keys (the hostname,
+/// a zone) and asks once per node, so a lookup is an index, not a hash.
+pub(super) struct PairTable<T> {
+    /// Table length: the snapshot's interned strings.
+    width: usize,
+    by_key: Vec<(Sym, Vec<T>)>,
+    entries: usize,
+}
+
+impl<T: Copy + Default + PartialEq + std::ops::AddAssign> PairTable<T> {
+    pub(super) fn new(snapshot: &Snapshot) -> PairTable<T> {
+        PairTable {
+            width: snapshot.interned_strings(),
+            by_key: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    pub(super) fn add(&mut self, (key, value): Pair, amount: T) {
+        let slot = match self.by_key.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.by_key.push((key, vec![T::default(); self.width]));
+                self.by_key.len() - 1
+            }
+        };
+        if let Some(v) = self.by_key[slot].1.get_mut(value.0 as usize) {
+            if *v == T::default() {
+                self.entries += 1;
+            }
+            *v += amount;
+        }
+    }
+
+    pub(super) fn get(&self, (key, value): Pair) -> T {
+        self.by_key
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, values)| values.get(value.0 as usize).copied())
+            .unwrap_or_default()
+    }
+
+    /// Whether no pair was ever added.
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+
+    /// The sum over `keys` of the node at `index`'s pairs.
+    pub(super) fn node_sum(&self, snapshot: &Snapshot, index: usize) -> T {
+        let mut sum = T::default();
+        for (key, values) in &self.by_key {
+            if let Some(v) = snapshot
+                .label_sym(index, *key)
+                .and_then(|value| values.get(value.0 as usize))
+            {
+                sum += *v;
+            }
+        }
+        sum
+    }
+}
