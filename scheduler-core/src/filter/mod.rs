@@ -170,7 +170,9 @@ impl<'a> PodContext<'a> {
             spread: None,
             inter_pod: AffinityFilter::new(snapshot, pod),
         };
-        ctx.spread = SpreadFilter::new(snapshot, pod, &|i| ctx.eligibility(i));
+        ctx.spread = SpreadFilter::new(snapshot, pod, &config.spread_defaults, &|i| {
+            ctx.eligibility(i)
+        });
         ctx
     }
 

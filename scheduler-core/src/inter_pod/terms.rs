@@ -91,7 +91,6 @@ impl<T: Copy + Default + PartialEq + std::ops::AddAssign> PairTable<T> {
         self.entries == 0
     }
 
-
     /// The sum over `keys` of the node at `index`'s pairs.
     pub(super) fn node_sum(&self, snapshot: &Snapshot, index: usize) -> T {
         let mut sum = T::default();

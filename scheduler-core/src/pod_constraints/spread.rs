@@ -123,12 +123,14 @@ impl SpreadConstraint {
             .as_ref()
             .map(|s| LabelSelector::from_k8s(s, &format!("{field}.labelSelector")))
             .transpose()?;
+        // `matchLabelKeys` the pod has make a selector even where none was
+        // stated (upstream merges them into "no selector" as a fresh one).
+        let match_keys = c.match_label_keys.as_deref().unwrap_or_default();
+        if selector.is_none() && match_keys.iter().any(|k| pod_labels.contains_key(k)) {
+            selector = Some(LabelSelector::default());
+        }
         if let Some(s) = selector.as_mut() {
-            s.merge_label_keys(
-                c.match_label_keys.as_deref().unwrap_or_default(),
-                &[],
-                pod_labels,
-            );
+            s.merge_label_keys(match_keys, &[], pod_labels);
         }
         Ok(SpreadConstraint {
             max_skew: c.max_skew,

@@ -22,9 +22,7 @@ pub(crate) fn may_apply(ctx: &PodContext<'_>) -> bool {
     !pod.preferred_node_affinity.is_empty()
         || !c.affinity.preferred.is_empty()
         || !c.affinity.preferred_anti.is_empty()
-        || c.spread.iter().any(|s| {
-            s.when_unsatisfiable == crate::pod_constraints::WhenUnsatisfiable::ScheduleAnyway
-        })
+        || spread::score_may_apply(ctx.snapshot, pod, &ctx.config.spread_defaults)
         || ctx.snapshot.affinity_pods().next().is_some()
 }
 
@@ -46,7 +44,13 @@ pub(crate) fn pod_preferences(ctx: &PodContext<'_>, feasible: &[usize]) -> Optio
         ),
         (
             weights.topology_spread,
-            spread::normalized_scores(ctx.snapshot, ctx.pod, feasible, &eligible),
+            spread::normalized_scores(
+                ctx.snapshot,
+                ctx.pod,
+                &ctx.config.spread_defaults,
+                feasible,
+                &eligible,
+            ),
         ),
     ];
     let total_weight: u32 = parts

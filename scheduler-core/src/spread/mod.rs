@@ -1,11 +1,20 @@
 //! Pod topology spread, judged as kube-scheduler's PodTopologySpread plugin
-//! judges it: the filter over `DoNotSchedule` constraints (`filter.rs`) and
-//! the score over `ScheduleAnyway` ones (`score.rs`), each counted once per
-//! decision from the snapshot's bound pods.
+//! judges it.
+//!
+//! Data flow, once per decision: [`constraints`] picks the constraints that
+//! apply (the pod's own of one `whenUnsatisfiable`, or, when it states
+//! none, the configured defaults over its Services' and controller's pods)
+//! and counts the matching bound pods per node; [`domains`] sums those
+//! counts per topology domain over the nodes the inclusion policies admit;
+//! then the filter (`filter.rs`, `DoNotSchedule`) reads the skew per node
+//! and the score (`score.rs`, `ScheduleAnyway`) ranks the feasible nodes.
 
+mod constraints;
+mod domains;
 mod filter;
 mod score;
 
+pub(crate) use constraints::score_may_apply;
 pub(crate) use filter::SpreadFilter;
 pub(crate) use score::normalized_scores;
 
@@ -46,3 +55,6 @@ impl SpreadRefusal {
         matches!(self, SpreadRefusal::Skew)
     }
 }
+
+#[cfg(test)]
+mod tests;
