@@ -36,7 +36,7 @@
 //! | 0 | [`config`], [`pod`], [`pod_constraints`], [`resources`], [`selector`] | what the operator configures, what a pod asks |
 //! | 1 | [`gpuset`] | one node's topology ([`gpuset::NodeShape`]) and the exact GPU-set choice on it |
 //! | 2 | [`snapshot`], [`reported`] | the cluster as one decision sees it; what nodes report of held GPUs |
-//! | 3 | [`filter`], [`score`], [`fragmentation`], [`dra`], [`gang`], [`preempt`], [`inter_pod`], [`spread`] | the choosers: one node judged, one node scored, devices, gangs, evictions, pods among pods |
+//! | 3 | [`filter`], [`score`], [`fragmentation`], [`dra`], [`gang`], [`preempt`], [`inter_pod`], [`spread`], [`volumes`] | the choosers: one node judged, one node scored, devices, gangs, evictions, pods among pods |
 //! | 4 | [`schedule`], [`node_fit`], [`gang_schedule`], [`preempt_schedule`], [`explain`], [`dra_schedule`] | whole decisions, typed, with their explanations |
 //!
 //! A module whose only reader sits below it is misplaced: move the shared
@@ -95,3 +95,4 @@ pub mod score;
 pub mod selector;
 pub mod snapshot;
 pub mod spread;
+pub mod volumes;

@@ -52,6 +52,7 @@ const CORE: Ladder = Ladder {
                 "preempt",
                 "inter_pod",
                 "spread",
+                "volumes",
             ],
         },
         Level {

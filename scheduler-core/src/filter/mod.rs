@@ -48,6 +48,7 @@ use crate::selector::{Taint, TaintEffect, Toleration};
 use crate::snapshot::intern::Sym;
 use crate::snapshot::{DomainId, Snapshot, resolve_amounts};
 use crate::spread::{NodeEligibility, SpreadFilter, SpreadRefusal};
+use crate::volumes::{VolumeCheck, VolumeRefusal};
 use std::sync::Arc;
 
 mod gpu;
@@ -93,6 +94,8 @@ pub(crate) struct PodContext<'a> {
     /// Required inter-pod terms, the pod's and the bound pods', counted;
     /// `None` when none can refuse a node.
     inter_pod: Option<AffinityFilter>,
+    /// The pod's claims; `Err` when no node can take them (and why).
+    volumes: Result<Option<VolumeCheck<'a>>, (VolumeRefusal, String)>,
 }
 
 impl<'a> PodContext<'a> {
@@ -169,6 +172,7 @@ impl<'a> PodContext<'a> {
                 .map(|t| fragmentation::Compiled::new(snapshot, Arc::clone(t))),
             spread: None,
             inter_pod: AffinityFilter::new(snapshot, pod),
+            volumes: VolumeCheck::new(snapshot, pod),
         };
         ctx.spread = SpreadFilter::new(snapshot, pod, &config.spread_defaults, &|i| {
             ctx.eligibility(i)
@@ -192,6 +196,24 @@ impl<'a> PodContext<'a> {
     /// refuses the node once they are gone.
     pub(crate) fn pod_rules_admit(&self, index: usize) -> bool {
         self.ports_free(index) && self.among_pods(index).is_ok()
+    }
+
+    /// The volume plugins (after resources, before the pod-among-pods
+    /// predicates, as kube-scheduler orders them).
+    fn volumes_admit(&self, index: usize) -> Result<(), VolumeRefusal> {
+        match &self.volumes {
+            Ok(None) => Ok(()),
+            Ok(Some(check)) => check.check(self.snapshot, index),
+            Err((refusal, _)) => Err(*refusal),
+        }
+    }
+
+    /// The claim a pod-level volume refusal names.
+    pub(crate) fn refused_claim(&self) -> &str {
+        match &self.volumes {
+            Err((_, claim)) => claim,
+            _ => "",
+        }
     }
 
     /// Spread and inter-pod affinity, the predicates that read other pods
@@ -224,6 +246,10 @@ impl<'a> PodContext<'a> {
                 .is_none_or(|name| *self.snapshot.nodes[index].name == *name)
             && !matches!(self.taint_block.get(hot.taints as usize), Some(Some(_)))
             && (!self.checks_labels || self.matches_labels(&self.snapshot.nodes[index]))
+            && self
+                .volumes_admit(index)
+                .err()
+                .is_none_or(VolumeRefusal::resolvable)
             && !matches!(
                 self.among_pods(index),
                 Err(Rejection::Spread(SpreadRefusal::MissingLabel)
@@ -261,6 +287,7 @@ impl<'a> PodContext<'a> {
         if self.wants_whole_gpus() && hot.tracks_gpus() && self.gpu_count_short(hot) {
             return Err(Rejection::Resources(1 << 4));
         }
+        self.volumes_admit(index).map_err(Rejection::Volume)?;
         self.among_pods(index)?;
         Ok(fit)
     }

@@ -7,6 +7,7 @@ use crate::pod_constraints::HostPort;
 use crate::resources::{self, format_amount};
 use crate::selector::Taint;
 use crate::spread::SpreadRefusal;
+use crate::volumes::VolumeRefusal;
 use gputopo_api::{GpuShare, GpuVendor};
 use std::fmt;
 
@@ -26,6 +27,12 @@ pub enum FilterReason {
     TopologySpread(SpreadRefusal),
     /// Inter-pod affinity or anti-affinity.
     InterPodAffinity(AffinityRefusal),
+    /// The volume plugins; `claim` names the claim of a refusal that
+    /// holds on every node (empty for per-node ones).
+    Volume {
+        refusal: VolumeRefusal,
+        claim: String,
+    },
     /// Resources short: each with what was asked and what is free.
     Insufficient(Vec<Shortfall>),
     /// The pod wants GPUs; the node has none.
@@ -98,6 +105,7 @@ impl FilterReason {
             }
             FilterReason::TopologySpread(r) => r.summary().into(),
             FilterReason::InterPodAffinity(r) => r.summary().into(),
+            FilterReason::Volume { refusal, claim } => refusal.summary(claim),
             FilterReason::Insufficient(_) => "Insufficient resources".into(),
             FilterReason::NoGpus => "node(s) had no GPUs".into(),
             FilterReason::GpuVendor { pod, .. } => {
@@ -123,6 +131,20 @@ impl FilterReason {
                 }
             }
         }
+    }
+}
+
+/// A volume refusal as one node's detail.
+fn volume_detail(refusal: VolumeRefusal, claim: &str) -> String {
+    match refusal {
+        VolumeRefusal::NodeConflict => {
+            "a PersistentVolume the pod's claims are bound to has nodeAffinity that excludes the node".into()
+        }
+        VolumeRefusal::BindConflict => "a WaitForFirstConsumer claim of the pod finds no available PersistentVolume reaching the node, and its class cannot provision one there".into(),
+        VolumeRefusal::ZoneConflict => {
+            "a PersistentVolume the pod's claims are bound to is in another zone or region".into()
+        }
+        other => other.summary(claim),
     }
 }
 
@@ -180,6 +202,7 @@ impl fmt::Display for FilterReason {
             FilterReason::InterPodAffinity(AffinityRefusal::ExistingAntiAffinity) => f.write_str(
                 "a pod in the node's topology domain has required podAntiAffinity that selects this pod",
             ),
+            FilterReason::Volume { refusal, claim } => f.write_str(&volume_detail(*refusal, claim)),
             FilterReason::Insufficient(short) => {
                 f.write_str("insufficient ")?;
                 for (i, s) in short.iter().enumerate() {
@@ -254,6 +277,7 @@ pub(crate) enum Rejection {
     HostPorts,
     Spread(SpreadRefusal),
     InterPod(AffinityRefusal),
+    Volume(VolumeRefusal),
     /// Bits 0–4: cpu, memory, ephemeral-storage, pods, nvidia.com/gpu; bit
     /// 5 + i: the pod's i-th extended resource.
     Resources(u64),

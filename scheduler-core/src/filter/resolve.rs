@@ -31,6 +31,10 @@ impl PodContext<'_> {
             Rejection::HostPorts => FilterReason::HostPorts(self.taken_ports(node_id.0 as usize)),
             Rejection::Spread(r) => FilterReason::TopologySpread(r),
             Rejection::InterPod(r) => FilterReason::InterPodAffinity(r),
+            Rejection::Volume(refusal) => FilterReason::Volume {
+                refusal,
+                claim: self.refused_claim().to_string(),
+            },
             Rejection::Resources(bits) => {
                 let want = &self.pod.requests;
                 let (a, r) = (&node.allocatable, &node.requested);

@@ -1,7 +1,8 @@
 //! What a pod states about its place among other pods and on its node's
 //! host resources, beyond node labels, taints and resources: its labels
 //! (what other pods' rules select), its host ports, its inter-pod affinity
-//! and anti-affinity, and its topology spread constraints.
+//! and anti-affinity, its topology spread constraints and the claims it
+//! mounts.
 //!
 //! Both the pod being scheduled ([`crate::pod::PendingPod`]) and every bound
 //! pod ([`crate::snapshot::BoundPod`]) hold one, shared behind an `Arc`: a
@@ -16,11 +17,13 @@ mod affinity;
 mod label_selector;
 mod ports;
 mod spread;
+mod volumes;
 
 pub use affinity::{AffinityTerm, PodAffinity, WeightedTerm};
 pub use label_selector::{LabelSelector, matches as selector_matches};
 pub use ports::HostPort;
 pub use spread::{InclusionPolicy, SpreadConstraint, WhenUnsatisfiable};
+pub use volumes::PodClaim;
 
 use crate::selector::SelectorError;
 use gputopo_api::k8s_openapi::api::core::v1 as k8s;
@@ -36,6 +39,8 @@ pub struct PodConstraints {
     pub affinity: PodAffinity,
     /// `spec.topologySpreadConstraints`, in order.
     pub spread: Vec<SpreadConstraint>,
+    /// The PersistentVolumeClaims it mounts, in `spec.volumes` order.
+    pub claims: Vec<PodClaim>,
 }
 
 static EMPTY: LazyLock<Arc<PodConstraints>> = LazyLock::new(Arc::default);
@@ -59,10 +64,13 @@ impl PodConstraints {
 
     /// Whether the pod states anything beyond its labels.
     pub fn has_rules(&self) -> bool {
-        !self.host_ports.is_empty() || !self.affinity.is_empty() || !self.spread.is_empty()
+        !self.host_ports.is_empty()
+            || !self.affinity.is_empty()
+            || !self.spread.is_empty()
+            || !self.claims.is_empty()
     }
 
-    /// Reads a pod's labels, ports, affinity and spread. The namespace is
+    /// Reads a pod's labels, ports, affinity, spread and claims. The namespace is
     /// the pod's (a term naming no namespace looks there).
     pub fn from_k8s(
         namespace: &str,
@@ -84,6 +92,7 @@ impl PodConstraints {
             host_ports: ports::host_ports(spec),
             affinity,
             spread,
+            claims: volumes::claims(spec),
             labels,
         })
     }

@@ -9,8 +9,7 @@
 
 use crate::config::PreferenceWeights;
 use crate::filter::PodContext;
-use crate::selector::SelectorTerm;
-use crate::snapshot::{NodeId, NodeRef};
+use crate::snapshot::NodeId;
 use crate::{inter_pod, spread};
 
 /// Whether the part can apply: the pod states a preference, or bound pods
@@ -88,7 +87,7 @@ fn node_affinity_scores(ctx: &PodContext<'_>, feasible: &[usize]) -> Option<Vec<
             let node = ctx.snapshot.node(NodeId(i as u32));
             terms
                 .iter()
-                .filter(|t| term_matches(&t.term, &node))
+                .filter(|t| node.matches_term(&t.term))
                 .map(|t| i64::from(t.weight))
                 .sum()
         })
@@ -99,12 +98,4 @@ fn node_affinity_scores(ctx: &PodContext<'_>, feasible: &[usize]) -> Option<Vec<
     } else {
         raw.iter().map(|s| s * 100 / max).collect()
     })
-}
-
-/// A node selector term against a stored node: every requirement holds, and
-/// a term without any matches no node.
-fn term_matches(term: &SelectorTerm, node: &NodeRef<'_>) -> bool {
-    (!term.labels.is_empty() || !term.fields.is_empty())
-        && term.labels.iter().all(|r| r.matches(node.label(&r.key)))
-        && term.fields.iter().all(|r| r.matches(node.name()))
 }

@@ -8,7 +8,7 @@ use super::chunked::Chunked;
 use super::input::{BoundPodInput, NodeInput};
 use super::intern::Interner;
 use super::node_pods::{NodeReports, orphan_warnings};
-use super::{NodeId, PodGroup, Signals, Snapshot, SnapshotError, WorkloadSelectors};
+use super::{NodeId, PodGroup, Signals, Snapshot, SnapshotError, Storage, WorkloadSelectors};
 use crate::config::{NetworkTiers, SchedulerConfig};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +23,7 @@ pub struct SnapshotBuilder {
     groups: Vec<PodGroup>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     workload_selectors: WorkloadSelectors,
+    storage: Storage,
 }
 
 impl SnapshotBuilder {
@@ -36,12 +37,19 @@ impl SnapshotBuilder {
             groups: Vec::new(),
             namespaces: BTreeMap::new(),
             workload_selectors: WorkloadSelectors::default(),
+            storage: Storage::default(),
         }
     }
 
     /// The Services' and controllers' selectors (spread's defaults).
     pub fn workload_selectors(&mut self, selectors: WorkloadSelectors) -> &mut SnapshotBuilder {
         self.workload_selectors = selectors;
+        self
+    }
+
+    /// Claims, volumes and classes (the volume plugins).
+    pub fn storage(&mut self, storage: Storage) -> &mut SnapshotBuilder {
+        self.storage = storage;
         self
     }
 
@@ -81,6 +89,7 @@ impl SnapshotBuilder {
             mut groups,
             namespaces,
             workload_selectors,
+            storage,
         } = self;
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = nodes.windows(2).find(|w| w[0].name == w[1].name) {
@@ -108,6 +117,7 @@ impl SnapshotBuilder {
             affinity_pods: imbl::OrdSet::new(),
             namespaces: Arc::new(namespaces),
             workload_selectors: Arc::new(workload_selectors),
+            storage: Arc::new(storage),
             shapes: Vec::new(),
             shape_errors: Vec::new(),
             strings: Interner::default(),

@@ -12,7 +12,8 @@
 
 use super::node_pods::{NodeReports, orphan_warnings};
 use super::{
-    BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError, WorkloadSelectors,
+    BoundPodInput, NodeInput, PodGroup, Snapshot, SnapshotBuilder, SnapshotError, Storage,
+    WorkloadSelectors,
 };
 use crate::config::SchedulerConfig;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -44,6 +45,7 @@ pub struct LiveSnapshot {
     groups: BTreeMap<PodKey, PodGroup>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     workload_selectors: Arc<WorkloadSelectors>,
+    storage: Arc<Storage>,
     /// `None`: stale, built whole on the next read.
     built: Option<Snapshot>,
     counts: LiveCounts,
@@ -60,6 +62,7 @@ impl LiveSnapshot {
             groups: BTreeMap::new(),
             namespaces: BTreeMap::new(),
             workload_selectors: Arc::default(),
+            storage: Arc::default(),
             built: None,
             counts: LiveCounts::default(),
         }
@@ -193,6 +196,19 @@ impl LiveSnapshot {
         }
     }
 
+    /// Replaces the claims, volumes and classes; the kept snapshot takes
+    /// them without a rebuild.
+    pub fn set_storage(&mut self, storage: Storage) {
+        if *self.storage == storage {
+            self.counts.unchanged += 1;
+            return;
+        }
+        self.storage = Arc::new(storage);
+        if let Some(snapshot) = self.built.as_mut() {
+            snapshot.storage = Arc::clone(&self.storage);
+        }
+    }
+
     fn share_namespaces(&mut self) {
         if let Some(snapshot) = self.built.as_mut() {
             snapshot.namespaces = Arc::new(self.namespaces.clone());
@@ -228,6 +244,7 @@ impl LiveSnapshot {
             b.namespace(name, labels.clone());
         }
         b.workload_selectors((*self.workload_selectors).clone());
+        b.storage((*self.storage).clone());
         b.build()
     }
 

@@ -76,10 +76,14 @@ mod node_ref;
 mod plausible;
 mod pod_changes;
 mod signals;
+mod storage;
 mod topology_spec;
 mod warning;
 mod workload_selectors;
 pub use plausible::implausible_topology;
+pub use storage::{
+    AccessMode, Claim, NO_PROVISIONER, Storage, StorageClass, StorageError, Volume, storage,
+};
 pub use workload_selectors::WorkloadSelectors;
 
 pub use amounts::share_amounts;
@@ -149,6 +153,8 @@ pub struct Snapshot {
     pub(crate) namespaces: Arc<BTreeMap<String, BTreeMap<String, String>>>,
     /// Services' and controllers' selectors, for spread's defaults.
     pub(crate) workload_selectors: Arc<WorkloadSelectors>,
+    /// Claims, volumes and classes, for the volume plugins.
+    pub(crate) storage: Arc<Storage>,
     pub(crate) shapes: Vec<ShapeEntry>,
     pub(crate) shape_errors: Vec<ShapeError>,
     pub(crate) strings: Interner,
@@ -244,6 +250,11 @@ impl Snapshot {
     /// The Services' and controllers' selectors.
     pub fn workload_selectors(&self) -> &WorkloadSelectors {
         &self.workload_selectors
+    }
+
+    /// Claims, volumes and classes.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
     }
 
     pub fn pod_groups(&self) -> &[PodGroup] {

@@ -4,7 +4,7 @@ use super::{BoundPod, DomainId, GpuKind, Node, NodeId, PodId, SharedUse, Snapsho
 use crate::config::TopologyManagerPolicy;
 use crate::gpuset::{NodeShape, ShapeError};
 use crate::resources::Resources;
-use crate::selector::Taint;
+use crate::selector::{NodeAffinity, SelectorTerm, Taint};
 use std::fmt;
 use std::sync::Arc;
 
@@ -62,6 +62,19 @@ impl<'a> NodeRef<'a> {
 
     pub fn label(&self, key: &str) -> Option<&'a str> {
         self.snapshot.label_of(self.node(), key)
+    }
+
+    /// Whether one node selector term matches the node: every requirement
+    /// holds, and a term without any matches no node.
+    pub fn matches_term(&self, term: &SelectorTerm) -> bool {
+        (!term.labels.is_empty() || !term.fields.is_empty())
+            && term.labels.iter().all(|r| r.matches(self.label(&r.key)))
+            && term.fields.iter().all(|r| r.matches(self.name()))
+    }
+
+    /// Whether required node affinity (ORed terms) admits the node.
+    pub fn matches_affinity(&self, affinity: &NodeAffinity) -> bool {
+        affinity.terms.iter().any(|t| self.matches_term(t))
     }
 
     /// What stands for the node's GPU model: its product, or for a node

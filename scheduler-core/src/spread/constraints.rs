@@ -104,7 +104,11 @@ impl<'a> Applied<'a> {
         let counting: Vec<bool> = self
             .list
             .iter()
-            .map(|c| c.selector.as_ref().is_some_and(|s| !s.requirements.is_empty()))
+            .map(|c| {
+                c.selector
+                    .as_ref()
+                    .is_some_and(|s| !s.requirements.is_empty())
+            })
             .collect();
         if !counting.contains(&true) {
             return counts;

@@ -1,0 +1,98 @@
+//! The cluster's storage as the volume plugins read it: PersistentVolume
+//! Claims, PersistentVolumes and StorageClasses, each reduced to what
+//! binding and placement need (`from_k8s.rs` reads the API objects).
+//! A snapshot holds one behind an `Arc`; the scheduler replaces it whole
+//! when a watched object changes.
+
+mod from_k8s;
+
+pub use from_k8s::{StorageError, storage};
+
+use crate::pod_constraints::LabelSelector;
+use crate::selector::NodeAffinity;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The provisioner of classes whose volumes are made by hand (local PVs):
+/// a claim of such a class can only bind to an existing volume.
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
+/// Claims by namespace and name, volumes and classes by name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Storage {
+    pub claims: BTreeMap<(String, String), Claim>,
+    pub volumes: BTreeMap<String, Volume>,
+    pub classes: BTreeMap<String, StorageClass>,
+}
+
+/// `spec.accessModes` entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AccessMode {
+    ReadWriteOnce,
+    ReadOnlyMany,
+    ReadWriteMany,
+    ReadWriteOncePod,
+}
+
+/// One PersistentVolumeClaim.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Claim {
+    pub uid: String,
+    /// `spec.volumeName`: the volume it is bound (or pre-bound) to.
+    pub volume_name: Option<String>,
+    /// The class (`spec.storageClassName`, or the beta annotation); `""`
+    /// asks a volume of no class.
+    pub class: String,
+    pub access_modes: BTreeSet<AccessMode>,
+    /// `spec.resources.requests.storage`, in bytes.
+    pub request_bytes: i64,
+    /// `spec.selector` on volumes' labels; `None` selects every volume.
+    pub selector: Option<LabelSelector>,
+    /// `spec.volumeMode: Block`.
+    pub block: bool,
+    /// `volume.kubernetes.io/selected-node`: a provisioner is making its
+    /// volume for that node.
+    pub selected_node: Option<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+}
+
+/// One PersistentVolume.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Volume {
+    pub labels: BTreeMap<String, String>,
+    /// `spec.nodeAffinity.required`: the nodes that can reach it.
+    pub node_affinity: Option<NodeAffinity>,
+    /// `spec.claimRef` as namespace and name.
+    pub claim_ref: Option<(String, String)>,
+    /// `spec.storageClassName` (or the beta annotation); `""` for none.
+    pub class: String,
+    /// `spec.capacity.storage`, in bytes.
+    pub capacity_bytes: i64,
+    pub access_modes: BTreeSet<AccessMode>,
+    pub block: bool,
+    /// `status.phase` is `Available`.
+    pub available: bool,
+    pub deleting: bool,
+}
+
+/// One StorageClass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StorageClass {
+    pub provisioner: String,
+    /// `volumeBindingMode: WaitForFirstConsumer`: claims bind once a pod
+    /// using them has a node.
+    pub wait_for_first_consumer: bool,
+    /// `allowedTopologies`, ORed terms of ANDed `key In values`; empty
+    /// allows every node.
+    pub allowed_topologies: Vec<Vec<(String, Vec<String>)>>,
+}
+
+impl Storage {
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty() && self.volumes.is_empty() && self.classes.is_empty()
+    }
+
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
+        self.claims.get(&(namespace.to_string(), name.to_string()))
+    }
+}
