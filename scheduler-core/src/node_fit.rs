@@ -136,6 +136,11 @@ impl<'a> NodeJudge<'a> {
         Ok(self.placement(id, &fit, parts))
     }
 
+    /// What to write for the pod's waiting claims on `id`.
+    pub fn volume_plan(&self, id: NodeId) -> crate::volumes::VolumePlan {
+        self.ctx.volume_plan(id.0 as usize)
+    }
+
     fn placement(&self, id: NodeId, fit: &Fit, parts: ScoreParts) -> Placement {
         let node = self.ctx.snapshot.node(id);
         let (gpus, bottleneck, shared, set_text) = describe_fit(&self.ctx, id, fit);
@@ -157,6 +162,7 @@ impl<'a> NodeJudge<'a> {
                 node.name()
             ),
             feasible_nodes: 1,
+            volumes: self.ctx.volume_plan(id.0 as usize),
         }
     }
 

@@ -18,6 +18,7 @@ use crate::filter::{FilterReason, Fit, PodContext, Rejection};
 use crate::pod::{PendingPod, PodError};
 use crate::score::{ScoreParts, Scorer, bottleneck_text};
 use crate::snapshot::{BoundPodInput, GpuHolding, NodeId, SharedHold, Snapshot};
+use crate::volumes::VolumePlan;
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
 use gputopo_api::{GpuShare, LinkClass};
 use std::collections::HashMap;
@@ -70,6 +71,8 @@ pub struct Placement {
     pub explanation: String,
     /// Nodes that passed the filter.
     pub feasible_nodes: usize,
+    /// What to write for the pod's waiting claims before the binding.
+    pub volumes: VolumePlan,
 }
 
 impl Placement {
@@ -339,6 +342,7 @@ pub(crate) fn placement(
         parts: best.parts,
         explanation,
         feasible_nodes: feasible,
+        volumes: ctx.volume_plan(best.node.0 as usize),
     }
 }
 

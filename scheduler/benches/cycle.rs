@@ -42,6 +42,7 @@ fn bench(c: &mut Criterion) {
                 pods: &cl.pods,
                 namespaces: &[],
                 workloads: &gputopo_scheduler::workload_objects::NO_WORKLOADS,
+                storage: &gputopo_scheduler::storage_objects::NO_STORAGE,
                 gangs,
                 dra,
                 changed: None,

@@ -60,6 +60,7 @@ fn main() {
         pods: &cl.pods,
         namespaces: &[],
         workloads: &gputopo_scheduler::workload_objects::NO_WORKLOADS,
+        storage: &gputopo_scheduler::storage_objects::NO_STORAGE,
         gangs: &gangs,
         dra: &dra,
         changed: None,

@@ -155,6 +155,8 @@ pub struct Objects<'a> {
     pub namespaces: &'a [Arc<Namespace>],
     /// Services and controllers: spread's default constraints.
     pub workloads: &'a crate::workload_objects::WorkloadObjects,
+    /// Claims, volumes and classes: the volume plugins.
+    pub storage: &'a crate::storage_objects::StorageObjects,
     pub gangs: &'a GangObjects,
     pub dra: &'a crate::claims::DraObjects,
     /// Which nodes, topologies and pods changed since the cycle was last
@@ -215,6 +217,13 @@ pub fn build_snapshot(
         builder.namespace(&name, labels);
     }
     builder.workload_selectors(objects.workloads.selectors());
+    let (storage, unreadable) = objects.storage.storage();
+    warnings.extend(
+        unreadable
+            .iter()
+            .map(crate::storage_objects::storage_warning),
+    );
+    builder.storage(storage);
     let snapshot = builder.build()?;
     warnings.extend(snapshot.warnings().iter().map(ToString::to_string));
     Ok((snapshot, warnings))

@@ -11,6 +11,7 @@ use crate::cycle::writes::truncate;
 use crate::cycle::{ClusterWrites, EventSpec, WriteError, WriteOp};
 use crate::event_queue::EventQueue;
 use crate::gangs::{PodGroup, UpstreamPodGroup};
+use crate::volume_writes::write_volume_plan;
 use crate::writer::{FIELD_MANAGER, write_error};
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::{Binding, Node, Pod, PodCondition};
@@ -142,6 +143,10 @@ fn params() -> PatchParams {
 impl ClusterWrites for KubeWrites {
     async fn bind(&self, pod: &Pod, p: &Placement) -> Result<(), WriteError> {
         let key = pod_key(pod);
+        if !p.volumes.is_empty() {
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+            write_volume_plan(&self.client, namespace, &p.volumes, &p.node).await?;
+        }
         let binding = pod_binding(&PodIdentity::of(pod), p);
         let post = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),

@@ -38,6 +38,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+/// The prefix of the object-warning keys of unreadable storage objects.
+const STORAGE_WARNING: &str = "storage:";
+
 /// A node as last given to the live snapshot.
 #[derive(Debug)]
 struct FedNode {
@@ -357,6 +360,7 @@ impl LiveCluster {
         self.sync_namespaces(objects);
         self.live
             .set_workload_selectors(objects.workloads.selectors());
+        self.sync_storage(objects);
         self.snapshot(assumed)
     }
 
@@ -428,6 +432,21 @@ impl LiveCluster {
             }
         }
         self.namespaces = now;
+    }
+
+    /// Claims, volumes and classes (compared whole by the live snapshot);
+    /// those that cannot be read are warnings until fixed.
+    fn sync_storage(&mut self, objects: &Objects<'_>) {
+        let (storage, unreadable) = objects.storage.storage();
+        self.object_warnings
+            .retain(|k, _| !k.starts_with(STORAGE_WARNING));
+        for e in &unreadable {
+            self.object_warnings.insert(
+                format!("{STORAGE_WARNING}{}/{}", e.kind, e.name),
+                crate::storage_objects::storage_warning(e),
+            );
+        }
+        self.live.set_storage(storage);
     }
 
     /// The PodGroups (few; compared whole).

@@ -172,6 +172,7 @@ impl Scheduler {
         };
         let (gangs, bad_gangs) = watches.gangs();
         let workloads = watches.workloads();
+        let storage = watches.storage();
         let (dra, bad_dra) = watches.dra();
         for bad in bad_topologies.iter().chain(&bad_gangs).chain(&bad_dra) {
             self.writes.report_invalid(bad);
@@ -182,6 +183,7 @@ impl Scheduler {
             pods: &pods,
             namespaces: &watches.namespaces.state(),
             workloads: &workloads,
+            storage: &storage,
             gangs: &gangs,
             dra: &dra,
             changed: changed.as_ref(),

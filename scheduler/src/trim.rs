@@ -9,7 +9,7 @@
 //! The tests check that what a cycle derives from a pod (its request, its
 //! holding once bound, whether it is pending) is the same trimmed or not.
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, EphemeralVolumeSource, Node, Pod, Volume};
 use kube::ResourceExt;
 
 /// Written by `kubectl apply`: a whole copy of the object as applied.
@@ -21,16 +21,21 @@ pub fn trim_meta<K: ResourceExt>(o: &mut K) {
     o.annotations_mut().remove(LAST_APPLIED);
 }
 
-/// A pod: besides [`trim_meta`], its volumes, each container's
-/// environment, command, mounts, probes and hooks, and the containers'
-/// statuses. Kept: everything a decision, a gang or the accounting reads
-/// (resources, claims, affinity, tolerations, priority, gates, node,
-/// phase, conditions, nominated node, start time, owners, labels and the
-/// other annotations).
+/// A pod: besides [`trim_meta`], its volumes but the claims it mounts
+/// (each kept as its name and claim only), each container's environment,
+/// command, mounts, probes and hooks, and the containers' statuses. Kept:
+/// everything a decision, a gang or the accounting reads (resources,
+/// claims, affinity, tolerations, priority, gates, node, phase,
+/// conditions, nominated node, start time, owners, labels and the other
+/// annotations).
 pub fn trim_pod(pod: &mut Pod) {
     trim_meta(pod);
     if let Some(spec) = pod.spec.as_mut() {
-        spec.volumes = None;
+        spec.volumes = spec
+            .volumes
+            .take()
+            .map(claim_volumes)
+            .filter(|v| !v.is_empty());
         for c in spec
             .containers
             .iter_mut()
@@ -44,6 +49,24 @@ pub fn trim_pod(pod: &mut Pod) {
         status.init_container_statuses = None;
         status.ephemeral_container_statuses = None;
     }
+}
+
+/// The volumes that mount a PersistentVolumeClaim (what the volume plugins
+/// read), each reduced to its name and claim.
+fn claim_volumes(volumes: Vec<Volume>) -> Vec<Volume> {
+    volumes
+        .into_iter()
+        .filter_map(|v| {
+            let claim = v.persistent_volume_claim;
+            let ephemeral = v.ephemeral.map(|_| EphemeralVolumeSource::default());
+            (claim.is_some() || ephemeral.is_some()).then(|| Volume {
+                name: v.name,
+                persistent_volume_claim: claim,
+                ephemeral,
+                ..Volume::default()
+            })
+        })
+        .collect()
 }
 
 fn trim_container(c: &mut Container) {
@@ -118,7 +141,13 @@ mod tests {
                 "nodeSelector": {"gputopo.dev/leaf": "leaf-1"},
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
                 "resourceClaims": [{"name": "gpus", "resourceClaimName": "c1"}],
-                "volumes": [{"name": "data", "emptyDir": {}}],
+                "volumes": [
+                    {"name": "data", "emptyDir": {}},
+                    {"name": "ckpt", "persistentVolumeClaim": {"claimName": "checkpoints"}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                        "accessModes": ["ReadWriteOnce"], "storageClassName": "template-class",
+                        "resources": {"requests": {"storage": "1Gi"}}}}}}
+                ],
                 "initContainers": [container("init")],
                 "containers": [container("main")]
             },
@@ -184,11 +213,17 @@ mod tests {
             "livenessProbe",
             "containerStatuses",
             "emptyDir",
+            "template-class",
             "train.py",
         ] {
             assert!(!text.contains(gone), "{gone} still in {text}");
         }
         assert!(text.contains("gputopo.dev/assigned-gpus"), "{text}");
+        // The claims a pod mounts stay: the volume plugins read them.
+        assert!(
+            text.contains("checkpoints") && text.contains("scratch"),
+            "{text}"
+        );
         let mut node: Node = serde_json::from_value(json!({
             "metadata": {"name": "n1", "labels": {"gputopo.dev/leaf": "l1"}},
             "status": {

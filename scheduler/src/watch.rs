@@ -9,6 +9,7 @@ use crate::change_feed::{ChangeFeed, ChangedObjects, Drained, changed_objects};
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::claims::DraObjects;
 use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
+use crate::storage_objects::StorageObjects;
 use crate::trim::{trim_meta, trim_node, trim_pod};
 use crate::workload_objects::WorkloadObjects;
 use backon::{ExponentialBuilder, Retryable};
@@ -17,8 +18,11 @@ use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -50,6 +54,9 @@ pub struct Watches {
     replica_sets: Store<ReplicaSet>,
     stateful_sets: Store<StatefulSet>,
     replication_controllers: Store<ReplicationController>,
+    /// Claims, volumes and classes for the volume plugins; `None` when
+    /// not watched (the extender).
+    storage: Option<StorageStores>,
     topologies: Store<Checked<GpuTopology>>,
     /// The gang objects; each empty when not watched (the extender) or
     /// not served.
@@ -150,6 +157,11 @@ impl Watches {
             replica_sets: owned(client, owner("ReplicaSet"), &on_event),
             stateful_sets: owned(client, owner("StatefulSet"), &on_event),
             replication_controllers: owned(client, owner("ReplicationController"), &on_event),
+            storage: secondary.then(|| StorageStores {
+                claims: owned(client, owner("PersistentVolumeClaim"), &on_event),
+                volumes: owned(client, owner("PersistentVolume"), &on_event),
+                classes: owned(client, owner("StorageClass"), &on_event),
+            }),
             pods: reflect(
                 Api::all(client.clone()),
                 "Pod",
@@ -248,6 +260,19 @@ impl Watches {
         }
     }
 
+    /// Claims, volumes and classes, for the volume plugins.
+    pub fn storage(&self) -> StorageObjects {
+        match &self.storage {
+            None => StorageObjects::default(),
+            Some(s) => StorageObjects {
+                watched: true,
+                claims: s.claims.state(),
+                volumes: s.volumes.state(),
+                classes: s.classes.state(),
+            },
+        }
+    }
+
     /// The gang objects gputopo can use, and those newly found unusable.
     pub fn gangs(&self) -> (GangObjects, Vec<InvalidObject>) {
         let mut invalid = Vec::new();
@@ -295,7 +320,7 @@ impl Watches {
     /// Waits until every watch has listed, saying which one it waits for
     /// in `readiness`, then turns ready.
     pub async fn synced(&self, readiness: &Readiness) -> Result<(), WatchError> {
-        let waits: [(&'static str, BoxFuture<'_, Result<(), _>>); 15] = [
+        let mut waits: Vec<(&'static str, BoxFuture<'_, Result<(), _>>)> = vec![
             ("Service", Box::pin(self.services.wait_until_ready())),
             ("ReplicaSet", Box::pin(self.replica_sets.wait_until_ready())),
             (
@@ -324,6 +349,14 @@ impl Watches {
             ("ResourceClaim", Box::pin(self.claims.wait_until_ready())),
             ("DeviceClass", Box::pin(self.classes.wait_until_ready())),
         ];
+        if let Some(s) = &self.storage {
+            waits.push((
+                "PersistentVolumeClaim",
+                Box::pin(s.claims.wait_until_ready()),
+            ));
+            waits.push(("PersistentVolume", Box::pin(s.volumes.wait_until_ready())));
+            waits.push(("StorageClass", Box::pin(s.classes.wait_until_ready())));
+        }
         for (what, ready) in waits {
             readiness.set_not_ready(format!("waiting for the {what} watch to sync"));
             ready.await.map_err(|_| WatchError::Ended { what })?;
@@ -395,7 +428,8 @@ where
 }
 
 /// A built-in kind's watch when `watch.0` (the secondary scheduler), else
-/// an empty store. Changes wake the cycle: they change default spreading.
+/// an empty store. Changes wake the cycle: they change default spreading
+/// or what a pod's volumes need.
 fn owned<K>(
     client: &kube::Client,
     (watch, what): (bool, &'static str),
@@ -423,6 +457,13 @@ where
     } else {
         empty_store()
     }
+}
+
+/// The storage kinds' stores.
+struct StorageStores {
+    claims: Store<PersistentVolumeClaim>,
+    volumes: Store<PersistentVolume>,
+    classes: Store<StorageClass>,
 }
 
 /// An empty, synced store, for a resource not watched.

@@ -177,6 +177,7 @@ impl<'a> DraJudge<'a> {
             ),
             parts,
             feasible_nodes,
+            volumes: self.node.volume_plan(id),
         }
     }
 }

@@ -48,7 +48,7 @@ use crate::selector::{Taint, TaintEffect, Toleration};
 use crate::snapshot::intern::Sym;
 use crate::snapshot::{DomainId, Snapshot, resolve_amounts};
 use crate::spread::{NodeEligibility, SpreadFilter, SpreadRefusal};
-use crate::volumes::{VolumeCheck, VolumeRefusal};
+use crate::volumes::{VolumeCheck, VolumePlan, VolumeRefusal};
 use std::sync::Arc;
 
 mod gpu;
@@ -205,6 +205,15 @@ impl<'a> PodContext<'a> {
             Ok(None) => Ok(()),
             Ok(Some(check)) => check.check(self.snapshot, index),
             Err((refusal, _)) => Err(*refusal),
+        }
+    }
+
+    /// What to write for the pod's waiting claims on the node at `index`;
+    /// empty where nothing waits (or the node was refused: not placed).
+    pub(crate) fn volume_plan(&self, index: usize) -> VolumePlan {
+        match &self.volumes {
+            Ok(Some(check)) => check.plan(self.snapshot, index).unwrap_or_default(),
+            _ => VolumePlan::default(),
         }
     }
 

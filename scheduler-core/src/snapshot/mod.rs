@@ -82,7 +82,8 @@ mod warning;
 mod workload_selectors;
 pub use plausible::implausible_topology;
 pub use storage::{
-    AccessMode, Claim, NO_PROVISIONER, Storage, StorageClass, StorageError, Volume, storage,
+    AccessMode, Claim, NO_PROVISIONER, SELECTED_NODE, Storage, StorageClass, StorageError, Volume,
+    VolumePlan, storage,
 };
 pub use workload_selectors::WorkloadSelectors;
 

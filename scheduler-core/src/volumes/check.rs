@@ -5,7 +5,7 @@
 use super::VolumeRefusal;
 use super::matching::{class_admits, find_volume};
 use crate::pod::PendingPod;
-use crate::snapshot::{AccessMode, Claim, NodeId, NodeRef, Snapshot, Volume};
+use crate::snapshot::{AccessMode, Claim, NodeId, NodeRef, Snapshot, Volume, VolumePlan};
 
 /// The zone and region labels VolumeZone compares, with the GA key a beta
 /// key is also read as on the node.
@@ -35,34 +35,19 @@ pub(crate) struct VolumeCheck<'a> {
     namespace: String,
 }
 
-/// What the scheduler writes for the pod's waiting claims once it has a
-/// node, before binding the pod.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct VolumePlan {
-    /// `(claim, volume)`: the volume's `claimRef` is set to the claim.
-    pub binds: Vec<(String, String)>,
-    /// Claims to annotate with `volume.kubernetes.io/selected-node`.
-    pub provisions: Vec<String>,
-}
-
-impl VolumePlan {
-    pub fn is_empty(&self) -> bool {
-        self.binds.is_empty() && self.provisions.is_empty()
-    }
-}
-
 impl<'a> VolumeCheck<'a> {
-    /// `Ok(None)` when the pod mounts no claim; `Err` with the refusal and
-    /// the claim's name when no node can take it.
+    /// `Ok(None)` when the pod mounts no claim (or the snapshot's storage is
+    /// not watched); `Err` with the refusal and the claim's name when no
+    /// node can take it.
     pub(crate) fn new(
         snapshot: &'a Snapshot,
         pod: &PendingPod,
     ) -> Result<Option<VolumeCheck<'a>>, (VolumeRefusal, String)> {
         let claims = &pod.constraints.claims;
-        if claims.is_empty() {
+        let storage = snapshot.storage();
+        if claims.is_empty() || !storage.watched {
             return Ok(None);
         }
-        let storage = snapshot.storage();
         let mut check = VolumeCheck {
             bound: Vec::new(),
             waiting: Vec::new(),

@@ -19,8 +19,9 @@
 mod check;
 mod matching;
 
+pub use crate::snapshot::VolumePlan;
 pub(crate) use check::VolumeCheck;
-pub use check::{VolumePlan, volume_plan};
+pub use check::volume_plan;
 
 /// Why the volume plugins refuse a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -41,6 +41,7 @@ fn placement(pod: &str, gpus: &[u32], bottleneck: Option<LinkClass>) -> Placemen
         },
         explanation: String::new(),
         feasible_nodes: 1,
+        volumes: Default::default(),
     }
 }
 

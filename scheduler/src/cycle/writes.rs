@@ -149,7 +149,9 @@ pub fn truncate(mut s: String) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOp {
     Bind,
-    Evict { dry_run: bool },
+    Evict {
+        dry_run: bool,
+    },
     Nominate,
     Condition,
     GangStatus,
@@ -159,6 +161,10 @@ pub enum WriteOp {
     ClaimCreate,
     ClaimDelete,
     ExtendedClaimStatus,
+    /// A static PersistentVolume's `claimRef`, before a binding.
+    VolumeBind,
+    /// A claim's `volume.kubernetes.io/selected-node`, before a binding.
+    VolumeSelectNode,
 }
 
 /// How it failed, as the cycle must react: the kind, never the message.
@@ -205,13 +211,17 @@ fn op_text(op: &WriteOp) -> &'static str {
         WriteOp::ClaimCreate => "creating the special ResourceClaim of",
         WriteOp::ClaimDelete => "deleting ResourceClaim",
         WriteOp::ExtendedClaimStatus => "setting the extendedResourceClaimStatus of",
+        WriteOp::VolumeBind => "binding",
+        WriteOp::VolumeSelectNode => "selecting a node for PersistentVolumeClaim",
     }
 }
 
 impl WriteError {
-    /// The pod is gone: nothing to retry.
+    /// The pod is gone: nothing to retry. (A volume or claim not found
+    /// before the binding is not the pod: it is decided again.)
     pub fn pod_gone(&self) -> bool {
         self.kind == WriteErrorKind::NotFound
+            && !matches!(self.op, WriteOp::VolumeBind | WriteOp::VolumeSelectNode)
     }
 
     /// An eviction a PodDisruptionBudget refused.

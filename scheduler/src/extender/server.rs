@@ -183,6 +183,7 @@ impl Extender {
             pods: &pods,
             namespaces: &self.watches.namespaces.state(),
             workloads: &crate::workload_objects::NO_WORKLOADS,
+            storage: &crate::storage_objects::NO_STORAGE,
             gangs: &GangObjects::default(),
             // kube-scheduler allocates claims in extender mode.
             dra: &crate::claims::DraObjects::default(),

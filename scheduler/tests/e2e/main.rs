@@ -15,11 +15,13 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod constraints;
 mod gangs;
 mod leader_election;
 mod placement;
 mod preemption;
 mod restarts;
+mod volumes;
 
 use common::gpu_pod;
 use k8s_openapi::api::core::v1::Pod;

@@ -19,6 +19,17 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
         ("", "replicationcontrollers", &["get", "list", "watch"]),
         ("apps", "replicasets", &["get", "list", "watch"]),
         ("apps", "statefulsets", &["get", "list", "watch"]),
+        (
+            "",
+            "persistentvolumeclaims",
+            &["get", "list", "watch", "patch"],
+        ),
+        ("", "persistentvolumes", &["get", "list", "watch", "update"]),
+        (
+            "storage.k8s.io",
+            "storageclasses",
+            &["get", "list", "watch"],
+        ),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         (
             "scheduling.x-k8s.io",

@@ -27,14 +27,17 @@ pub struct StorageError {
     pub detail: String,
 }
 
-/// The storage the volume plugins read; every object that cannot be read
-/// is returned as an error beside what could be.
+/// The storage the volume plugins read (`watched`); every object that
+/// cannot be read is returned as an error beside what could be.
 pub fn storage<'a>(
     claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
     volumes: impl IntoIterator<Item = &'a PersistentVolume>,
     classes: impl IntoIterator<Item = &'a K8sStorageClass>,
 ) -> (Storage, Vec<StorageError>) {
-    let mut out = Storage::default();
+    let mut out = Storage {
+        watched: true,
+        ..Storage::default()
+    };
     let mut errors = Vec::new();
     for c in claims {
         let key = (

@@ -6,7 +6,7 @@
 
 mod from_k8s;
 
-pub use from_k8s::{StorageError, storage};
+pub use from_k8s::{SELECTED_NODE, StorageError, storage};
 
 use crate::pod_constraints::LabelSelector;
 use crate::selector::NodeAffinity;
@@ -19,6 +19,10 @@ pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 /// Claims by namespace and name, volumes and classes by name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Storage {
+    /// Whether these are the cluster's (the secondary scheduler watches
+    /// them). When not (the default: the extender, which leaves volumes
+    /// to kube-scheduler), decisions do not judge volumes at all.
+    pub watched: bool,
     pub claims: BTreeMap<(String, String), Claim>,
     pub volumes: BTreeMap<String, Volume>,
     pub classes: BTreeMap<String, StorageClass>,
@@ -88,11 +92,56 @@ pub struct StorageClass {
 }
 
 impl Storage {
-    pub fn is_empty(&self) -> bool {
-        self.claims.is_empty() && self.volumes.is_empty() && self.classes.is_empty()
-    }
-
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
         self.claims.get(&(namespace.to_string(), name.to_string()))
+    }
+}
+
+/// What the scheduler writes for the pod's waiting claims once it has a
+/// node, before binding the pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VolumePlan {
+    /// `(claim, volume)`: the volume's `claimRef` is set to the claim.
+    pub binds: Vec<(String, String)>,
+    /// Claims to annotate with `volume.kubernetes.io/selected-node`.
+    pub provisions: Vec<String>,
+}
+
+impl VolumePlan {
+    pub fn is_empty(&self) -> bool {
+        self.binds.is_empty() && self.provisions.is_empty()
+    }
+}
+
+impl super::Snapshot {
+    /// Takes `plan`'s writes for a pod in `namespace` placed on `node` as
+    /// done, until the watched objects say so: each chosen volume is
+    /// claimed (no later decision picks it again) and each claim to
+    /// provision is tied to the node.
+    pub fn assume_volumes(&mut self, namespace: &str, plan: &VolumePlan, node: &str) {
+        if plan.is_empty() {
+            return;
+        }
+        let storage = std::sync::Arc::make_mut(&mut self.storage);
+        for (claim, volume) in &plan.binds {
+            if let Some(v) = storage.volumes.get_mut(volume) {
+                v.claim_ref = Some((namespace.to_string(), claim.clone()));
+                v.available = false;
+            }
+            if let Some(c) = storage
+                .claims
+                .get_mut(&(namespace.to_string(), claim.clone()))
+            {
+                c.volume_name = Some(volume.clone());
+            }
+        }
+        for claim in &plan.provisions {
+            if let Some(c) = storage
+                .claims
+                .get_mut(&(namespace.to_string(), claim.clone()))
+            {
+                c.selected_node = Some(node.to_string());
+            }
+        }
     }
 }

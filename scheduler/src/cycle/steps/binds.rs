@@ -40,6 +40,8 @@ impl Cycle {
         let (pod, pending) = member;
         self.holds
             .assume(&mut work.snapshot, pod, pending, p, work.clock.now);
+        work.snapshot
+            .assume_volumes(&pending.namespace, &p.volumes, &p.node);
     }
 
     /// A pipelined binding's answer: the pod is scheduled, or its

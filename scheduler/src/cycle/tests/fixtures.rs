@@ -147,6 +147,7 @@ impl World {
             pods: &self.pods,
             namespaces: &[],
             workloads: &crate::workload_objects::NO_WORKLOADS,
+            storage: &crate::storage_objects::NO_STORAGE,
             gangs: &self.gangs,
             dra: &self.dra,
             changed: None,

@@ -1,0 +1,45 @@
+//! PersistentVolumeClaims, PersistentVolumes and StorageClasses, as the
+//! secondary scheduler watches them: read into scheduler-core's `Storage`
+//! each cycle, for the volume plugins. The extender watches none (and its
+//! decisions judge no volume: kube-scheduler does).
+
+use gputopo_scheduler_core::snapshot::{Storage, StorageError, storage};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use std::sync::Arc;
+
+/// The watched storage objects; `watched` false where not watched.
+#[derive(Clone, Debug, Default)]
+pub struct StorageObjects {
+    pub watched: bool,
+    pub claims: Vec<Arc<PersistentVolumeClaim>>,
+    pub volumes: Vec<Arc<PersistentVolume>>,
+    pub classes: Vec<Arc<StorageClass>>,
+}
+
+/// Not watched: for the extender and tests.
+pub static NO_STORAGE: StorageObjects = StorageObjects {
+    watched: false,
+    claims: Vec::new(),
+    volumes: Vec::new(),
+    classes: Vec::new(),
+};
+
+impl StorageObjects {
+    /// What the volume plugins read, and the objects that could not be read.
+    pub fn storage(&self) -> (Storage, Vec<StorageError>) {
+        if !self.watched {
+            return (Storage::default(), Vec::new());
+        }
+        storage(
+            self.claims.iter().map(AsRef::as_ref),
+            self.volumes.iter().map(AsRef::as_ref),
+            self.classes.iter().map(AsRef::as_ref),
+        )
+    }
+}
+
+/// The warning that names an object left out.
+pub fn storage_warning(e: &StorageError) -> String {
+    format!("{e}; left out: pods mounting it wait")
+}
