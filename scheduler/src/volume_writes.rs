@@ -6,7 +6,13 @@
 //!
 //! A volume is written with its `resourceVersion`: if anyone claimed it
 //! since it was read, the write conflicts and the pod is decided again;
-//! a volume is never given to two claims.
+//! a volume is never given to two claims. Then, as upstream's PreBind,
+//! the binding waits until every written claim is bound (at most
+//! [`BOUND_WAIT`]). Whatever happens between these writes and the
+//! binding leaves nothing another pod can trip over: a claimed volume
+//! binds its claim anyway and a claim keeps its selected node, so the next
+//! decision (after a crash, by the next leader) takes the pod where they
+//! are.
 
 use crate::cycle::{WriteError, WriteErrorKind, WriteOp};
 use crate::writer::{FIELD_MANAGER, write_error};
@@ -15,12 +21,18 @@ use gputopo_scheduler_core::volumes::VolumePlan;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use std::time::Duration;
 use tracing::{Instrument, info_span};
 
 /// Set on a volume bound by a controller rather than by its author.
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 
-/// Writes `plan` for a pod in `namespace` placed on `node`.
+/// How long a binding waits for its claims to be bound (the volume
+/// controller, a provisioner) before the pod is decided again.
+pub const BOUND_WAIT: Duration = Duration::from_secs(120);
+
+/// Writes `plan` for a pod in `namespace` placed on `node`, then waits
+/// for the claims written to be bound.
 pub async fn write_volume_plan(
     client: &kube::Client,
     namespace: &str,
@@ -47,7 +59,41 @@ pub async fn write_volume_plan(
             .await
             .map_err(|e| write_error(WriteOp::VolumeSelectNode, key, e))?;
     }
+    let written = plan.binds.iter().map(|(c, _)| c).chain(&plan.provisions);
+    for claim in written {
+        wait_bound(&claims, namespace, claim)
+            .instrument(info_span!("wait_claim_bound", claim = %format!("{namespace}/{claim}")))
+            .await?;
+    }
     Ok(())
+}
+
+/// Polls the claim until its phase is `Bound`, at most [`BOUND_WAIT`].
+async fn wait_bound(
+    claims: &Api<PersistentVolumeClaim>,
+    namespace: &str,
+    claim: &str,
+) -> Result<(), WriteError> {
+    let target = format!("{namespace}/{claim}");
+    let deadline = tokio::time::Instant::now() + BOUND_WAIT;
+    loop {
+        let c = claims
+            .get(claim)
+            .await
+            .map_err(|e| write_error(WriteOp::VolumeWait, target.clone(), e))?;
+        if c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound") {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(WriteError {
+                op: WriteOp::VolumeWait,
+                kind: WriteErrorKind::Timeout,
+                target,
+                message: format!("not bound within {}s", BOUND_WAIT.as_secs()),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 async fn bind_volume(

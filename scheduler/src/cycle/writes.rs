@@ -165,6 +165,8 @@ pub enum WriteOp {
     VolumeBind,
     /// A claim's `volume.kubernetes.io/selected-node`, before a binding.
     VolumeSelectNode,
+    /// Waiting for a written claim to be bound, before a binding.
+    VolumeWait,
 }
 
 /// How it failed, as the cycle must react: the kind, never the message.
@@ -213,6 +215,7 @@ fn op_text(op: &WriteOp) -> &'static str {
         WriteOp::ExtendedClaimStatus => "setting the extendedResourceClaimStatus of",
         WriteOp::VolumeBind => "binding",
         WriteOp::VolumeSelectNode => "selecting a node for PersistentVolumeClaim",
+        WriteOp::VolumeWait => "waiting for the binding of PersistentVolumeClaim",
     }
 }
 
@@ -221,7 +224,10 @@ impl WriteError {
     /// before the binding is not the pod: it is decided again.)
     pub fn pod_gone(&self) -> bool {
         self.kind == WriteErrorKind::NotFound
-            && !matches!(self.op, WriteOp::VolumeBind | WriteOp::VolumeSelectNode)
+            && !matches!(
+                self.op,
+                WriteOp::VolumeBind | WriteOp::VolumeSelectNode | WriteOp::VolumeWait
+            )
     }
 
     /// An eviction a PodDisruptionBudget refused.
