@@ -1,21 +1,25 @@
 //! A cluster as a `kind: List` of Kubernetes objects (Nodes, Pods,
 //! GpuTopologies, PodGroups, DRA's ResourceSlices, ResourceClaims and
-//! DeviceClasses, and what inter-pod affinity and topology spread read:
-//! Namespaces, Services, ReplicaSets, StatefulSets, ReplicationControllers),
-//! as `kubectl get ... -o yaml` prints them.
+//! DeviceClasses, what inter-pod affinity and topology spread read:
+//! Namespaces, Services, ReplicaSets, StatefulSets, ReplicationControllers,
+//! and what the volume plugins read: PersistentVolumeClaims,
+//! PersistentVolumes, StorageClasses), as `kubectl get ... -o yaml` prints
+//! them. As the scheduler watches the storage kinds, a pod's claims are
+//! judged against those in the List: a claim missing from it is missing.
 
 use super::reports::node_reports;
 use super::{Cluster, ClusterDra, ClusterFileError, Overrides, apply_overrides, invalid};
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use gputopo_api::k8s_openapi::api::core::v1::{
-    Namespace, Node, Pod, ReplicationController, Service,
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
+use gputopo_api::k8s_openapi::api::storage::v1::StorageClass;
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input, workload_selectors};
-use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder};
+use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder, storage};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -37,6 +41,7 @@ pub(super) fn load_list(
     let mut pods: Vec<(usize, Pod)> = Vec::new();
     let mut dra = ClusterDra::default();
     let mut owners = Owners::default();
+    let mut volumes = Volumes::default();
     let mut builder = SnapshotBuilder::new(&config);
     for (i, item) in items.iter().enumerate() {
         let at = format!("items[{i}]");
@@ -87,12 +92,21 @@ pub(super) fn load_list(
             "ReplicationController" => owners
                 .replication_controllers
                 .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "PersistentVolumeClaim" => volumes
+                .claims
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "PersistentVolume" => volumes
+                .volumes
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "StorageClass" => volumes
+                .classes
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
             other => {
                 return Err(invalid(
                     path,
                     &format!("{at}.kind"),
                     format!(
-                        "{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup, ResourceSlice, ResourceClaim, DeviceClass, Namespace, Service, ReplicaSet, StatefulSet, ReplicationController"
+                        "{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup, ResourceSlice, ResourceClaim, DeviceClass, Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PersistentVolumeClaim, PersistentVolume, StorageClass"
                     ),
                 ));
             }
@@ -120,6 +134,11 @@ pub(super) fn load_list(
         &owners.stateful_sets,
         &owners.replication_controllers,
     ));
+    let (read, unreadable) = storage(&volumes.claims, &volumes.volumes, &volumes.classes);
+    if let Some(e) = unreadable.first() {
+        return Err(invalid(path, &format!("{} {}", e.kind, e.name), e));
+    }
+    builder.storage(read);
     let snapshot = builder
         .build()
         .map_err(|e| invalid(path, "(snapshot)", e))?;
@@ -139,6 +158,14 @@ struct Owners {
     replica_sets: Vec<ReplicaSet>,
     stateful_sets: Vec<StatefulSet>,
     replication_controllers: Vec<ReplicationController>,
+}
+
+/// What the volume plugins read.
+#[derive(Default)]
+struct Volumes {
+    claims: Vec<PersistentVolumeClaim>,
+    volumes: Vec<PersistentVolume>,
+    classes: Vec<StorageClass>,
 }
 
 /// A scheduler-plugins PodGroup item: its name, namespace, `minMember`

@@ -85,3 +85,72 @@ fn a_list_carries_namespaces_and_owners_into_the_snapshot() {
     };
     assert!(e.contains("Namespace, Service, ReplicaSet"), "{e}");
 }
+
+/// The storage kinds reach the decision: a pod whose claim's local volume
+/// is on one node is refused on the other with kube-scheduler's words, and
+/// a malformed claim is an error naming it.
+#[test]
+fn a_list_carries_claims_volumes_and_classes_into_the_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.yaml");
+    let list = |claim_size: &str| {
+        format!(
+            "apiVersion: v1\nkind: List\nitems:\n\
+             - {{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {{name: local}}, provisioner: kubernetes.io/no-provisioner, volumeBindingMode: WaitForFirstConsumer}}\n\
+             - {{apiVersion: v1, kind: PersistentVolumeClaim, metadata: {{name: data, namespace: ml}}, spec: {{storageClassName: local, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: {claim_size}}}}}}}}}\n\
+             - apiVersion: v1\n  kind: PersistentVolume\n  metadata: {{name: disk-b}}\n  spec:\n    storageClassName: local\n    capacity: {{storage: 100Gi}}\n    accessModes: [ReadWriteOnce]\n    local: {{path: /mnt}}\n    nodeAffinity: {{required: {{nodeSelectorTerms: [{{matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [b]}}]}}]}}}}\n  status: {{phase: Available}}\n\
+             - {{apiVersion: v1, kind: Node, metadata: {{name: a, labels: {{kubernetes.io/hostname: a}}}}}}\n\
+             - {{apiVersion: v1, kind: Node, metadata: {{name: b, labels: {{kubernetes.io/hostname: b}}}}}}\n"
+        )
+    };
+    std::fs::write(&path, list("10Gi")).unwrap();
+    let cluster = load(&path, &Overrides::default()).unwrap();
+    let storage = cluster.snapshot.storage();
+    assert!(storage.watched);
+    assert_eq!(
+        (
+            storage.claims.len(),
+            storage.volumes.len(),
+            storage.classes.len()
+        ),
+        (1, 1, 1)
+    );
+    let pod: gputopo_api::k8s_openapi::api::core::v1::Pod = serde_yaml::from_str(
+        "metadata: {name: p, namespace: ml}\nspec:\n  containers: [{name: c}]\n  volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]\n",
+    )
+    .unwrap();
+    let explanation =
+        gputopo_scheduler_core::explain::explain_pod(&cluster.snapshot, &pod, &cluster.config);
+    let a = explanation
+        .rows
+        .iter()
+        .find(|r| r.node == "a")
+        .expect("row a");
+    assert!(
+        a.reason.contains("PersistentVolume") || a.filter_reason.is_some(),
+        "{}",
+        a.reason
+    );
+    assert_eq!(
+        a.filter_reason.as_ref().map(|r| r.summaries()),
+        Some(vec![
+            "node(s) didn't find available persistent volumes to bind".to_string()
+        ])
+    );
+    let b = explanation
+        .rows
+        .iter()
+        .find(|r| r.node == "b")
+        .expect("row b");
+    assert!(b.filter_reason.is_none(), "{}", b.reason);
+
+    std::fs::write(&path, list("lots")).unwrap();
+    let e = load(&path, &Overrides::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("ml/data") && e.contains("spec.resources.requests.storage"),
+        "{e}"
+    );
+}
