@@ -356,11 +356,7 @@ impl LiveCluster {
         trust: ReadingTrust,
     ) -> Result<(Snapshot, Vec<String>), SnapshotError> {
         self.observe(objects, trust);
-        self.sync_groups(objects);
-        self.sync_namespaces(objects);
-        self.live
-            .set_workload_selectors(objects.workloads.selectors());
-        self.sync_storage(objects);
+        self.sync_cluster_objects(objects);
         self.snapshot(assumed)
     }
 
@@ -415,7 +411,7 @@ impl LiveCluster {
 
     /// The namespaces' labels (few; compared whole, the snapshot told only
     /// of a change).
-    pub fn sync_namespaces(&mut self, objects: &Objects<'_>) {
+    fn sync_namespaces(&mut self, objects: &Objects<'_>) {
         let now: BTreeMap<String, BTreeMap<String, String>> =
             crate::cluster::namespace_labels(objects.namespaces).collect();
         if now == self.namespaces {
@@ -434,6 +430,16 @@ impl LiveCluster {
         self.namespaces = now;
     }
 
+    /// What a decision reads beside nodes and pods, given whole each cycle:
+    /// PodGroups, Namespaces, the owners' selectors, claims and volumes.
+    pub fn sync_cluster_objects(&mut self, objects: &Objects<'_>) {
+        self.sync_groups(objects);
+        self.sync_namespaces(objects);
+        self.live
+            .set_workload_selectors(objects.workloads.selectors());
+        self.sync_storage(objects);
+    }
+
     /// Claims, volumes and classes (compared whole by the live snapshot);
     /// those that cannot be read are warnings until fixed.
     fn sync_storage(&mut self, objects: &Objects<'_>) {
@@ -450,7 +456,7 @@ impl LiveCluster {
     }
 
     /// The PodGroups (few; compared whole).
-    pub fn sync_groups(&mut self, objects: &Objects<'_>) {
+    fn sync_groups(&mut self, objects: &Objects<'_>) {
         let now: BTreeMap<(String, String), PodGroup> = objects
             .gangs
             .pod_groups

@@ -96,7 +96,7 @@ impl Cycle {
         if ready.is_empty() {
             return Ok(None);
         }
-        self.live.sync_groups(objects);
+        self.live.sync_cluster_objects(objects);
         let (mut snapshot, warnings) = match self.live.snapshot(self.holds.assumed()) {
             Ok(s) => s,
             Err(e) => {

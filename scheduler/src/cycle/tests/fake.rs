@@ -20,6 +20,8 @@ pub enum Write {
         pod: String,
         node: String,
         annotations: BTreeMap<String, String>,
+        /// The volume writes the real binding makes first.
+        volumes: gputopo_scheduler_core::volumes::VolumePlan,
         ok: bool,
     },
     Evict {
@@ -211,6 +213,7 @@ impl ClusterWrites for FakeWrites {
                 .metadata
                 .annotations
                 .unwrap_or_default(),
+            volumes: placement.volumes.clone(),
             ok: r.is_ok(),
         });
         r

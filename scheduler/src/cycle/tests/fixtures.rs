@@ -113,6 +113,9 @@ pub struct World {
     pub pods: Vec<Arc<Pod>>,
     pub gangs: GangObjects,
     pub dra: crate::claims::DraObjects,
+    pub namespaces: Vec<Arc<k8s_openapi::api::core::v1::Namespace>>,
+    pub workloads: crate::workload_objects::WorkloadObjects,
+    pub storage: crate::storage_objects::StorageObjects,
 }
 
 impl World {
@@ -145,9 +148,9 @@ impl World {
             nodes: &self.nodes,
             topologies: &self.topologies,
             pods: &self.pods,
-            namespaces: &[],
-            workloads: &crate::workload_objects::NO_WORKLOADS,
-            storage: &crate::storage_objects::NO_STORAGE,
+            namespaces: &self.namespaces,
+            workloads: &self.workloads,
+            storage: &self.storage,
             gangs: &self.gangs,
             dra: &self.dra,
             changed: None,

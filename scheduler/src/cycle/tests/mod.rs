@@ -5,6 +5,7 @@
 mod accounting;
 mod binds;
 mod claims;
+mod cluster_objects;
 mod extended;
 pub mod fake;
 pub mod fixtures;
@@ -95,6 +96,7 @@ impl Harness {
                     node,
                     annotations,
                     ok: true,
+                    ..
                 } => {
                     let name = pod.split_once('/').map_or(pod.as_str(), |(_, n)| n);
                     self.world.bind(name, node, annotations);
