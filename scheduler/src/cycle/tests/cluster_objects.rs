@@ -21,7 +21,10 @@ fn with_claim(
     p
 }
 
-fn bound_volumes(writes: &[Write]) -> Vec<(String, String, Vec<(String, String)>)> {
+/// Pod, node, and the `(claim, volume)` pairs written before its binding.
+type BoundWithVolumes = (String, String, Vec<(String, String)>);
+
+fn bound_volumes(writes: &[Write]) -> Vec<BoundWithVolumes> {
     writes
         .iter()
         .filter_map(|w| match w {
