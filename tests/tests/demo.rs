@@ -54,7 +54,7 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
         .skip(1)
         .take_while(|l| !l.is_empty())
         .collect();
-    assert_eq!(placed.len(), 11, "{stdout}");
+    assert_eq!(placed.len(), 14, "{stdout}");
     let cols = |name: &str| -> Vec<&str> {
         placed
             .iter()
@@ -118,6 +118,25 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
         assert_ne!(w[3], "-", "a GPU set with a bottleneck: {stdout}");
         assert_eq!(w[4], "Successfully", "{stdout}");
     }
+
+    // The inference Deployment's two replicas, made by the real Deployment
+    // controller: their topology spread constraint (maxSkew 1 over
+    // hostnames) puts them on two nodes, as kube-scheduler would.
+    let replicas: Vec<Vec<&str>> = placed
+        .iter()
+        .filter(|r| r.starts_with("infer-spread-"))
+        .map(|r| r.split_whitespace().collect())
+        .collect();
+    assert_eq!(replicas.len(), 2, "{stdout}");
+    assert_ne!(replicas[0][1], "<pending>", "{stdout}");
+    assert_ne!(
+        replicas[0][1], replicas[1][1],
+        "one replica per node: {stdout}"
+    );
+
+    // The training pod's dataset claim has one volume, local to one node:
+    // the pod goes there, as kube-scheduler would take it.
+    assert_eq!(cols("train-ckpt")[1], "a100-bridged-1", "{stdout}");
 
     // Through DRA: a claim template's pod and a plain nvidia.com/gpu pod on
     // the node NVIDIA's DRA driver publishes, each on an NVLink set.

@@ -7,7 +7,10 @@
 //! pods sharing GPUs, one impossible pod, and two pods on a node whose GPUs
 //! NVIDIA's DRA driver publishes: one through a ResourceClaim template, one
 //! a plain `nvidia.com/gpu` request served through DRA), beside a JobSet of
-//! two 4-GPU workers made by the real JobSet controller, and the demo prints
+//! two 4-GPU workers made by the real JobSet controller and an inference
+//! Deployment whose two replicas a topology spread constraint keeps on
+//! different nodes, and a training pod whose dataset claim's only volume is
+//! local to one node; the demo prints
 //! where each went and why, and each claim's devices beside the GPU
 //! indices. The cluster stays up until Ctrl-C.
 //!
@@ -23,8 +26,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "demo/deployment.rs"]
+mod deployment;
 #[path = "demo/dra.rs"]
 mod dra;
+#[path = "demo/volume.rs"]
+mod volume;
 #[path = "demo/jobset.rs"]
 mod jobset;
 
@@ -391,6 +398,11 @@ fn workload() -> Result<Vec<Pod>> {
         demo_pod("too-big", 16, &[])?,
         dra::claim_pod("dra-claim", "four-gpus")?,
         dra::plain_pod(demo_pod("dra-plain", 2, &[])?, DRA_NODE),
+        volume::with_dataset(demo_pod(
+            volume::POD,
+            2,
+            &[("gputopo.dev/workload", "training")],
+        )?)?,
     ])
 }
 
@@ -417,6 +429,7 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
         .await
         .context("creating the demo namespace")?;
     dra::create_template(env, DEMO_NAMESPACE).await?;
+    volume::create_storage(env, DEMO_NAMESPACE).await?;
     let pods = Api::<Pod>::namespaced(client.clone(), DEMO_NAMESPACE);
     let events = Api::<Event>::namespaced(client, DEMO_NAMESPACE);
     let submitted = workload()?;
@@ -443,12 +456,15 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
         }
     }
     jobset::create(env, DEMO_NAMESPACE, SCHEDULER_NAME).await?;
+    deployment::create(env, DEMO_NAMESPACE, SCHEDULER_NAME).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         // The JobSet's pods, once its controller and the Job controller made them.
         let jobset_pods = jobset::pod_names(&pods).await?;
+        let replicas = deployment::pod_names(&pods).await?;
         names.truncate(submitted.len());
         names.extend(jobset_pods.iter().cloned());
+        names.extend(replicas.iter().cloned());
         let listed = events.list(&ListParams::default()).await?.items;
         let note = |pod: &str| {
             listed
@@ -488,14 +504,17 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
                 pod: name,
             });
         }
-        if jobset_pods.len() == jobset::PODS && rows.len() == names.len() {
+        if jobset_pods.len() == jobset::PODS
+            && replicas.len() == deployment::PODS
+            && rows.len() == names.len()
+        {
             return Ok(rows);
         }
         if Instant::now() > deadline {
             bail!(
                 "after 60 s, only {} of {} pods were placed or refused; see {}",
                 rows.len(),
-                submitted.len() + jobset::PODS,
+                submitted.len() + jobset::PODS + deployment::PODS,
                 env.dir().join("gputopo-scheduler.log").display()
             );
         }
