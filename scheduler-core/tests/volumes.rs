@@ -471,3 +471,67 @@ fn unreadable_objects_are_errors_naming_the_field() {
         errors[0]
     );
 }
+
+/// A pod with `volumes` (inline in-tree disks), on `node` when given.
+fn disk_pod(name: &str, node: Option<&str>, volumes: Value) -> Pod {
+    let mut p = pod_json(name, &[]);
+    p["spec"]["volumes"] = volumes;
+    if let Some(n) = node {
+        p["spec"]["nodeName"] = json!(n);
+    }
+    serde_json::from_value(p).expect("a pod")
+}
+
+#[test]
+fn exclusive_in_tree_disks_conflict_on_a_node_unless_both_are_read_only() {
+    let gce = |name: &str, ro: bool| json!([{"name": "d", "gcePersistentDisk": {"pdName": name, "readOnly": ro}}]);
+    let ebs = |id: &str| json!([{"name": "d", "awsElasticBlockStore": {"volumeID": id}}]);
+    let iscsi = |iqn: &str, ro: bool| json!([{"name": "d", "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": iqn, "lun": 0, "readOnly": ro}}]);
+    let rbd = |mons: &[&str], image: &str, ro: bool| json!([{"name": "d", "rbd": {"monitors": mons, "image": image, "readOnly": ro}}]);
+    let cases = [
+        (gce("foo", false), gce("foo", false), true),
+        (gce("foo", false), gce("bar", false), false),
+        (gce("foo", true), gce("foo", true), false),
+        (gce("foo", true), gce("foo", false), true),
+        (ebs("vol-1"), ebs("vol-1"), true),
+        (ebs("vol-1"), ebs("vol-2"), false),
+        (iscsi("iqn.a", false), iscsi("iqn.a", true), true),
+        (iscsi("iqn.a", true), iscsi("iqn.a", true), false),
+        (iscsi("iqn.a", false), iscsi("iqn.b", false), false),
+        (
+            rbd(&["a", "b"], "img", false),
+            rbd(&["c", "b"], "img", false),
+            true,
+        ),
+        (rbd(&["a"], "img", false), rbd(&["c"], "img", false), false),
+        (
+            rbd(&["a"], "img", false),
+            rbd(&["a"], "other", false),
+            false,
+        ),
+        (rbd(&["a"], "img", true), rbd(&["a"], "img", true), false),
+        (gce("foo", false), ebs("foo"), false),
+    ];
+    for (existing, incoming, conflict) in cases {
+        let mut c = Cluster::new();
+        c.bound
+            .push(disk_pod("holder", Some("n1"), existing.clone()));
+        let snap = c.snapshot();
+        let pod = PendingPod::from_k8s(&disk_pod("p", None, incoming.clone())).expect("readable");
+        let expected = if conflict {
+            [Some(VolumeRefusal::DiskConflict), None, None]
+        } else {
+            [None, None, None]
+        };
+        assert_eq!(
+            verdicts(&snap, &pod),
+            expected,
+            "{existing} then {incoming}"
+        );
+    }
+    assert!(VolumeRefusal::DiskConflict.resolvable());
+    assert_eq!(
+        VolumeRefusal::DiskConflict.summary(""),
+        "node(s) had no available disk"
+    );
+}

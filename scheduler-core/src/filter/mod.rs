@@ -195,7 +195,7 @@ impl<'a> PodContext<'a> {
     /// evicting GPU holders must never be undone by a rule that still
     /// refuses the node once they are gone.
     pub(crate) fn pod_rules_admit(&self, index: usize) -> bool {
-        self.ports_free(index) && self.among_pods(index).is_ok()
+        self.ports_free(index) && self.disks_free(index) && self.among_pods(index).is_ok()
     }
 
     /// The volume plugins (after resources, before the pod-among-pods
@@ -295,6 +295,9 @@ impl<'a> PodContext<'a> {
         let fit = self.fit_gpus(index, hot)?;
         if self.wants_whole_gpus() && hot.tracks_gpus() && self.gpu_count_short(hot) {
             return Err(Rejection::Resources(1 << 4));
+        }
+        if !self.disks_free(index) {
+            return Err(Rejection::Volume(VolumeRefusal::DiskConflict));
         }
         self.volumes_admit(index).map_err(Rejection::Volume)?;
         self.among_pods(index)?;

@@ -44,4 +44,22 @@ impl PodContext<'_> {
             })
         })
     }
+
+    /// VolumeRestrictions: no pod on the node mounts one of the pod's
+    /// exclusive in-tree disks in a conflicting way.
+    pub(crate) fn disks_free(&self, index: usize) -> bool {
+        let wanted = &self.pod.constraints.disks;
+        if wanted.is_empty() {
+            return true;
+        }
+        let snapshot = self.snapshot;
+        !snapshot.nodes[index].pods.iter().any(|&id| {
+            snapshot.pod(id).is_some_and(|p| {
+                p.constraints
+                    .disks
+                    .iter()
+                    .any(|d| wanted.iter().any(|w| w.conflicts(d)))
+            })
+        })
+    }
 }

@@ -23,7 +23,7 @@ pub use affinity::{AffinityTerm, PodAffinity, WeightedTerm};
 pub use label_selector::{LabelSelector, matches as selector_matches};
 pub use ports::HostPort;
 pub use spread::{InclusionPolicy, SpreadConstraint, WhenUnsatisfiable};
-pub use volumes::PodClaim;
+pub use volumes::{ExclusiveDisk, PodClaim};
 
 use crate::selector::SelectorError;
 use gputopo_api::k8s_openapi::api::core::v1 as k8s;
@@ -41,6 +41,8 @@ pub struct PodConstraints {
     pub spread: Vec<SpreadConstraint>,
     /// The PersistentVolumeClaims it mounts, in `spec.volumes` order.
     pub claims: Vec<PodClaim>,
+    /// In-tree disks only one pod may write (GCE PD, EBS, iSCSI, RBD).
+    pub disks: Vec<ExclusiveDisk>,
 }
 
 static EMPTY: LazyLock<Arc<PodConstraints>> = LazyLock::new(Arc::default);
@@ -68,6 +70,7 @@ impl PodConstraints {
             || !self.affinity.is_empty()
             || !self.spread.is_empty()
             || !self.claims.is_empty()
+            || !self.disks.is_empty()
     }
 
     /// Reads a pod's labels, ports, affinity, spread and claims. The namespace is
@@ -93,6 +96,7 @@ impl PodConstraints {
             affinity,
             spread,
             claims: volumes::claims(spec),
+            disks: volumes::exclusive_disks(spec),
             labels,
         })
     }

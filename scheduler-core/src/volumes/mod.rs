@@ -1,5 +1,6 @@
 //! The volume plugins, judged as kube-scheduler judges them:
-//! VolumeRestrictions (a `ReadWriteOncePod` claim in use by another pod),
+//! VolumeRestrictions (a `ReadWriteOncePod` claim in use by another pod;
+//! exclusive in-tree disks, checked per node in `filter/ports.rs`),
 //! VolumeBinding (bound claims' volumes must reach the node; unbound
 //! `WaitForFirstConsumer` claims need a matching available volume there or
 //! a provisioner allowed there) and VolumeZone (zonal volumes' zones).
@@ -39,6 +40,9 @@ pub enum VolumeRefusal {
     ClassNotFound,
     /// Another pod uses a `ReadWriteOncePod` claim of the pod.
     ReadWriteOncePod,
+    /// A pod on the node mounts one of the pod's exclusive in-tree disks
+    /// (GCE PD, EBS, iSCSI, RBD) in a conflicting way.
+    DiskConflict,
     /// A bound claim's volume does not exist.
     VolumeNotFound,
     /// A bound claim's volume cannot be reached from the node.
@@ -67,6 +71,7 @@ impl VolumeRefusal {
                 format!("storageclass of persistentvolumeclaim \"{claim}\" not found")
             }
             VolumeRefusal::ReadWriteOncePod => "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode".into(),
+            VolumeRefusal::DiskConflict => "node(s) had no available disk".into(),
             VolumeRefusal::VolumeNotFound => {
                 "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)".into()
             }
@@ -79,8 +84,11 @@ impl VolumeRefusal {
     }
 
     /// Whether evicting pods could lift it: only another pod's hold on a
-    /// `ReadWriteOncePod` claim.
+    /// `ReadWriteOncePod` claim or an exclusive disk.
     pub fn resolvable(self) -> bool {
-        matches!(self, VolumeRefusal::ReadWriteOncePod)
+        matches!(
+            self,
+            VolumeRefusal::ReadWriteOncePod | VolumeRefusal::DiskConflict
+        )
     }
 }
