@@ -6,7 +6,7 @@
 //! scheduler's VolumeBinding, VolumeZone and VolumeRestrictions tests.
 
 use gputopo_api::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use gputopo_api::k8s_openapi::api::storage::v1::StorageClass;
+use gputopo_api::k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::explain::explain;
 use gputopo_scheduler_core::filter::FilterReason;
@@ -91,6 +91,7 @@ struct Cluster {
     claims: Vec<PersistentVolumeClaim>,
     volumes: Vec<PersistentVolume>,
     classes: Vec<StorageClass>,
+    csi_nodes: Vec<CSINode>,
     bound: Vec<Pod>,
 }
 
@@ -120,12 +121,14 @@ impl Cluster {
                 ),
                 class("now", "csi.example.com", "Immediate", Value::Null),
             ],
+            csi_nodes: Vec::new(),
             bound: Vec::new(),
         }
     }
 
     fn snapshot(&self) -> Snapshot {
-        let (storage, errors) = storage(&self.claims, &self.volumes, &self.classes);
+        let (storage, errors) =
+            storage(&self.claims, &self.volumes, &self.classes, &self.csi_nodes);
         assert!(errors.is_empty(), "{errors:?}");
         let mut b = SnapshotBuilder::new(&SchedulerConfig::default());
         for n in [node("n1", "z1"), node("n2", "z1"), node("n3", "z2")] {
@@ -454,7 +457,7 @@ fn a_read_write_once_pod_claim_in_use_refuses_every_node_resolvably() {
 #[test]
 fn unreadable_objects_are_errors_naming_the_field() {
     let bad = claim("bad", "fast", "ten gigs", json!({}));
-    let (read, errors) = storage([&bad], [], []);
+    let (read, errors) = storage([&bad], [], [], []);
     assert!(read.claims.is_empty());
     assert_eq!(errors.len(), 1);
     let text = errors[0].to_string();
@@ -464,7 +467,7 @@ fn unreadable_objects_are_errors_naming_the_field() {
     );
     let mut mode = claim("mode", "fast", "1Gi", json!({}));
     mode.spec.as_mut().expect("spec").access_modes = Some(vec!["ReadWriteSometimes".into()]);
-    let (_, errors) = storage([&mode], [], []);
+    let (_, errors) = storage([&mode], [], [], []);
     assert!(
         errors[0].to_string().contains("accepted: ReadWriteOnce"),
         "{}",
@@ -534,4 +537,66 @@ fn exclusive_in_tree_disks_conflict_on_a_node_unless_both_are_read_only() {
         VolumeRefusal::DiskConflict.summary(""),
         "node(s) had no available disk"
     );
+}
+
+/// A CSINode for `node` allowing `count` volumes of `driver`.
+fn csi_node(node: &str, driver: &str, count: i32) -> CSINode {
+    serde_json::from_value(json!({"metadata": {"name": node},
+        "spec": {"drivers": [{"name": driver, "nodeID": node, "allocatable": {"count": count}}]}}))
+    .expect("a CSINode")
+}
+
+/// A volume of `driver` bound to `claim`, reachable anywhere.
+fn csi_volume(name: &str, driver: &str, claim: &str) -> PersistentVolume {
+    serde_json::from_value(json!({"metadata": {"name": name},
+        "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
+                 "capacity": {"storage": "1Gi"}, "csi": {"driver": driver, "volumeHandle": format!("h-{name}")},
+                 "claimRef": {"namespace": "default", "name": claim}},
+        "status": {"phase": "Bound"}}))
+    .expect("a volume")
+}
+
+#[test]
+fn a_csi_drivers_attach_limit_counts_distinct_volumes_on_the_node() {
+    let mut c = Cluster::new();
+    // n1 allows 2 volumes of the driver and has one attached (held by a
+    // bound pod); n2 allows 1 and has none; n3 has no CSINode: no limit.
+    c.csi_nodes.push(csi_node("n1", "csi.example.com", 2));
+    c.csi_nodes.push(csi_node("n2", "csi.example.com", 1));
+    for (claim, volume) in [("held", "v-held"), ("a", "v-a"), ("b", "v-b")] {
+        c.claims.push(claim_bound(claim, volume));
+        c.volumes.push(csi_volume(volume, "csi.example.com", claim));
+    }
+    let mut holder = pod_json("holder", &["held"]);
+    holder["spec"]["nodeName"] = json!("n1");
+    c.bound.push(serde_json::from_value(holder).expect("a pod"));
+    let snap = c.snapshot();
+    use VolumeRefusal::TooManyVolumes;
+    // One new volume: 2 on n1 (the limit), 1 on n2.
+    assert_eq!(verdicts(&snap, &pending(&["a"])), [None, None, None]);
+    // Two new volumes: 3 on n1, 2 on n2.
+    assert_eq!(
+        verdicts(&snap, &pending(&["a", "b"])),
+        [Some(TooManyVolumes), Some(TooManyVolumes), None]
+    );
+    // The volume already attached there does not count twice.
+    assert_eq!(
+        verdicts(&snap, &pending(&["held", "a"])),
+        [None, Some(TooManyVolumes), None]
+    );
+    // A claim still waiting counts under its class's provisioner.
+    c.claims.push(claim("later", "fast", "1Gi", json!({})));
+    let snap = c.snapshot();
+    assert_eq!(
+        verdicts(&snap, &pending(&["a", "later"])),
+        [Some(TooManyVolumes), Some(TooManyVolumes), None]
+    );
+    assert_eq!(
+        TooManyVolumes.summary(""),
+        "node(s) exceed max volume count"
+    );
+}
+
+fn claim_bound(name: &str, volume: &str) -> PersistentVolumeClaim {
+    claim(name, "fast", "1Gi", json!({"spec": {"volumeName": volume}}))
 }

@@ -1,11 +1,11 @@
-//! PersistentVolumeClaims, PersistentVolumes and StorageClasses, as the
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, as the
 //! secondary scheduler watches them: read into scheduler-core's `Storage`
 //! each cycle, for the volume plugins. The extender watches none (and its
 //! decisions judge no volume: kube-scheduler does).
 
 use gputopo_scheduler_core::snapshot::{Storage, StorageError, storage};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use std::sync::Arc;
 
 /// The watched storage objects; `watched` false where not watched.
@@ -15,6 +15,7 @@ pub struct StorageObjects {
     pub claims: Vec<Arc<PersistentVolumeClaim>>,
     pub volumes: Vec<Arc<PersistentVolume>>,
     pub classes: Vec<Arc<StorageClass>>,
+    pub csi_nodes: Vec<Arc<CSINode>>,
 }
 
 /// Not watched: for the extender and tests.
@@ -23,6 +24,7 @@ pub static NO_STORAGE: StorageObjects = StorageObjects {
     claims: Vec::new(),
     volumes: Vec::new(),
     classes: Vec::new(),
+    csi_nodes: Vec::new(),
 };
 
 impl StorageObjects {
@@ -35,6 +37,7 @@ impl StorageObjects {
             self.claims.iter().map(AsRef::as_ref),
             self.volumes.iter().map(AsRef::as_ref),
             self.classes.iter().map(AsRef::as_ref),
+            self.csi_nodes.iter().map(AsRef::as_ref),
         )
     }
 }

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -161,6 +161,7 @@ impl Watches {
                 claims: owned(client, owner("PersistentVolumeClaim"), &on_event),
                 volumes: owned(client, owner("PersistentVolume"), &on_event),
                 classes: owned(client, owner("StorageClass"), &on_event),
+                csi_nodes: owned(client, owner("CSINode"), &on_event),
             }),
             pods: reflect(
                 Api::all(client.clone()),
@@ -269,6 +270,7 @@ impl Watches {
                 claims: s.claims.state(),
                 volumes: s.volumes.state(),
                 classes: s.classes.state(),
+                csi_nodes: s.csi_nodes.state(),
             },
         }
     }
@@ -356,6 +358,7 @@ impl Watches {
             ));
             waits.push(("PersistentVolume", Box::pin(s.volumes.wait_until_ready())));
             waits.push(("StorageClass", Box::pin(s.classes.wait_until_ready())));
+            waits.push(("CSINode", Box::pin(s.csi_nodes.wait_until_ready())));
         }
         for (what, ready) in waits {
             readiness.set_not_ready(format!("waiting for the {what} watch to sync"));
@@ -464,6 +467,7 @@ struct StorageStores {
     claims: Store<PersistentVolumeClaim>,
     volumes: Store<PersistentVolume>,
     classes: Store<StorageClass>,
+    csi_nodes: Store<CSINode>,
 }
 
 /// An empty, synced store, for a resource not watched.

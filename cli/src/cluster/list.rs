@@ -3,7 +3,7 @@
 //! DeviceClasses, what inter-pod affinity and topology spread read:
 //! Namespaces, Services, ReplicaSets, StatefulSets, ReplicationControllers,
 //! and what the volume plugins read: PersistentVolumeClaims,
-//! PersistentVolumes, StorageClasses), as `kubectl get ... -o yaml` prints
+//! PersistentVolumes, StorageClasses, CSINodes), as `kubectl get ... -o yaml` prints
 //! them. As the scheduler watches the storage kinds, a pod's claims are
 //! judged against those in the List: a claim missing from it is missing.
 
@@ -14,7 +14,7 @@ use gputopo_api::k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use gputopo_api::k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
-use gputopo_api::k8s_openapi::api::storage::v1::StorageClass;
+use gputopo_api::k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::reported::ReadingTrust;
@@ -101,12 +101,15 @@ pub(super) fn load_list(
             "StorageClass" => volumes
                 .classes
                 .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            "CSINode" => volumes
+                .csi_nodes
+                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
             other => {
                 return Err(invalid(
                     path,
                     &format!("{at}.kind"),
                     format!(
-                        "{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup, ResourceSlice, ResourceClaim, DeviceClass, Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PersistentVolumeClaim, PersistentVolume, StorageClass"
+                        "{other:?} is not read; accepted: Node, Pod, GpuTopology, PodGroup, ResourceSlice, ResourceClaim, DeviceClass, Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode"
                     ),
                 ));
             }
@@ -134,7 +137,12 @@ pub(super) fn load_list(
         &owners.stateful_sets,
         &owners.replication_controllers,
     ));
-    let (read, unreadable) = storage(&volumes.claims, &volumes.volumes, &volumes.classes);
+    let (read, unreadable) = storage(
+        &volumes.claims,
+        &volumes.volumes,
+        &volumes.classes,
+        &volumes.csi_nodes,
+    );
     if let Some(e) = unreadable.first() {
         return Err(invalid(path, &format!("{} {}", e.kind, e.name), e));
     }
@@ -166,6 +174,7 @@ struct Volumes {
     claims: Vec<PersistentVolumeClaim>,
     volumes: Vec<PersistentVolume>,
     classes: Vec<StorageClass>,
+    csi_nodes: Vec<CSINode>,
 }
 
 /// A scheduler-plugins PodGroup item: its name, namespace, `minMember`

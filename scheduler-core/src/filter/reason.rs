@@ -144,6 +144,7 @@ fn volume_detail(refusal: VolumeRefusal, claim: &str) -> String {
         VolumeRefusal::ZoneConflict => {
             "a PersistentVolume the pod's claims are bound to is in another zone or region".into()
         }
+        VolumeRefusal::TooManyVolumes => "the node's CSINode allows no more volumes of a CSI driver the pod's claims use".into(),
         VolumeRefusal::DiskConflict => "a pod on the node mounts one of the pod's GCE PD, EBS, iSCSI or RBD disks, and not both read-only".into(),
         other => other.summary(claim),
     }

@@ -3,6 +3,7 @@
 //! VolumeBinding, VolumeZone).
 
 use super::VolumeRefusal;
+use super::limits::within_limits;
 use super::matching::{class_admits, find_volume};
 use crate::pod::PendingPod;
 use crate::snapshot::{AccessMode, Claim, NodeId, NodeRef, Snapshot, Volume, VolumePlan};
@@ -33,6 +34,8 @@ pub(crate) struct VolumeCheck<'a> {
     /// upstream matches them), with their names.
     waiting: Vec<(String, &'a Claim)>,
     namespace: String,
+    pod_name: String,
+    claims: Vec<crate::pod_constraints::PodClaim>,
 }
 
 impl<'a> VolumeCheck<'a> {
@@ -52,6 +55,8 @@ impl<'a> VolumeCheck<'a> {
             bound: Vec::new(),
             waiting: Vec::new(),
             namespace: pod.namespace.clone(),
+            pod_name: pod.name.clone(),
+            claims: claims.clone(),
         };
         let mut immediate = None;
         for c in claims {
@@ -144,6 +149,15 @@ impl<'a> VolumeCheck<'a> {
         }
         if !zones_admit(&self.bound, &node) {
             return Err(VolumeRefusal::ZoneConflict);
+        }
+        if !within_limits(
+            snapshot,
+            &self.namespace,
+            &self.pod_name,
+            &self.claims,
+            index,
+        ) {
+            return Err(VolumeRefusal::TooManyVolumes);
         }
         Ok(plan)
     }

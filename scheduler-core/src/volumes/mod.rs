@@ -14,10 +14,13 @@
 //! scheduler writes before the binding: each static volume's `claimRef`, and
 //! the `selected-node` annotation of each claim a provisioner must fill.
 //!
-//! Not modelled: CSIStorageCapacity (*did not have enough free storage*)
-//! and NodeVolumeLimits (CSINode attach limits); docs/contract says so.
+//! NodeVolumeLimits (`limits.rs`) caps each CSI driver's volumes per node.
+//!
+//! Not modelled: CSIStorageCapacity (*did not have enough free storage*);
+//! docs/contract says so.
 
 mod check;
+mod limits;
 mod matching;
 
 pub use crate::snapshot::VolumePlan;
@@ -51,6 +54,8 @@ pub enum VolumeRefusal {
     BindConflict,
     /// A zonal volume is in another zone.
     ZoneConflict,
+    /// The node's CSI attach limit would be exceeded.
+    TooManyVolumes,
 }
 
 impl VolumeRefusal {
@@ -80,15 +85,18 @@ impl VolumeRefusal {
                 "node(s) didn't find available persistent volumes to bind".into()
             }
             VolumeRefusal::ZoneConflict => "node(s) had no available volume zone".into(),
+            VolumeRefusal::TooManyVolumes => "node(s) exceed max volume count".into(),
         }
     }
 
-    /// Whether evicting pods could lift it: only another pod's hold on a
-    /// `ReadWriteOncePod` claim or an exclusive disk.
+    /// Whether evicting pods could lift it: another pod's hold on a
+    /// `ReadWriteOncePod` claim, an exclusive disk, or attached volumes.
     pub fn resolvable(self) -> bool {
         matches!(
             self,
-            VolumeRefusal::ReadWriteOncePod | VolumeRefusal::DiskConflict
+            VolumeRefusal::ReadWriteOncePod
+                | VolumeRefusal::DiskConflict
+                | VolumeRefusal::TooManyVolumes
         )
     }
 }

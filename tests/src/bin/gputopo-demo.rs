@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 mod deployment;
 #[path = "demo/dra.rs"]
 mod dra;
-#[path = "demo/volume.rs"]
-mod volume;
 #[path = "demo/jobset.rs"]
 mod jobset;
+#[path = "demo/volume.rs"]
+mod volume;
 
 /// The simulated nodes: name, leaf, and what the agent reads: a real
 /// machine's `nvidia-smi topo -m` (`.txt`) or an NVML recording (`.yaml`).

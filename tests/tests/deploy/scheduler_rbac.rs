@@ -30,6 +30,7 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
             "storageclasses",
             &["get", "list", "watch"],
         ),
+        ("storage.k8s.io", "csinodes", &["get", "list", "watch"]),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         (
             "scheduling.x-k8s.io",

@@ -7,7 +7,7 @@ use crate::pod_constraints::LabelSelector;
 use crate::resources::parse_amount;
 use crate::selector::NodeAffinity;
 use gputopo_api::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use gputopo_api::k8s_openapi::api::storage::v1::StorageClass as K8sStorageClass;
+use gputopo_api::k8s_openapi::api::storage::v1::{CSINode, StorageClass as K8sStorageClass};
 use gputopo_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,6 +33,7 @@ pub fn storage<'a>(
     claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
     volumes: impl IntoIterator<Item = &'a PersistentVolume>,
     classes: impl IntoIterator<Item = &'a K8sStorageClass>,
+    csi_nodes: impl IntoIterator<Item = &'a CSINode>,
 ) -> (Storage, Vec<StorageError>) {
     let mut out = Storage {
         watched: true,
@@ -81,6 +82,19 @@ pub fn storage<'a>(
                     .collect(),
             },
         );
+    }
+    for n in csi_nodes {
+        let limits = n
+            .spec
+            .drivers
+            .iter()
+            .filter_map(|d| {
+                let count = d.allocatable.as_ref()?.count?;
+                Some((d.name.clone(), u32::try_from(count).unwrap_or(0)))
+            })
+            .collect();
+        out.attach_limits
+            .insert(n.metadata.name.clone().unwrap_or_default(), limits);
     }
     (out, errors)
 }
@@ -159,6 +173,10 @@ fn volume(v: &PersistentVolume, name: &str) -> Result<Volume, StorageError> {
             err("spec.accessModes", d)
         })?,
         block: spec.volume_mode.as_deref() == Some("Block"),
+        csi: spec
+            .csi
+            .as_ref()
+            .map(|c| (c.driver.clone(), c.volume_handle.clone())),
         available: v.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"),
         deleting: v.metadata.deletion_timestamp.is_some(),
     })

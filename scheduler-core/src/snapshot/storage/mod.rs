@@ -1,5 +1,5 @@
 //! The cluster's storage as the volume plugins read it: PersistentVolume
-//! Claims, PersistentVolumes and StorageClasses, each reduced to what
+//! Claims, PersistentVolumes, StorageClasses and CSINodes, each reduced to what
 //! binding and placement need (`from_k8s.rs` reads the API objects).
 //! A snapshot holds one behind an `Arc`; the scheduler replaces it whole
 //! when a watched object changes.
@@ -26,6 +26,9 @@ pub struct Storage {
     pub claims: BTreeMap<(String, String), Claim>,
     pub volumes: BTreeMap<String, Volume>,
     pub classes: BTreeMap<String, StorageClass>,
+    /// Per node, per CSI driver, how many of its volumes the node can have
+    /// attached (CSINode `allocatable.count`); a driver absent has no limit.
+    pub attach_limits: BTreeMap<String, BTreeMap<String, u32>>,
 }
 
 /// `spec.accessModes` entries.
@@ -74,6 +77,8 @@ pub struct Volume {
     pub capacity_bytes: i64,
     pub access_modes: BTreeSet<AccessMode>,
     pub block: bool,
+    /// `spec.csi`: the driver and the volume's handle.
+    pub csi: Option<(String, String)>,
     /// `status.phase` is `Available`.
     pub available: bool,
     pub deleting: bool,
