@@ -129,6 +129,11 @@ impl Gang<'_> {
             GangSpec::each(requests.clone())
         }
         .with_strategy(lead.pod.request.placement_strategy);
+        let spec = if apart_per_node(snapshot, gpu_members.iter().map(|&i| &members[i])) {
+            spec.at_most_per_node(1)
+        } else {
+            spec
+        };
         let candidates = nodes.len();
         let mixed = lead
             .pod
@@ -252,6 +257,32 @@ fn candidate_nodes(
         nodes.push(gang_node);
     }
     nodes
+}
+
+/// Whether every two members repel each other per node (required
+/// anti-affinity over hostnames, either way): then no node hosts two, and
+/// the gang search places them so. Pairwise up to 512 members; beyond,
+/// members alike to the first (same rules and labels) that repel it.
+fn apart_per_node<'a>(snapshot: &Snapshot, members: impl Iterator<Item = &'a PendingPod>) -> bool {
+    let members: Vec<&PendingPod> = members.collect();
+    let repel = |a: &PendingPod, b: &PendingPod| {
+        crate::inter_pod::repels_per_node(snapshot, a, b)
+            || crate::inter_pod::repels_per_node(snapshot, b, a)
+    };
+    let Some(first) = members.first() else {
+        return false;
+    };
+    if members.len() > 512 {
+        return members
+            .iter()
+            .all(|m| m.constraints == first.constraints && m.namespace == first.namespace)
+            && repel(first, first);
+    }
+    members
+        .iter()
+        .enumerate()
+        .all(|(i, a)| members[i + 1..].iter().all(|b| repel(a, b)))
+        && members.len() > 1
 }
 
 /// A member's placement on the node and GPUs the gang search gave it,

@@ -279,10 +279,10 @@ fn nodes_of_unknown_model_are_known_by_their_wiring() {
     );
 }
 
-/// Members are judged against the members placed before them: a gang
-/// whose members keep apart by required anti-affinity (one per node) is
-/// never placed two to a node; if the search packed them, the gang waits
-/// and says which rule refused.
+/// Members are judged against each other inside the one gang decision: a
+/// gang whose members keep apart by required anti-affinity (one per node)
+/// is placed one member per node, though packing alone would put both 4-GPU
+/// members on one 8-GPU node.
 #[test]
 fn members_with_anti_affinity_to_each_other_never_share_a_node() {
     use gputopo_scheduler_core::pod_constraints::{
@@ -308,8 +308,15 @@ fn members_with_anti_affinity_to_each_other_never_share_a_node() {
             let nodes: BTreeSet<&str> = p.iter().map(|p| p.node.as_str()).collect();
             assert_eq!(nodes.len(), 2, "one member per node: {p:?}");
         }
-        GangDecision::Waiting { message } => {
-            assert!(message.contains("podAntiAffinity"), "{message}");
+        GangDecision::Waiting { message } => panic!("the gang waits: {message}"),
+    }
+    // Without the rule, the two members share a node (packing).
+    let plain = gang("apart", 2, 4);
+    match schedule_gang(&snap, &plain, &SchedulerConfig::default()) {
+        GangDecision::Placed(p) => {
+            let nodes: BTreeSet<&str> = p.iter().map(|p| p.node.as_str()).collect();
+            assert_eq!(nodes.len(), 1, "packed: {p:?}");
         }
+        GangDecision::Waiting { message } => panic!("the gang waits: {message}"),
     }
 }

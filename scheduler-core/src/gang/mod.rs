@@ -188,6 +188,9 @@ pub struct GangSpec {
     pub members: Members,
     pub strategy: PlacementStrategy,
     pub within: Within,
+    /// At most this many members on one node: 1 for members whose required
+    /// anti-affinity over hostnames keeps each other apart.
+    pub max_per_node: Option<u32>,
 }
 
 impl GangSpec {
@@ -197,6 +200,7 @@ impl GangSpec {
             members: Members::Uniform { count, request },
             strategy: PlacementStrategy::default(),
             within: Within::Anywhere,
+            max_per_node: None,
         }
     }
 
@@ -206,6 +210,7 @@ impl GangSpec {
             members: Members::Each(requests),
             strategy: PlacementStrategy::default(),
             within: Within::Anywhere,
+            max_per_node: None,
         }
     }
 
@@ -216,6 +221,12 @@ impl GangSpec {
 
     pub fn within(mut self, within: Within) -> GangSpec {
         self.within = within;
+        self
+    }
+
+    /// At most `max` members per node.
+    pub fn at_most_per_node(mut self, max: u32) -> GangSpec {
+        self.max_per_node = Some(max);
         self
     }
 }

@@ -10,6 +10,18 @@ mod terms;
 pub(crate) use filter::AffinityFilter;
 pub(crate) use score::normalized_scores;
 
+use crate::pod::PendingPod;
+use crate::snapshot::Snapshot;
+
+/// Whether `pod`'s required anti-affinity keeps `other` off its node: one
+/// of its terms over `kubernetes.io/hostname` selects `other`.
+pub(crate) fn repels_per_node(snapshot: &Snapshot, pod: &PendingPod, other: &PendingPod) -> bool {
+    pod.constraints.affinity.required_anti.iter().any(|t| {
+        t.topology_key == "kubernetes.io/hostname"
+            && terms::selects(t, snapshot, &other.namespace, &other.constraints.labels)
+    })
+}
+
 /// Why inter-pod affinity refuses a node, in upstream's order of checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AffinityRefusal {

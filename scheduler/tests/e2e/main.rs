@@ -16,6 +16,7 @@
 mod common;
 
 mod constraints;
+mod differential;
 mod gangs;
 mod leader_election;
 mod placement;

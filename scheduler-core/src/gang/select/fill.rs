@@ -80,6 +80,13 @@ impl<'p, 'a> Filler<'p, 'a> {
 
     fn push(&mut self, local: u32) {
         let l = local as usize;
+        if self
+            .prep
+            .max_per_node
+            .is_some_and(|max| self.hosted[l] >= max)
+        {
+            return;
+        }
         let position = self.nodes[l];
         let free = self.free[l];
         let Ok(pick) = self.prep.picker(position, self.group).pick(free) else {

@@ -62,7 +62,8 @@ pub(crate) fn place(
     }
     let tree = Tree::of_nodes(&cluster.tier_names, cluster.nodes.iter());
     let scopes = scopes(&tree, &spec.within)?;
-    let prep = Prepared::new(&cluster.nodes, &spec.members, spec.strategy);
+    let mut prep = Prepared::new(&cluster.nodes, &spec.members, spec.strategy);
+    prep.max_per_node = spec.max_per_node;
     let members = u32::try_from(n).unwrap_or(u32::MAX);
     let need: u64 = if prep.uniform() {
         n as u64
@@ -74,7 +75,15 @@ pub(crate) fn place(
     };
     let (node_cap, node_reason): (Vec<u32>, Vec<Option<NoFitReason>>) = (0..cluster.nodes.len()
         as u32)
-        .map(|p| prep.capacity(p, members))
+        .map(|p| {
+            let (cap, reason) = prep.capacity(p, members);
+            match spec.max_per_node {
+                // Uniform gangs count members per node; mixed ones GPUs,
+                // which the fill caps instead.
+                Some(max) if prep.uniform() => (cap.min(max), reason),
+                _ => (cap, reason),
+            }
+        })
         .unzip();
     let mut leaf_cap = vec![0u64; tree.domains.len()];
     for (position, &cap) in node_cap.iter().enumerate() {

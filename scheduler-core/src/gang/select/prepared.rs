@@ -21,6 +21,9 @@ pub(crate) struct Prepared<'a> {
     /// Largest request first.
     pub(crate) groups: Vec<Group>,
     pub(crate) strategy: PlacementStrategy,
+    /// At most this many members per node (members whose required
+    /// anti-affinity keeps each other off a node: 1).
+    pub(crate) max_per_node: Option<u32>,
     shape_of: Vec<u32>,
     /// `[shape][group]`.
     pickers: Vec<Vec<Picker<'a>>>,
@@ -57,6 +60,7 @@ impl<'a> Prepared<'a> {
             free,
             groups,
             strategy,
+            max_per_node: None,
             shape_of,
             pickers,
         }

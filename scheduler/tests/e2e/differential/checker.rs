@@ -1,0 +1,245 @@
+//! The independent checker: every hard constraint of every bound pod, read
+//! from the pods, nodes, volumes and claims as the API server holds them
+//! at the end of a run, with its own selector matching (nothing from
+//! scheduler-core). Each violation is one line naming the pod and rule.
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// What the checker reads.
+pub struct World<'a> {
+    pub pods: &'a [Pod],
+    pub nodes: &'a [Node],
+    pub volumes: &'a [PersistentVolume],
+    pub claims: &'a [PersistentVolumeClaim],
+}
+
+pub fn violations(w: &World<'_>) -> Vec<String> {
+    let labels_of: BTreeMap<&str, BTreeMap<String, String>> = w
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n.metadata.name.as_deref().unwrap_or_default(),
+                n.metadata.labels.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let bound: Vec<(&Pod, &str)> = w
+        .pods
+        .iter()
+        .filter_map(|p| Some((p, p.spec.as_ref()?.node_name.as_deref()?)))
+        .collect();
+    let domain = |node: &str, key: &str| labels_of.get(node).and_then(|l| l.get(key)).cloned();
+    let mut out = Vec::new();
+    let name = |p: &Pod| {
+        format!(
+            "{}/{}",
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+            p.metadata.name.as_deref().unwrap_or_default()
+        )
+    };
+    // Resources and host ports per node.
+    let mut gpus: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut ports: BTreeMap<(&str, i32), Vec<String>> = BTreeMap::new();
+    for (p, node) in &bound {
+        let spec = p.spec.as_ref().expect("bound");
+        for c in &spec.containers {
+            let g = c
+                .resources
+                .as_ref()
+                .and_then(|r| r.limits.as_ref())
+                .and_then(|l| l.get("nvidia.com/gpu"))
+                .and_then(|q| q.0.parse::<i64>().ok())
+                .unwrap_or(0);
+            *gpus.entry(node).or_default() += g;
+            for port in c.ports.iter().flatten() {
+                if let Some(h) = port.host_port {
+                    ports.entry((node, h)).or_default().push(name(p));
+                }
+            }
+        }
+    }
+    for (node, used) in &gpus {
+        if *used > 8 {
+            out.push(format!("node {node}: {used} GPUs bound on 8"));
+        }
+    }
+    for ((node, port), pods) in &ports {
+        if pods.len() > 1 {
+            out.push(format!("node {node}: host port {port} taken by {pods:?}"));
+        }
+    }
+    for (p, node) in &bound {
+        let spec = p.spec.as_ref().expect("bound");
+        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+        let pod_affinity = spec.affinity.as_ref();
+        // Required anti-affinity: no other matching pod in the domain.
+        let anti = pod_affinity
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            });
+        for term in anti.into_iter().flatten() {
+            let term = serde_json::to_value(term).expect("a term");
+            let key = term["topologyKey"].as_str().unwrap_or_default();
+            let here = domain(node, key);
+            for (q, other) in &bound {
+                if std::ptr::eq(*p, *q) || here.is_none() || domain(other, key) != here {
+                    continue;
+                }
+                if term_selects(&term, ns, q) {
+                    out.push(format!(
+                        "{}: anti-affinity broken by {} on {other}",
+                        name(p),
+                        name(q)
+                    ));
+                }
+            }
+        }
+        // Required affinity: a matching pod in the domain.
+        let affinity = pod_affinity
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            });
+        for term in affinity.into_iter().flatten() {
+            let term = serde_json::to_value(term).expect("a term");
+            let key = term["topologyKey"].as_str().unwrap_or_default();
+            let here = domain(node, key);
+            let met = here.is_some()
+                && bound
+                    .iter()
+                    .any(|(q, other)| domain(other, key) == here && term_selects(&term, ns, q));
+            if !met {
+                out.push(format!(
+                    "{}: no pod its affinity needs in its {key} domain",
+                    name(p)
+                ));
+            }
+        }
+        // Claims: bound to a volume reaching the node.
+        for v in spec.volumes.iter().flatten() {
+            let Some(claim) = &v.persistent_volume_claim else {
+                continue;
+            };
+            let pvc = w.claims.iter().find(|c| {
+                c.metadata.namespace.as_deref() == Some(ns)
+                    && c.metadata.name.as_deref() == Some(claim.claim_name.as_str())
+            });
+            let volume = pvc
+                .and_then(|c| c.spec.as_ref()?.volume_name.clone())
+                .and_then(|v| {
+                    w.volumes
+                        .iter()
+                        .find(|pv| pv.metadata.name.as_deref() == Some(&v))
+                });
+            match volume {
+                None => out.push(format!(
+                    "{}: claim {} not bound to a volume",
+                    name(p),
+                    claim.claim_name
+                )),
+                Some(pv) => {
+                    let text = serde_json::to_string(&pv.spec.as_ref().map(|s| &s.node_affinity))
+                        .unwrap_or_default();
+                    if !text.contains(&format!("\"{node}\"")) {
+                        out.push(format!(
+                            "{}: on {node}, its volume is elsewhere: {text}",
+                            name(p)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.extend(spread_violations(&bound, &labels_of));
+    out
+}
+
+/// DoNotSchedule spread: per group (pods sharing the constraint), matching
+/// pods per domain of the run's nodes differ by at most maxSkew.
+fn spread_violations(
+    bound: &[(&Pod, &str)],
+    labels_of: &BTreeMap<&str, BTreeMap<String, String>>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (p, _) in bound {
+        let spec = p.spec.as_ref().expect("bound");
+        for c in spec.topology_spread_constraints.iter().flatten() {
+            if c.when_unsatisfiable != "DoNotSchedule" {
+                continue;
+            }
+            let c = serde_json::to_value(c).expect("a constraint");
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            if !seen.insert((ns.clone(), c.to_string())) {
+                continue;
+            }
+            let key = c["topologyKey"].as_str().unwrap_or_default();
+            let mut counts: BTreeMap<String, i64> = labels_of
+                .values()
+                .filter_map(|l| l.get(key).map(|v| (v.clone(), 0)))
+                .collect();
+            for (q, node) in bound {
+                if q.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && selector_matches(&c["labelSelector"], q)
+                    && let Some(v) = labels_of.get(node).and_then(|l| l.get(key))
+                {
+                    *counts.entry(v.clone()).or_default() += 1;
+                }
+            }
+            let max = counts.values().max().copied().unwrap_or(0);
+            let min = counts.values().min().copied().unwrap_or(0);
+            let skew = c["maxSkew"].as_i64().unwrap_or(1);
+            if max - min > skew {
+                out.push(format!(
+                    "spread over {key} in {ns}: {max} - {min} > {skew} ({c})"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Whether an affinity term (as JSON) selects `q` for a pod in `ns`.
+fn term_selects(term: &Value, ns: &str, q: &Pod) -> bool {
+    let q_ns = q.metadata.namespace.as_deref().unwrap_or_default();
+    let in_namespace = match (&term["namespaces"], &term["namespaceSelector"]) {
+        (Value::Array(list), _) if list.iter().any(|n| n == q_ns) => true,
+        // An empty namespaceSelector: every namespace (the workload sets no other).
+        (_, Value::Object(s)) if s.is_empty() => true,
+        (Value::Array(list), _) if !list.is_empty() => false,
+        _ => q_ns == ns,
+    };
+    in_namespace && selector_matches(&term["labelSelector"], q)
+}
+
+/// `matchLabels` (and `Exists` expressions) against a pod's labels; an
+/// absent selector matches nothing.
+fn selector_matches(selector: &Value, q: &Pod) -> bool {
+    let Some(s) = selector.as_object() else {
+        return false;
+    };
+    let labels = q.metadata.labels.clone().unwrap_or_default();
+    let labels_ok = s
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| {
+            m.iter()
+                .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str())
+        });
+    let exprs_ok = s
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .is_none_or(|e| {
+            e.iter().all(|e| match e["operator"].as_str() {
+                Some("Exists") => labels.contains_key(e["key"].as_str().unwrap_or_default()),
+                _ => false,
+            })
+        });
+    labels_ok && exprs_ok
+}
