@@ -34,15 +34,21 @@ impl PodContext<'_> {
         if wanted.is_empty() {
             return true;
         }
-        let snapshot = self.snapshot;
-        !snapshot.nodes[index].pods.iter().any(|&id| {
-            snapshot.pod(id).is_some_and(|p| {
-                p.constraints
-                    .host_ports
-                    .iter()
-                    .any(|h| wanted.iter().any(|w| w.conflicts(h)))
-            })
+        !self.a_pod_on(index, |p| {
+            p.constraints
+                .host_ports
+                .iter()
+                .any(|h| wanted.iter().any(|w| w.conflicts(h)))
         })
+    }
+
+    /// Whether some pod on the node at `index` is `such`.
+    fn a_pod_on(&self, index: usize, such: impl Fn(&crate::snapshot::BoundPod) -> bool) -> bool {
+        let snapshot = self.snapshot;
+        snapshot.nodes[index]
+            .pods
+            .iter()
+            .any(|&id| snapshot.pod(id).is_some_and(&such))
     }
 
     /// VolumeRestrictions: no pod on the node mounts one of the pod's
@@ -52,14 +58,11 @@ impl PodContext<'_> {
         if wanted.is_empty() {
             return true;
         }
-        let snapshot = self.snapshot;
-        !snapshot.nodes[index].pods.iter().any(|&id| {
-            snapshot.pod(id).is_some_and(|p| {
-                p.constraints
-                    .disks
-                    .iter()
-                    .any(|d| wanted.iter().any(|w| w.conflicts(d)))
-            })
+        !self.a_pod_on(index, |p| {
+            p.constraints
+                .disks
+                .iter()
+                .any(|d| wanted.iter().any(|w| w.conflicts(d)))
         })
     }
 }

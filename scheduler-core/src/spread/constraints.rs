@@ -148,6 +148,23 @@ impl PodsPerNode {
     }
 }
 
+/// What the caller's node rules say of the node at `index`, asked only
+/// when some constraint reads them (`reads`); else every node is eligible.
+pub(super) fn eligibility_of(
+    reads: bool,
+    eligible: &dyn Fn(usize) -> NodeEligibility,
+    index: usize,
+) -> NodeEligibility {
+    if reads {
+        eligible(index)
+    } else {
+        NodeEligibility {
+            affinity: true,
+            taints: true,
+        }
+    }
+}
+
 /// Whether a constraint counts the pods of a node its inclusion policies
 /// read as `eligible`.
 pub(super) fn includes(c: &SpreadConstraint, eligible: NodeEligibility) -> bool {

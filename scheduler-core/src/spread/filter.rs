@@ -6,7 +6,7 @@
 //! exceed `maxSkew`. The global minimum is 0 while fewer domains exist than
 //! `minDomains`.
 
-use super::constraints::{Applied, includes, self_match};
+use super::constraints::{Applied, eligibility_of, includes, self_match};
 use super::domains::Domains;
 use super::{NodeEligibility, SpreadRefusal};
 use crate::config::SpreadDefaults;
@@ -58,14 +58,7 @@ impl SpreadFilter {
                     None => continue 'nodes,
                 }
             }
-            let eligibility = if reads_eligibility {
-                eligible(index)
-            } else {
-                NodeEligibility {
-                    affinity: true,
-                    taints: true,
-                }
-            };
+            let eligibility = eligibility_of(reads_eligibility, eligible, index);
             for (i, c) in applied.list.iter().enumerate() {
                 if includes(c, eligibility) {
                     domains[i].touch(slots[i]);

@@ -9,7 +9,7 @@
 //! score is `100 × (max + min − raw) / max` (100 for all when max is 0).
 
 use super::NodeEligibility;
-use super::constraints::{Applied, HOSTNAME, includes};
+use super::constraints::{Applied, HOSTNAME, eligibility_of, includes};
 use super::domains::Domains;
 use crate::config::SpreadDefaults;
 use crate::pod::PendingPod;
@@ -66,14 +66,7 @@ pub(crate) fn normalized_scores(
             if applied.require_all_keys && !has_all_keys(&domains, index) {
                 continue;
             }
-            let eligibility = if reads_eligibility {
-                eligible(index)
-            } else {
-                NodeEligibility {
-                    affinity: true,
-                    taints: true,
-                }
-            };
+            let eligibility = eligibility_of(reads_eligibility, eligible, index);
             for (i, c) in list.iter().enumerate() {
                 if per_node_key[i] || !includes(c, eligibility) {
                     continue;

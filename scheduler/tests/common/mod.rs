@@ -214,3 +214,35 @@ pub async fn events(client: &Client, ns: &str, pod: &str, reason: &str) -> Vec<E
 pub fn note(e: &Event) -> String {
     e.note.clone().unwrap_or_default()
 }
+
+/// `patch` merged into `base`, objects key by key.
+pub fn merge_json(base: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge_json(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+/// Two fresh DGX A100 nodes of a new group, labelled `e2e-slot` `a` and
+/// `b`: the group, and each node's slot by name.
+pub async fn slot_nodes(env: &TestEnv, prefix: &str) -> (String, BTreeMap<String, String>) {
+    let group = env.unique_name(prefix);
+    let mut slot_of = BTreeMap::new();
+    for slot in ["a", "b"] {
+        let name = env.unique_name(&format!("{prefix}-{slot}"));
+        fixture_node(
+            env,
+            &name,
+            DGX_A100,
+            &[("e2e-group", &group), ("e2e-slot", slot)],
+        )
+        .await;
+        slot_of.insert(name, slot.to_string());
+    }
+    (group, slot_of)
+}

@@ -37,19 +37,7 @@ struct Step {
 async fn run(scheduler: &str, steps: &[Step], log: &dyn Fn() -> String) -> Vec<Outcome> {
     let env = env().await;
     let client = env.client().await;
-    let group = env.unique_name("rules");
-    let mut slot_of = BTreeMap::new();
-    for slot in ["a", "b"] {
-        let name = env.unique_name(&format!("rules-{slot}"));
-        fixture_node(
-            env,
-            &name,
-            DGX_A100,
-            &[("e2e-group", &group), ("e2e-slot", slot)],
-        )
-        .await;
-        slot_of.insert(name, slot.to_string());
-    }
+    let (group, slot_of) = slot_nodes(env, "rules").await;
     let ns = env.create_namespace("rules").await;
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
     let mut outcomes = Vec::new();
@@ -57,7 +45,7 @@ async fn run(scheduler: &str, steps: &[Step], log: &dyn Fn() -> String) -> Vec<O
         let mut pod = gpu_pod(step.name, scheduler, &group, 1, &[]);
         pod.metadata.labels = serde_json::from_value(step.labels.clone()).expect("labels");
         let mut spec = serde_json::to_value(pod.spec.take()).expect("a spec");
-        merge(&mut spec, &step.spec);
+        merge_json(&mut spec, &step.spec);
         pod.spec = Some(serde_json::from_value(spec).expect("a pod spec"));
         create(&pods, &pod).await;
         let outcome = wait_for(
@@ -92,18 +80,6 @@ fn outcome(pod: &Pod, slot_of: &BTreeMap<String, String>) -> Option<Outcome> {
         .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
     (condition.reason.as_deref() == Some("Unschedulable"))
         .then(|| Outcome::Pending(condition.message.clone().unwrap_or_default()))
-}
-
-/// `patch` merged into `base`, objects key by key.
-fn merge(base: &mut Value, patch: &Value) {
-    match (base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            for (k, v) in p {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, p) => *b = p.clone(),
-    }
 }
 
 /// Runs `steps` under kube-scheduler and under gputopo-scheduler; asserts

@@ -10,26 +10,13 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The slot the pod was bound to, once its claim is bound too.
 async fn run(scheduler: &str, log: &dyn Fn() -> String) -> String {
     let env = env().await;
     let client = env.client().await;
-    let group = env.unique_name("vol");
-    let mut slot_of = BTreeMap::new();
-    for slot in ["a", "b"] {
-        let name = env.unique_name(&format!("vol-{slot}"));
-        fixture_node(
-            env,
-            &name,
-            DGX_A100,
-            &[("e2e-group", &group), ("e2e-slot", slot)],
-        )
-        .await;
-        slot_of.insert(name, slot.to_string());
-    }
+    let (group, slot_of) = slot_nodes(env, "vol").await;
     let ns = env.create_namespace("vol").await;
     let class_name = env.unique_name("local");
     let class: StorageClass = serde_json::from_value(json!({

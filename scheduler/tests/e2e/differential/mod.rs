@@ -19,8 +19,8 @@ mod workload;
 use super::common::*;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use workload::{PodSpec, ZONE, ZONES};
@@ -38,6 +38,9 @@ const UPSTREAM_REASONS: &[&str] = &[
     "node(s) had volume node affinity conflict",
     "node(s) didn't find available persistent volumes to bind",
     "node(s) didn't match Pod's node affinity/selector",
+    // A kwok node the node controller finds unreachable under load.
+    "node(s) had untolerated taint",
+    "node(s) were unschedulable",
     "too few free GPUs",
 ];
 
@@ -63,14 +66,17 @@ async fn gputopo_breaks_no_constraint_kube_scheduler_honours() {
     let env = env().await;
     env.with_scheduler().await;
     env.with_controller_manager().await;
-    let sched = env.unique_name("sched-diff");
-    let s = SchedulerProcess::start(env, &sched).await;
     let mut total = 0;
     for seed in 1..=seeds as u64 {
         let stream = workload::stream(seed, pods, nodes);
         let started = Instant::now();
         let kube = run("default-scheduler", &stream, nodes, &String::new).await;
+        // A scheduler of its own per seed: the pods a seed leaves pending
+        // are not the next seed's (each run's objects are deleted, too).
+        let sched = env.unique_name("sched-diff");
+        let s = SchedulerProcess::start(env, &sched).await;
         let ours = run(&sched, &stream, nodes, &|| s.log()).await;
+        drop(s);
         let bound = |r: &Run| r.pods.iter().filter(|p| node_of(p).is_some()).count();
         let mut problems: Vec<String> = ours.violations.clone();
         for (who, r) in [("kube-scheduler", &kube), ("gputopo-scheduler", &ours)] {
@@ -125,8 +131,11 @@ fn phrases(message: &str) -> Vec<String> {
     let Some((_, rest)) = message.split_once("are available: ") else {
         return vec![message.to_string()];
     };
+    // The reasons end with the first sentence (what follows is gputopo's
+    // preemption note).
+    let rest = rest.split(". ").next().unwrap_or(rest);
     let rest = rest
-        .split(". ")
+        .split(".;")
         .next()
         .unwrap_or(rest)
         .trim_end_matches('.');
@@ -220,7 +229,7 @@ async fn run(scheduler: &str, stream: &[PodSpec], nodes: usize, log: &dyn Fn() -
         let mut pod = gpu_pod(&spec.name, scheduler, &group, spec.gpus, &[]);
         pod.metadata.labels = serde_json::from_value(spec.labels.clone()).expect("labels");
         let mut body = serde_json::to_value(pod.spec.take()).expect("a spec");
-        merge(&mut body, &spec.extra);
+        merge_json(&mut body, &spec.extra);
         pod.spec = Some(serde_json::from_value(body).expect("a pod spec"));
         create(&Api::<Pod>::namespaced(client.clone(), ns), &pod).await;
     }
@@ -254,7 +263,44 @@ async fn run(scheduler: &str, stream: &[PodSpec], nodes: usize, log: &dyn Fn() -
         volumes: &volumes,
         claims: &claims,
     });
+    clean_up(&client, &namespaces, &group, &volume_names).await;
     Run { pods, violations }
+}
+
+/// Deletes a run's namespaces (their pods and claims), nodes and volumes,
+/// so that the next run's control plane carries none of its load.
+async fn clean_up(
+    client: &kube::Client,
+    namespaces: &BTreeMap<&str, String>,
+    group: &str,
+    volumes: &[String],
+) {
+    let delete = DeleteParams::background();
+    for ns in namespaces.values() {
+        let pods = Api::<Pod>::namespaced(client.clone(), ns);
+        let _ = pods
+            .delete_collection(
+                &DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..delete.clone()
+                },
+                &ListParams::default(),
+            )
+            .await;
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(ns, &delete)
+            .await;
+    }
+    let _ = Api::<Node>::all(client.clone())
+        .delete_collection(
+            &delete,
+            &ListParams::default().labels(&format!("e2e-group={group}")),
+        )
+        .await;
+    let pvs = Api::<PersistentVolume>::all(client.clone());
+    for v in volumes {
+        let _ = pvs.delete(v, &delete).await;
+    }
 }
 
 /// Every pod bound or refused (`PodScheduled=False`), and no binding for
@@ -302,17 +348,5 @@ async fn settle(
             log()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// `patch` merged into `base`, objects key by key.
-fn merge(base: &mut Value, patch: &Value) {
-    match (base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            for (k, v) in p {
-                merge(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, p) => *b = p.clone(),
     }
 }
