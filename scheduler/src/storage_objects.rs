@@ -6,6 +6,7 @@
 use gputopo_scheduler_core::snapshot::{Storage, StorageError, storage};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use kube::runtime::reflector::Store;
 use std::sync::Arc;
 
 /// The watched storage objects; `watched` false where not watched.
@@ -16,6 +17,27 @@ pub struct StorageObjects {
     pub volumes: Vec<Arc<PersistentVolume>>,
     pub classes: Vec<Arc<StorageClass>>,
     pub csi_nodes: Vec<Arc<CSINode>>,
+}
+
+/// The storage kinds' stores (the secondary scheduler's watches).
+pub(crate) struct StorageStores {
+    pub(crate) claims: Store<PersistentVolumeClaim>,
+    pub(crate) volumes: Store<PersistentVolume>,
+    pub(crate) classes: Store<StorageClass>,
+    pub(crate) csi_nodes: Store<CSINode>,
+}
+
+impl StorageStores {
+    /// What the stores hold now.
+    pub(crate) fn objects(&self) -> StorageObjects {
+        StorageObjects {
+            watched: true,
+            claims: self.claims.state(),
+            volumes: self.volumes.state(),
+            classes: self.classes.state(),
+            csi_nodes: self.csi_nodes.state(),
+        }
+    }
 }
 
 /// Not watched: for the extender and tests.

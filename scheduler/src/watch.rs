@@ -9,7 +9,7 @@ use crate::change_feed::{ChangeFeed, ChangedObjects, Drained, changed_objects};
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::claims::DraObjects;
 use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
-use crate::storage_objects::StorageObjects;
+use crate::storage_objects::{StorageObjects, StorageStores};
 use crate::trim::{trim_meta, trim_node, trim_pod};
 use crate::workload_objects::WorkloadObjects;
 use backon::{ExponentialBuilder, Retryable};
@@ -18,11 +18,8 @@ use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
-};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -261,18 +258,11 @@ impl Watches {
         }
     }
 
-    /// Claims, volumes and classes, for the volume plugins.
+    /// Claims, volumes, classes and CSINodes, for the volume plugins.
     pub fn storage(&self) -> StorageObjects {
-        match &self.storage {
-            None => StorageObjects::default(),
-            Some(s) => StorageObjects {
-                watched: true,
-                claims: s.claims.state(),
-                volumes: s.volumes.state(),
-                classes: s.classes.state(),
-                csi_nodes: s.csi_nodes.state(),
-            },
-        }
+        self.storage
+            .as_ref()
+            .map_or_else(StorageObjects::default, StorageStores::objects)
     }
 
     /// The gang objects gputopo can use, and those newly found unusable.
@@ -460,14 +450,6 @@ where
     } else {
         empty_store()
     }
-}
-
-/// The storage kinds' stores.
-struct StorageStores {
-    claims: Store<PersistentVolumeClaim>,
-    volumes: Store<PersistentVolume>,
-    classes: Store<StorageClass>,
-    csi_nodes: Store<CSINode>,
 }
 
 /// An empty, synced store, for a resource not watched.

@@ -80,30 +80,7 @@ pub(super) fn load_list(
                     .ok_or_else(|| invalid(path, &at, "a Namespace without metadata.name"))?;
                 builder.namespace(&name, n.metadata.labels.unwrap_or_default());
             }
-            "Service" => owners
-                .services
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "ReplicaSet" => owners
-                .replica_sets
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "StatefulSet" => owners
-                .stateful_sets
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "ReplicationController" => owners
-                .replication_controllers
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "PersistentVolumeClaim" => volumes
-                .claims
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "PersistentVolume" => volumes
-                .volumes
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "StorageClass" => volumes
-                .classes
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
-            "CSINode" => volumes
-                .csi_nodes
-                .push(serde_yaml::from_value(item.clone()).map_err(parse_err)?),
+            other if read_side(&mut owners, &mut volumes, other, item).map_err(parse_err)? => {}
             other => {
                 return Err(invalid(
                     path,
@@ -157,6 +134,33 @@ pub(super) fn load_list(
         reports,
         dra,
     })
+}
+
+/// Reads an item of the owners' or the storage kinds into its list;
+/// `false` for any other kind.
+fn read_side(
+    owners: &mut Owners,
+    volumes: &mut Volumes,
+    kind: &str,
+    item: &serde_yaml::Value,
+) -> Result<bool, serde_yaml::Error> {
+    fn parse<T: serde::de::DeserializeOwned>(
+        item: &serde_yaml::Value,
+    ) -> Result<T, serde_yaml::Error> {
+        serde_yaml::from_value(item.clone())
+    }
+    match kind {
+        "Service" => owners.services.push(parse(item)?),
+        "ReplicaSet" => owners.replica_sets.push(parse(item)?),
+        "StatefulSet" => owners.stateful_sets.push(parse(item)?),
+        "ReplicationController" => owners.replication_controllers.push(parse(item)?),
+        "PersistentVolumeClaim" => volumes.claims.push(parse(item)?),
+        "PersistentVolume" => volumes.volumes.push(parse(item)?),
+        "StorageClass" => volumes.classes.push(parse(item)?),
+        "CSINode" => volumes.csi_nodes.push(parse(item)?),
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// The owners whose selectors give spread's default constraints.
