@@ -26,6 +26,8 @@ use crate::cluster::{
     AssumeCache, Objects, ReadingTrust, is_pending_for, node_left_out, pod_key, pod_left_out,
     stale_reading_warning,
 };
+use crate::storage_objects::StorageObjects;
+use crate::workload_objects::WorkloadObjects;
 use gputopo_api::GpuTopology;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::reported::ReadingState;
@@ -101,6 +103,10 @@ pub struct LiveCluster {
     assumed: HashMap<String, BoundPodInput>,
     groups: BTreeMap<(String, String), PodGroup>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// The owners and storage objects last read into the live snapshot:
+    /// while the stores hand back the same objects, nothing is read again.
+    workloads_read: WorkloadObjects,
+    storage_read: StorageObjects,
     /// Objects left out or read with a caveat, by object: stable texts.
     object_warnings: BTreeMap<String, String>,
     /// The pod keys whose watched pod changed in this observation, given
@@ -127,6 +133,8 @@ impl LiveCluster {
             assumed: HashMap::new(),
             groups: BTreeMap::new(),
             namespaces: BTreeMap::new(),
+            workloads_read: WorkloadObjects::default(),
+            storage_read: StorageObjects::default(),
             object_warnings: BTreeMap::new(),
             touched: Vec::new(),
         }
@@ -435,9 +443,15 @@ impl LiveCluster {
     pub fn sync_cluster_objects(&mut self, objects: &Objects<'_>) {
         self.sync_groups(objects);
         self.sync_namespaces(objects);
-        self.live
-            .set_workload_selectors(objects.workloads.selectors());
-        self.sync_storage(objects);
+        if !objects.workloads.same_objects(&self.workloads_read) {
+            self.live
+                .set_workload_selectors(objects.workloads.selectors());
+            self.workloads_read = objects.workloads.clone();
+        }
+        if !objects.storage.same_objects(&self.storage_read) {
+            self.sync_storage(objects);
+            self.storage_read = objects.storage.clone();
+        }
     }
 
     /// Claims, volumes and classes (compared whole by the live snapshot);

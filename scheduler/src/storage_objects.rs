@@ -50,6 +50,16 @@ pub static NO_STORAGE: StorageObjects = StorageObjects {
 };
 
 impl StorageObjects {
+    /// Whether `other` holds the very same objects (the stores hand back
+    /// the same `Arc` for an object that did not change).
+    pub fn same_objects(&self, other: &StorageObjects) -> bool {
+        self.watched == other.watched
+            && same_arcs(&self.claims, &other.claims)
+            && same_arcs(&self.volumes, &other.volumes)
+            && same_arcs(&self.classes, &other.classes)
+            && same_arcs(&self.csi_nodes, &other.csi_nodes)
+    }
+
     /// What the volume plugins read, and the objects that could not be read.
     pub fn storage(&self) -> (Storage, Vec<StorageError>) {
         if !self.watched {
@@ -62,6 +72,11 @@ impl StorageObjects {
             self.csi_nodes.iter().map(AsRef::as_ref),
         )
     }
+}
+
+/// Whether two lists hold the same objects, pointer for pointer.
+pub fn same_arcs<T>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
 }
 
 /// The warning that names an object left out.

@@ -27,6 +27,18 @@ pub static NO_WORKLOADS: WorkloadObjects = WorkloadObjects {
 };
 
 impl WorkloadObjects {
+    /// Whether `other` holds the very same objects.
+    pub fn same_objects(&self, other: &WorkloadObjects) -> bool {
+        use crate::storage_objects::same_arcs;
+        same_arcs(&self.services, &other.services)
+            && same_arcs(&self.replica_sets, &other.replica_sets)
+            && same_arcs(&self.stateful_sets, &other.stateful_sets)
+            && same_arcs(
+                &self.replication_controllers,
+                &other.replication_controllers,
+            )
+    }
+
     /// Their selectors.
     pub fn selectors(&self) -> WorkloadSelectors {
         workload_selectors(

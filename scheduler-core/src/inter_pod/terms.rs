@@ -50,15 +50,16 @@ pub(super) struct PairTable<T> {
     /// Table length: the snapshot's interned strings.
     width: usize,
     by_key: Vec<(Sym, Vec<T>)>,
-    entries: usize,
+    /// Whether any pair was added.
+    touched: bool,
 }
 
-impl<T: Copy + Default + PartialEq + std::ops::AddAssign> PairTable<T> {
+impl<T: Copy + Default + std::ops::AddAssign> PairTable<T> {
     pub(super) fn new(snapshot: &Snapshot) -> PairTable<T> {
         PairTable {
             width: snapshot.interned_strings(),
             by_key: Vec::new(),
-            entries: 0,
+            touched: false,
         }
     }
 
@@ -71,9 +72,7 @@ impl<T: Copy + Default + PartialEq + std::ops::AddAssign> PairTable<T> {
             }
         };
         if let Some(v) = self.by_key[slot].1.get_mut(value.0 as usize) {
-            if *v == T::default() {
-                self.entries += 1;
-            }
+            self.touched = true;
             *v += amount;
         }
     }
@@ -88,10 +87,10 @@ impl<T: Copy + Default + PartialEq + std::ops::AddAssign> PairTable<T> {
 
     /// Whether no pair was ever added.
     pub(super) fn is_empty(&self) -> bool {
-        self.entries == 0
+        !self.touched
     }
 
-    /// The sum over `keys` of the node at `index`'s pairs.
+    /// The sum over the table's keys of the node at `index`'s pairs.
     pub(super) fn node_sum(&self, snapshot: &Snapshot, index: usize) -> T {
         let mut sum = T::default();
         for (key, values) in &self.by_key {

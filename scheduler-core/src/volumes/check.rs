@@ -4,7 +4,7 @@
 
 use super::VolumeRefusal;
 use super::limits::within_limits;
-use super::matching::{class_admits, find_volume};
+use super::matching::{Candidates, class_admits};
 use crate::pod::PendingPod;
 use crate::snapshot::{AccessMode, Claim, NodeId, NodeRef, Snapshot, Volume, VolumePlan};
 
@@ -31,11 +31,16 @@ pub(crate) struct VolumeCheck<'a> {
     /// Bound claims' volumes.
     bound: Vec<&'a Volume>,
     /// Unbound `WaitForFirstConsumer` claims, smallest request first (as
-    /// upstream matches them), with their names.
-    waiting: Vec<(String, &'a Claim)>,
-    namespace: String,
-    pod_name: String,
-    claims: Vec<crate::pod_constraints::PodClaim>,
+    /// upstream matches them), with their names and volumes.
+    waiting: Vec<Waiting<'a>>,
+    pod: &'a PendingPod,
+}
+
+/// One unbound `WaitForFirstConsumer` claim.
+struct Waiting<'a> {
+    name: String,
+    claim: &'a Claim,
+    candidates: Candidates<'a>,
 }
 
 impl<'a> VolumeCheck<'a> {
@@ -44,7 +49,7 @@ impl<'a> VolumeCheck<'a> {
     /// node can take it.
     pub(crate) fn new(
         snapshot: &'a Snapshot,
-        pod: &PendingPod,
+        pod: &'a PendingPod,
     ) -> Result<Option<VolumeCheck<'a>>, (VolumeRefusal, String)> {
         let claims = &pod.constraints.claims;
         let storage = snapshot.storage();
@@ -54,9 +59,7 @@ impl<'a> VolumeCheck<'a> {
         let mut check = VolumeCheck {
             bound: Vec::new(),
             waiting: Vec::new(),
-            namespace: pod.namespace.clone(),
-            pod_name: pod.name.clone(),
-            claims: claims.clone(),
+            pod,
         };
         let mut immediate = None;
         for c in claims {
@@ -91,7 +94,12 @@ impl<'a> VolumeCheck<'a> {
                 .get(&claim.class)
                 .is_some_and(|class| class.wait_for_first_consumer);
             if delayed {
-                check.waiting.push((name, claim));
+                let candidates = Candidates::of(storage, (&pod.namespace, &name), claim);
+                check.waiting.push(Waiting {
+                    name,
+                    claim,
+                    candidates,
+                });
             } else {
                 immediate.get_or_insert(name);
             }
@@ -99,7 +107,7 @@ impl<'a> VolumeCheck<'a> {
         if let Some(name) = immediate {
             return Err((VolumeRefusal::UnboundImmediate, name));
         }
-        check.waiting.sort_by_key(|(_, c)| c.request_bytes);
+        check.waiting.sort_by_key(|w| w.claim.request_bytes);
         Ok(Some(check))
     }
 
@@ -124,7 +132,12 @@ impl<'a> VolumeCheck<'a> {
         }
         let storage = snapshot.storage();
         let mut plan = VolumePlan::default();
-        for (name, claim) in &self.waiting {
+        for Waiting {
+            name,
+            claim,
+            candidates,
+        } in &self.waiting
+        {
             if let Some(selected) = &claim.selected_node {
                 // A provisioner is already making the volume for that node.
                 if selected != node.name() {
@@ -133,9 +146,7 @@ impl<'a> VolumeCheck<'a> {
                 continue;
             }
             let taken: Vec<&str> = plan.binds.iter().map(|(_, v)| v.as_str()).collect();
-            if let Some(volume) =
-                find_volume(storage, &node, (&self.namespace, name), claim, &taken)
-            {
+            if let Some(volume) = candidates.on(&node, &taken) {
                 plan.binds.push((name.clone(), volume.to_string()));
                 continue;
             }
@@ -150,13 +161,7 @@ impl<'a> VolumeCheck<'a> {
         if !zones_admit(&self.bound, &node) {
             return Err(VolumeRefusal::ZoneConflict);
         }
-        if !within_limits(
-            snapshot,
-            &self.namespace,
-            &self.pod_name,
-            &self.claims,
-            index,
-        ) {
+        if !within_limits(snapshot, self.pod, index) {
             return Err(VolumeRefusal::TooManyVolumes);
         }
         Ok(plan)

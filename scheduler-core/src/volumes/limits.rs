@@ -4,7 +4,7 @@
 //! its driver and handle; a claim still waiting counts once under its
 //! class's provisioner (upstream's stand-in until it is provisioned).
 
-use crate::pod_constraints::PodClaim;
+use crate::pod::PendingPod;
 use crate::snapshot::{NodeId, Snapshot, Storage};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,13 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 type Attachable = (String, String);
 
 /// Whether the pod's volumes fit the node's attach limits.
-pub(super) fn within_limits(
-    snapshot: &Snapshot,
-    namespace: &str,
-    pod_name: &str,
-    claims: &[PodClaim],
-    index: usize,
-) -> bool {
+pub(super) fn within_limits(snapshot: &Snapshot, pod: &PendingPod, index: usize) -> bool {
     let storage = snapshot.storage();
     let node = snapshot.node(NodeId(index as u32));
     let Some(limits) = storage.attach_limits.get(node.name()) else {
@@ -27,9 +21,11 @@ pub(super) fn within_limits(
     if limits.is_empty() {
         return true;
     }
-    let new: BTreeSet<Attachable> = claims
+    let new: BTreeSet<Attachable> = pod
+        .constraints
+        .claims
         .iter()
-        .filter_map(|c| attachable(storage, namespace, &c.claim_name(pod_name)))
+        .filter_map(|c| attachable(storage, &pod.namespace, &c.claim_name(&pod.name)))
         .filter(|(driver, _)| limits.contains_key(driver))
         .collect();
     if new.is_empty() {

@@ -40,8 +40,8 @@ fn bound_volumes(writes: &[Write]) -> Vec<BoundWithVolumes> {
         .collect()
 }
 
-#[test]
-fn a_claims_local_volume_takes_the_pod_to_its_node_and_is_written_before_the_binding() {
+/// A local class, the claim `data` in `ml`, and the pod `p` mounting it.
+fn world_with_claim() -> World {
     let mut w = World::dgx(2, 2);
     w.storage.watched = true;
     w.storage.classes.push(Arc::new(
@@ -55,20 +55,26 @@ fn a_claims_local_volume_takes_the_pod_to_its_node_and_is_written_before_the_bin
                      "resources": {"requests": {"storage": "1Gi"}}}}))
         .expect("a claim"),
     ));
-    w.storage.volumes.push(Arc::new(
-        serde_json::from_value(json!({"metadata": {"name": "disk-n2"},
+    w.add(with_claim(pod("p", 1, None, 0), "data"));
+    w
+}
+
+/// A local volume on `node`, available.
+fn local_volume(node: &str) -> Arc<k8s_openapi::api::core::v1::PersistentVolume> {
+    Arc::new(
+        serde_json::from_value(json!({"metadata": {"name": format!("disk-{node}")},
             "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
                      "capacity": {"storage": "10Gi"}, "local": {"path": "/mnt"},
                      "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchFields": [
-                         {"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}},
+                         {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
             "status": {"phase": "Available"}}))
         .expect("a volume"),
-    ));
-    w.add(with_claim(pod("p", 1, None, 0), "data"));
-    let mut h = Harness::new(w, Harness::no_preemption());
-    let (_, writes) = h.cycle();
+    )
+}
+
+fn assert_bound_on_n2(writes: &[Write]) {
     assert_eq!(
-        bound_volumes(&writes),
+        bound_volumes(writes),
         [(
             "ml/p".to_string(),
             "n2".to_string(),
@@ -76,6 +82,31 @@ fn a_claims_local_volume_takes_the_pod_to_its_node_and_is_written_before_the_bin
         )],
         "{writes:?}"
     );
+}
+
+#[test]
+fn a_claims_local_volume_takes_the_pod_to_its_node_and_is_written_before_the_binding() {
+    let mut w = world_with_claim();
+    w.storage.volumes.push(local_volume("n2"));
+    let mut h = Harness::new(w, Harness::no_preemption());
+    let (_, writes) = h.cycle();
+    assert_bound_on_n2(&writes);
+}
+
+/// The cycle reads the storage objects again only when the stores hand
+/// back other objects; a volume created later is still seen.
+#[test]
+fn a_volume_created_after_a_cycle_reaches_the_next_one() {
+    let mut h = Harness::new(world_with_claim(), Harness::no_preemption());
+    let (_, writes) = h.cycle();
+    assert!(
+        bound_volumes(&writes).is_empty(),
+        "no volume yet: {writes:?}"
+    );
+    h.world.storage.volumes.push(local_volume("n2"));
+    h.advance(std::time::Duration::from_secs(600));
+    let (_, writes) = h.cycle();
+    assert_bound_on_n2(&writes);
 }
 
 #[test]

@@ -66,7 +66,6 @@ async fn gputopo_breaks_no_constraint_kube_scheduler_honours() {
     let env = env().await;
     env.with_scheduler().await;
     env.with_controller_manager().await;
-    let mut total = 0;
     for seed in 1..=seeds as u64 {
         let stream = workload::stream(seed, pods, nodes);
         let started = Instant::now();
@@ -121,9 +120,7 @@ async fn gputopo_breaks_no_constraint_kube_scheduler_honours() {
             problems.is_empty(),
             "gputopo-scheduler, seed {seed}: {problems:#?}"
         );
-        total += stream.len();
     }
-    assert!(total >= pods * seeds);
 }
 
 /// The phrases of a `0/N nodes are available: 3 a, 2 b.` message.
