@@ -300,7 +300,7 @@ fn member_placement(ctx: &PodContext<'_>, slot: &MemberSlot, candidates: usize) 
         score: slot.score,
     });
     // The node is the gang search's; this score only explains it.
-    let parts = Scorer::new(ctx).score(ctx, slot.node, &fit);
+    let parts = Scorer::alone(ctx).score(ctx, slot.node, &fit);
     placement(
         ctx,
         Candidate {

@@ -74,6 +74,14 @@ impl<'a> NodeJudge<'a> {
         NodeJudge { ctx, scorer }
     }
 
+    /// The judge of a decision gputopo takes alone (the secondary
+    /// scheduler), not beside kube-scheduler: kube-scheduler's node scores
+    /// (balanced allocation, image locality) count too.
+    pub fn deciding_alone(mut self) -> NodeJudge<'a> {
+        self.scorer = Scorer::alone(&self.ctx);
+        self
+    }
+
     pub fn snapshot(&self) -> &'a Snapshot {
         self.ctx.snapshot
     }

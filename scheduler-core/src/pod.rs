@@ -34,6 +34,9 @@ pub struct PendingPod {
     pub priority: i32,
     /// The owner with `controller: true`, for spread's default constraints.
     pub controller: Option<Controller>,
+    /// One per init container, container and image volume, in that order:
+    /// the image as ImageLocality looks it up ([`normalized_image`]).
+    pub images: Vec<String>,
 }
 
 /// A pod's controlling owner, from its `ownerReferences`.
@@ -107,6 +110,7 @@ impl PendingPod {
             node_name: None,
             priority: 0,
             controller: None,
+            images: Vec::new(),
         }
     }
 
@@ -186,7 +190,41 @@ impl PendingPod {
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             priority: spec.priority.unwrap_or(0),
             controller: Controller::of(pod),
+            images: pod_images(spec),
         })
+    }
+}
+
+/// The images a pod pulls, one per init container, container and image
+/// volume (as kube-scheduler's ImageLocality counts them), normalised.
+fn pod_images(spec: &gputopo_api::k8s_openapi::api::core::v1::PodSpec) -> Vec<String> {
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .map(|c| c.image.as_deref().unwrap_or(""));
+    let volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.image.as_ref())
+        .map(|i| i.reference.as_deref().unwrap_or(""));
+    containers.chain(volumes).map(normalized_image).collect()
+}
+
+/// An image name as nodes report it: `:latest` added when the name has no
+/// tag (no `:` after its last `/`), as kube-scheduler normalises it.
+pub fn normalized_image(name: &str) -> String {
+    let tagged = match (name.rfind(':'), name.rfind('/')) {
+        (Some(colon), Some(slash)) => colon > slash,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if tagged {
+        name.to_string()
+    } else {
+        format!("{name}:latest")
     }
 }
 

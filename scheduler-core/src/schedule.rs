@@ -24,6 +24,9 @@ use gputopo_api::{GpuShare, LinkClass};
 use std::collections::HashMap;
 
 /// What the scheduler decided for one pod.
+// One per decision, moved to its caller and read, never kept in bulk:
+// boxing the placement would cost an allocation per decision for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     Placed(Placement),
@@ -168,7 +171,7 @@ pub fn schedule(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig)
             Box::new(collected.into_iter()),
         )
     } else {
-        (Scorer::new(&ctx), Box::new(fits()))
+        (Scorer::alone(&ctx), Box::new(fits()))
     };
     // Only (node, total) is kept in the loop; the winner's fit and parts are
     // computed again once it is known, so no node pays for copying them.

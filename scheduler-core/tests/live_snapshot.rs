@@ -13,7 +13,7 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::resources::Resources;
 use gputopo_scheduler_core::schedule::schedule;
 use gputopo_scheduler_core::snapshot::{
-    BoundPodInput, GpuHolding, LiveSnapshot, NodeInput, PodGroup, Snapshot,
+    BoundPodInput, GpuHolding, LiveSnapshot, NodeImage, NodeInput, PodGroup, Snapshot,
 };
 use proptest::prelude::*;
 
@@ -261,6 +261,42 @@ fn a_pod_change_touches_its_node_and_a_reading_alone_never_rebuilds() {
 /// A pod changed over and over (each change takes its node's pods off and
 /// inserts them again) does not grow the snapshot: the ids the node's pods
 /// leave are reused, and it is never built whole again.
+#[test]
+fn a_new_image_list_touches_its_node_and_the_counts_only() {
+    let mut live = LiveSnapshot::new(&SchedulerConfig::default());
+    for i in 0..3 {
+        live.set_node(node_input(i, 1, 0, false));
+    }
+    live.snapshot().expect("builds");
+    let image = |names: &[&str], mb: i64| NodeImage {
+        names: names.iter().map(|n| (*n).to_string()).collect(),
+        size_bytes: mb << 20,
+    };
+    // Two nodes pull the trainer; one of them drops it again for the server.
+    for (i, images) in [
+        (0, vec![image(&["trainer:v1"], 9000)]),
+        (1, vec![image(&["trainer:v1", "trainer@sha256:ab"], 9000)]),
+        (1, vec![image(&["server:v2"], 800)]),
+    ] {
+        let mut n = node_input(i, 1, 0, false);
+        n.images = images;
+        live.set_node(n);
+    }
+    let counts = live.counts();
+    assert_eq!(counts.full_builds, 1, "{counts:?}");
+    assert_eq!(counts.node_updates, 3, "{counts:?}");
+    let kept = view(live.snapshot().expect("builds"));
+    assert_eq!(kept, view(&live.fresh().expect("builds")));
+    assert!(
+        kept.contains(r#"images [("trainer:v1", 9437184000, 1)]"#),
+        "{kept}"
+    );
+    assert!(
+        kept.contains(r#"images [("server:v2", 838860800, 1)]"#),
+        "{kept}"
+    );
+}
+
 #[test]
 fn churn_on_one_node_keeps_the_snapshot_bounded() {
     let mut live = LiveSnapshot::new(&SchedulerConfig::default());

@@ -82,13 +82,11 @@ fn trim_container(c: &mut Container) {
     c.lifecycle = None;
 }
 
-/// A node: besides [`trim_meta`], the images it holds (up to 50 names and
-/// sizes; kube-scheduler scores image locality with them, this scheduler
-/// does not) and its attached volumes.
+/// A node: besides [`trim_meta`], its attached volumes. Its images stay:
+/// the image-locality part of the score reads them.
 pub fn trim_node(node: &mut Node) {
     trim_meta(node);
     if let Some(status) = node.status.as_mut() {
-        status.images = None;
         status.volumes_attached = None;
         status.volumes_in_use = None;
     }
@@ -235,7 +233,11 @@ mod tests {
         .expect("a node");
         trim_node(&mut node);
         let status = node.status.as_ref().expect("status kept");
-        assert!(status.images.is_none() && status.volumes_in_use.is_none());
+        assert!(status.volumes_in_use.is_none());
+        assert!(
+            status.images.is_some(),
+            "images kept: image locality scores them"
+        );
         assert!(status.allocatable.is_some(), "allocatable kept");
         assert!(node.metadata.labels.is_some(), "labels kept");
     }

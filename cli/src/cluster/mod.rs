@@ -428,6 +428,7 @@ fn add_nodes(
             topology: spec.map(Into::into),
             gpu_allocations: Vec::new(),
             allocations_observed_at: None,
+            images: Vec::new(),
         });
     }
     Ok(())

@@ -9,7 +9,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+pub(crate) mod balanced;
 mod target_workload;
+pub use balanced::BalancedResources;
 pub use target_workload::{DEFAULT_MODEL_LABEL, DEFAULT_POPULARITY_PCT, PodType, TargetWorkload};
 
 /// The most network tiers a configuration may name.
@@ -38,6 +40,8 @@ pub enum ConfigError {
     MemoryTarget { low: f64, high: f64 },
     #[error("target workload: {detail}")]
     TargetWorkload { detail: String },
+    #[error("balanced allocation: {detail}")]
+    BalancedResources { detail: String },
     #[error("unknown GPU generation preference {value:?}; accepted: {accepted}")]
     UnknownGenerationPreference {
         value: String,
@@ -265,6 +269,13 @@ pub struct ScoreWeights {
     /// or oldest first. Applies only when that is not `Off` and the
     /// cluster's nodes differ in generation. Default 10.
     pub generation: u32,
+    /// kube-scheduler's NodeResourcesBalancedAllocation: placement that
+    /// brings the node's cpu and memory use closer. Applies to pods that
+    /// request cpu or memory. Default 5.
+    pub balanced_allocation: u32,
+    /// kube-scheduler's ImageLocality: the pod's images already on the
+    /// node. Applies when some node holds one of them. Default 10.
+    pub image_locality: u32,
     /// The pod's own preferences, as kube-scheduler scores them: preferred
     /// node affinity, preferred inter-pod affinity and anti-affinity (and
     /// other pods' terms that reach this pod), `ScheduleAnyway` topology
@@ -357,6 +368,8 @@ impl Default for ScoreWeights {
             node_preference: 5,
             fragmentation: 1000,
             generation: 10,
+            balanced_allocation: 5,
+            image_locality: 10,
             pod_preferences: 1000,
         }
     }
@@ -428,6 +441,8 @@ pub struct SchedulerConfig {
     pub gang_mixed_models: bool,
     /// Which GPU generation the score prefers (`gputopo_api::generation`).
     pub gpu_generation: GenerationPreference,
+    /// Whose use the balanced-allocation part compares.
+    pub balanced_resources: BalancedResources,
 }
 
 /// Whether pods lean to the newest GPUs (training finishes sooner) or the

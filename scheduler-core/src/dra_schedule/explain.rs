@@ -26,7 +26,7 @@ pub fn explain_claims(
     config: &SchedulerConfig,
 ) -> Explanation {
     let judged = dra.judged(pod);
-    let judge = DraJudge::new(snapshot, inventory, dra, &judged, config);
+    let judge = DraJudge::new(snapshot, inventory, dra, &judged, config).deciding_alone();
     let mut feasible = Vec::new();
     let mut rejected = Vec::new();
     let mut phrases: HashMap<String, usize> = HashMap::new();

@@ -97,6 +97,13 @@ impl<'a> DraJudge<'a> {
         }
     }
 
+    /// A decision gputopo takes alone (the secondary scheduler): see
+    /// [`NodeJudge::deciding_alone`].
+    pub fn deciding_alone(mut self) -> Self {
+        self.node = self.node.deciding_alone();
+        self
+    }
+
     /// For a special claim (KEP-5004): nodes whose GPUs a device plugin
     /// serves are rejected.
     pub fn extended_only(mut self) -> Self {

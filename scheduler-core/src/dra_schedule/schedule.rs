@@ -106,7 +106,7 @@ fn decide(
     dra_nodes_only: bool,
 ) -> DraDecision {
     let judged = dra.judged(pod);
-    let mut judge = DraJudge::new(snapshot, inventory, dra, &judged, config);
+    let mut judge = DraJudge::new(snapshot, inventory, dra, &judged, config).deciding_alone();
     if dra_nodes_only {
         judge = judge.extended_only();
     }

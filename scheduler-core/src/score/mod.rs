@@ -39,6 +39,13 @@
 //!   cluster's nodes differ in GPU generation, for GPU pods:
 //!   `(g − oldest) / (newest − oldest)` for `newest`, one minus that for
 //!   `oldest`; a node of unknown generation 0.5.
+//! * **Balanced allocation** (default 5), pods requesting cpu or memory:
+//!   kube-scheduler's NodeResourcesBalancedAllocation, whether placement
+//!   brings the node's cpu and memory use closer (`node_resources.rs`).
+//! * **Image locality** (default 10), when some node holds one of the pod's
+//!   images: kube-scheduler's ImageLocality, the pod's images already on
+//!   the node by size, discounted by how many nodes hold them. Both weigh
+//!   below the GPU parts: the GPUs' wiring lasts the job, a pull happens once.
 //! * **Fragmentation** (default 1000), when the configuration names a target
 //!   workload ([`crate::config::SchedulerConfig::target_workload`]):
 //!   `⌊100 / (1 + e^{Δ/1000})⌋ / 100` where `Δ` is the change placement makes
@@ -61,6 +68,7 @@
 //!
 //! Nodes are compared on the unrounded total, then by name.
 
+mod node_resources;
 mod preferences;
 
 use crate::config::{GenerationPreference, ScoreWeights};
@@ -83,6 +91,8 @@ pub struct ScoreParts {
     pub node_preference: Option<f64>,
     pub fragmentation: Option<f64>,
     pub generation: Option<f64>,
+    pub balanced_allocation: Option<f64>,
+    pub image_locality: Option<f64>,
     /// What the pod prefers, as kube-scheduler scores it (`preferences.rs`).
     pub pod_preferences: Option<f64>,
     /// The weighted mean, 0–1, before rounding.
@@ -109,6 +119,8 @@ impl fmt::Display for ScoreParts {
             ("node preference", self.node_preference),
             ("fragmentation", self.fragmentation),
             ("generation", self.generation),
+            ("balanced allocation", self.balanced_allocation),
+            ("image locality", self.image_locality),
             ("pod preferences", self.pod_preferences),
         ];
         let mut first = true;
@@ -137,7 +149,13 @@ pub(crate) struct Scorer {
     node_preference: f64,
     fragmentation: f64,
     generation: f64,
+    balanced_allocation: f64,
+    image_locality: f64,
     pod_preferences: f64,
+    /// The pod's balanced-allocation resources, when it requests any.
+    balanced: Option<node_resources::Balanced>,
+    /// The pod's images, when some node holds one.
+    images: Option<node_resources::PodImages>,
     /// Per node of the snapshot, the pod-preferences part (`NaN` where the
     /// filter refused); empty when the part does not apply.
     preferences: Vec<f64>,
@@ -159,11 +177,11 @@ pub(crate) struct Scorer {
 }
 
 impl Scorer {
-    /// [`Scorer::new`] with the pod's own preferences scored as well (the
+    /// [`Scorer::alone`] with the pod's own preferences scored as well (the
     /// scheduler's decisions; the extender leaves them to kube-scheduler).
     pub(crate) fn with_preferences(ctx: &PodContext<'_>) -> Scorer {
         if !Scorer::prefers(ctx) {
-            return Scorer::new(ctx);
+            return Scorer::alone(ctx);
         }
         let feasible: Vec<usize> = (0..ctx.snapshot.len())
             .filter(|&i| ctx.filter(i).is_ok())
@@ -179,14 +197,23 @@ impl Scorer {
 
     /// [`Scorer::with_preferences`] over nodes the caller filtered.
     pub(crate) fn with_feasible(ctx: &PodContext<'_>, feasible: &[usize]) -> Scorer {
-        Scorer::weighted(ctx, preferences::pod_preferences(ctx, feasible))
+        Scorer::weighted(ctx, preferences::pod_preferences(ctx, feasible), true)
     }
 
+    /// The GPU parts only: the extender's score, beside which kube-scheduler
+    /// runs its own plugins.
     pub(crate) fn new(ctx: &PodContext<'_>) -> Scorer {
-        Scorer::weighted(ctx, None)
+        Scorer::weighted(ctx, None, false)
     }
 
-    fn weighted(ctx: &PodContext<'_>, preferences: Option<Vec<f64>>) -> Scorer {
+    /// The GPU parts and kube-scheduler's node scores (balanced allocation,
+    /// image locality): a decision taken alone, for a pod without preferences.
+    pub(crate) fn alone(ctx: &PodContext<'_>) -> Scorer {
+        Scorer::weighted(ctx, None, true)
+    }
+
+    /// `alone`: whether kube-scheduler's node scores are gputopo's to give.
+    fn weighted(ctx: &PodContext<'_>, preferences: Option<Vec<f64>>, alone: bool) -> Scorer {
         let w: ScoreWeights = ctx.config.weights;
         let request = &ctx.pod.request;
         let signals = ctx.snapshot.signals;
@@ -201,6 +228,8 @@ impl Scorer {
         // in thousandths is not packed toward the memory band (its GPU is the
         // one that strands least); explicit strategies and memory asks stay.
         let target = ctx.config.target_workload.is_some();
+        let images = node_resources::PodImages::of(ctx).filter(|_| alone);
+        let balanced = node_resources::Balanced::of(ctx).filter(|_| alone);
         let milli_share = matches!(request.gpu_share, Some(GpuShare::Milli(_)));
         let mut scorer = Scorer {
             gpu_set: on(ctx.wants_whole_gpus(), w.gpu_set),
@@ -223,7 +252,11 @@ impl Scorer {
                     && (ctx.wants_whole_gpus() || ctx.wants_shared_gpu()),
                 w.generation,
             ),
+            balanced_allocation: on(balanced.is_some(), w.balanced_allocation),
+            image_locality: on(images.is_some(), w.image_locality),
             pod_preferences: on(preferences.is_some(), w.pod_preferences),
+            balanced,
+            images,
             preferences: preferences.unwrap_or_default(),
             newest: ctx.config.gpu_generation == GenerationPreference::Newest,
             per_generation_range: if signals.generation_max > signals.generation_min {
@@ -273,6 +306,8 @@ impl Scorer {
             + scorer.node_preference
             + scorer.fragmentation
             + scorer.generation
+            + scorer.balanced_allocation
+            + scorer.image_locality
             + scorer.pod_preferences;
         if sum > 0.0 {
             for w in [
@@ -285,6 +320,8 @@ impl Scorer {
                 &mut scorer.node_preference,
                 &mut scorer.fragmentation,
                 &mut scorer.generation,
+                &mut scorer.balanced_allocation,
+                &mut scorer.image_locality,
                 &mut scorer.pod_preferences,
             ] {
                 *w /= sum;
@@ -339,20 +376,7 @@ impl Scorer {
                 .any(|d| ctx.preferred.contains(d));
             if inside { 1.0 } else { 0.0 }
         });
-        let cost = (self.cost > 0.0).then(|| {
-            let signals = ctx.snapshot.signals;
-            if hot.spot && self.spot_averse {
-                return 0.0;
-            }
-            let c = hot.cost;
-            if c.is_nan() {
-                if hot.spot { 1.0 } else { 0.5 }
-            } else if self.per_cost_range > 0.0 {
-                1.0 - f64::from(c - signals.cost_min) * self.per_cost_range
-            } else {
-                1.0
-            }
-        });
+        let cost = (self.cost > 0.0).then(|| self.cost_part(ctx, hot));
         let node_preference = (self.node_preference > 0.0).then(|| {
             let n = ctx
                 .taint_prefer
@@ -367,15 +391,15 @@ impl Scorer {
             }
             _ => None,
         };
-        let generation = (self.generation > 0.0).then(|| {
-            if hot.generation == 0 {
-                return 0.5;
-            }
-            let oldest = ctx.snapshot.signals.generation_min;
-            let up = f64::from(hot.generation.saturating_sub(oldest)) * self.per_generation_range;
-            let up = up.clamp(0.0, 1.0);
-            if self.newest { up } else { 1.0 - up }
-        });
+        let generation = (self.generation > 0.0).then(|| self.generation_part(ctx, hot));
+        let balanced_allocation = match &self.balanced {
+            Some(b) if self.balanced_allocation > 0.0 => Some(b.score(&ctx.snapshot.nodes[index])),
+            _ => None,
+        };
+        let image_locality = match &self.images {
+            Some(images) if self.image_locality > 0.0 => Some(images.score(ctx, index)),
+            _ => None,
+        };
         let pod_preferences = (self.pod_preferences > 0.0).then(|| {
             let v = self.preferences.get(index).copied().unwrap_or(0.0);
             if v.is_nan() { 0.0 } else { v }
@@ -389,6 +413,8 @@ impl Scorer {
             + self.node_preference * node_preference.unwrap_or(0.0)
             + self.fragmentation * fragmentation.unwrap_or(0.0)
             + self.generation * generation.unwrap_or(0.0)
+            + self.balanced_allocation * balanced_allocation.unwrap_or(0.0)
+            + self.image_locality * image_locality.unwrap_or(0.0)
             + self.pod_preferences * pod_preferences.unwrap_or(0.0);
         ScoreParts {
             gpu_set,
@@ -400,9 +426,38 @@ impl Scorer {
             node_preference,
             fragmentation,
             generation,
+            balanced_allocation,
+            image_locality,
             pod_preferences,
             total,
         }
+    }
+
+    /// Cheaper nodes higher; spot nodes 0 for pods an interruption costs most.
+    fn cost_part(&self, ctx: &PodContext<'_>, hot: &Hot) -> f64 {
+        let signals = ctx.snapshot.signals;
+        if hot.spot && self.spot_averse {
+            return 0.0;
+        }
+        let c = hot.cost;
+        if c.is_nan() {
+            if hot.spot { 1.0 } else { 0.5 }
+        } else if self.per_cost_range > 0.0 {
+            1.0 - f64::from(c - signals.cost_min) * self.per_cost_range
+        } else {
+            1.0
+        }
+    }
+
+    /// The node's GPU generation toward the preferred end; unknown 0.5.
+    fn generation_part(&self, ctx: &PodContext<'_>, hot: &Hot) -> f64 {
+        if hot.generation == 0 {
+            return 0.5;
+        }
+        let oldest = ctx.snapshot.signals.generation_min;
+        let up = f64::from(hot.generation.saturating_sub(oldest)) * self.per_generation_range;
+        let up = up.clamp(0.0, 1.0);
+        if self.newest { up } else { 1.0 - up }
     }
 
     /// How busy the node (and its innermost domain) is after placement, 0–1.

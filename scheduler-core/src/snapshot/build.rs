@@ -118,6 +118,7 @@ impl SnapshotBuilder {
             namespaces: Arc::new(namespaces),
             workload_selectors: Arc::new(workload_selectors),
             storage: Arc::new(storage),
+            image_counts: Arc::default(),
             shapes: Vec::new(),
             shape_errors: Vec::new(),
             strings: Interner::default(),
@@ -140,6 +141,7 @@ impl SnapshotBuilder {
             let node =
                 snapshot.make_node(NodeId(i as u32), input, &spot_instance_types, &mut state);
             snapshot.nodes.push(node);
+            snapshot.count_images(NodeId(i as u32), true);
             snapshot.refresh(i);
         }
         snapshot.update_signals();

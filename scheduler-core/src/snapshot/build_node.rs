@@ -52,6 +52,7 @@ impl Snapshot {
             topology,
             gpu_allocations: _,
             allocations_observed_at: _,
+            images,
         } = input;
         let mut interned: Vec<(Sym, Sym)> = labels
             .iter()
@@ -106,6 +107,7 @@ impl Snapshot {
             generation,
             training_pods: 0,
             inference_pods: 0,
+            images: self.intern_images(&images),
         }
     }
 

@@ -61,6 +61,7 @@ impl Snapshot {
                 n.inference_pods(),
                 domains,
             );
+            let _ = writeln!(out, "  images {:?}", self.images_by_name(n.id()));
             for p in pods {
                 let _ = writeln!(out, "    {p}");
             }

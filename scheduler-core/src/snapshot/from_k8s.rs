@@ -3,7 +3,7 @@
 //! scheduler's watch and the command line's files both go through here.
 
 use super::WorkloadSelectors;
-use super::input::{BoundPodInput, GpuHolding, NodeInput};
+use super::input::{BoundPodInput, GpuHolding, NodeImage, NodeInput};
 use super::topology_spec::TopologySpec;
 use crate::pod::{PodError, parse_index_list, pod_key};
 use crate::pod_constraints::LabelSelector;
@@ -107,8 +107,20 @@ fn node_input_with(
         }
         _ => (Vec::new(), None),
     };
+    let images = node
+        .status
+        .as_ref()
+        .and_then(|s| s.images.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|i| NodeImage {
+            names: i.names.clone().unwrap_or_default(),
+            size_bytes: i.size_bytes.unwrap_or(0),
+        })
+        .collect();
     Ok(NodeInput {
         labels: node.metadata.labels.clone().unwrap_or_default(),
+        images,
         taints,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         allocatable,

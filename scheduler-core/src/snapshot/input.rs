@@ -32,6 +32,16 @@ pub struct NodeInput {
     /// GPUs count only if it had started by then (an older reading may name
     /// an earlier pod of the same name). `None`: the allocations are not used.
     pub allocations_observed_at: Option<Timestamp>,
+    /// `status.images`: what ImageLocality scores by.
+    pub images: Vec<NodeImage>,
+}
+
+/// One image a node holds (`status.images[]`): every name it goes by
+/// (tags and digests) and its size.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeImage {
+    pub names: Vec<String>,
+    pub size_bytes: i64,
 }
 
 impl Default for NodeInput {
@@ -46,6 +56,7 @@ impl Default for NodeInput {
             topology: None,
             gpu_allocations: Vec::new(),
             allocations_observed_at: None,
+            images: Vec::new(),
         }
     }
 }

@@ -72,9 +72,9 @@ impl LiveSnapshot {
         self.counts
     }
 
-    /// Adds or replaces a node. A change to its kubelet reading alone
-    /// (`gpu_allocations`, `allocations_observed_at`) touches that node;
-    /// any other change makes the snapshot stale.
+    /// Adds or replaces a node. A change to what its kubelet reports alone
+    /// (`gpu_allocations`, `allocations_observed_at`, `images`) touches
+    /// that node; any other change makes the snapshot stale.
     pub fn set_node(&mut self, node: NodeInput) {
         let name = node.name.clone();
         match self.nodes.get(&name) {
@@ -85,7 +85,11 @@ impl LiveSnapshot {
                 self.counts.unchanged += 1;
             }
             Some(old) if same_but_reading(old, &node) => {
+                let images_changed = old.images != node.images;
                 self.nodes.insert(name.clone(), node);
+                if images_changed {
+                    self.update_images(&name);
+                }
                 self.update_node(&name);
             }
             _ => {
@@ -248,6 +252,16 @@ impl LiveSnapshot {
         b.build()
     }
 
+    /// `name`'s images replaced, when the snapshot is built.
+    fn update_images(&mut self, name: &str) {
+        let (Some(snapshot), Some(input)) = (self.built.as_mut(), self.nodes.get(name)) else {
+            return;
+        };
+        if let Some(id) = snapshot.node_id(name) {
+            snapshot.set_node_images(id, &input.images);
+        }
+    }
+
     /// `name`'s pods inserted again, when the snapshot is built (a stale
     /// one is built whole later anyway).
     fn update_node(&mut self, name: &str) {
@@ -287,8 +301,9 @@ impl LiveSnapshot {
     }
 }
 
-/// Whether two inputs of one node differ at most in the kubelet's reading
-/// (every other field named, so that a new one cannot be missed).
+/// Whether two inputs of one node differ at most in what the kubelet
+/// reports: the GPU reading and the images (every other field named, so
+/// that a new one cannot be missed).
 fn same_but_reading(a: &NodeInput, b: &NodeInput) -> bool {
     let NodeInput {
         name,
@@ -299,6 +314,7 @@ fn same_but_reading(a: &NodeInput, b: &NodeInput) -> bool {
         topology,
         gpu_allocations: _,
         allocations_observed_at: _,
+        images: _,
     } = a;
     *name == b.name
         && *labels == b.labels

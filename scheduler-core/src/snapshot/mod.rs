@@ -52,8 +52,8 @@
 //! Inputs: `input.rs`, made from Kubernetes objects by `from_k8s.rs`; `amounts.rs`
 //! (resource amounts as stored and compared).
 //! Changes: `build.rs` and `build_node.rs` (building), `pod_changes.rs`
-//! (one pod at a time), `node_pods.rs` (one node's pods again), `live.rs`
-//! (kept up to date from watch events).
+//! (one pod at a time), `node_pods.rs` (one node's pods again), `images.rs`
+//! (the images nodes hold), `live.rs` (kept up to date from watch events).
 
 mod amounts;
 mod bound_pod;
@@ -67,6 +67,7 @@ mod gpu_uuids;
 mod hold;
 pub use hold::HoldError;
 mod hot;
+mod images;
 mod input;
 pub(crate) mod intern;
 mod live;
@@ -91,7 +92,7 @@ pub use amounts::share_amounts;
 pub use bound_pod::{BoundPod, SharedHold, SharedUse};
 pub use build::SnapshotBuilder;
 pub use domain::{Domain, DomainId};
-pub use input::{BoundPodInput, GpuHolding, NodeInput};
+pub use input::{BoundPodInput, GpuHolding, NodeImage, NodeInput};
 pub use live::{LiveCounts, LiveSnapshot};
 pub use node_ref::{NodeRef, NodeTopology};
 pub use topology_spec::TopologySpec;
@@ -156,6 +157,8 @@ pub struct Snapshot {
     pub(crate) workload_selectors: Arc<WorkloadSelectors>,
     /// Claims, volumes and classes, for the volume plugins.
     pub(crate) storage: Arc<Storage>,
+    /// Per image name, on how many nodes (`images.rs`).
+    pub(crate) image_counts: images::ImageCounts,
     pub(crate) shapes: Vec<ShapeEntry>,
     pub(crate) shape_errors: Vec<ShapeError>,
     pub(crate) strings: Interner,

@@ -141,6 +141,8 @@ pub(crate) struct Node {
     pub(crate) generation: Option<u8>,
     pub(crate) training_pods: u16,
     pub(crate) inference_pods: u16,
+    /// Image names it holds with their sizes, sorted by symbol (`images.rs`).
+    pub(crate) images: Box<[(Sym, i64)]>,
 }
 
 impl Node {

@@ -13,6 +13,7 @@ mod gpu_rules;
 mod host_ports;
 mod message;
 mod node_rules;
+mod node_scores;
 mod preferred_affinity;
 
 use gputopo_scheduler_core::config::SchedulerConfig;

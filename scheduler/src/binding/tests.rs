@@ -36,6 +36,8 @@ fn placement(pod: &str, gpus: &[u32], bottleneck: Option<LinkClass>) -> Placemen
             node_preference: None,
             fragmentation: None,
             generation: None,
+            balanced_allocation: None,
+            image_locality: None,
             pod_preferences: None,
             total: 0.9,
         },

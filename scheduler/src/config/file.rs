@@ -1,7 +1,9 @@
 //! The configuration file's format (YAML, camelCase) and its validation
 //! into [`Settings`]: every error names file, line, column and field.
 
-use super::file_scoring::{PreferencesFile, SpreadDefaultsFile, WeightsFile};
+use super::file_scoring::{
+    BalancedAllocationFile, PreferencesFile, SpreadDefaultsFile, WeightsFile,
+};
 use super::problem::Problem;
 use super::*;
 use gputopo_scheduler_core::config::ConfigError;
@@ -14,6 +16,7 @@ struct FileConfig {
     weights: Option<WeightsFile>,
     preferences: Option<PreferencesFile>,
     topology_spread_defaults: Option<SpreadDefaultsFile>,
+    balanced_allocation: Option<BalancedAllocationFile>,
     gpu_generation: Option<GenerationFile>,
     default_topology_manager_policy: Option<PolicyFile>,
     memory_target: Option<MemoryTargetFile>,
@@ -329,6 +332,9 @@ fn apply(settings: &mut Settings, parsed: FileConfig) -> Result<(), Problem> {
     }
     if let Some(d) = parsed.topology_spread_defaults {
         settings.core.spread_defaults = d.read()?;
+    }
+    if let Some(b) = parsed.balanced_allocation {
+        settings.core.balanced_resources = b.read()?;
     }
     if let Some(g) = parsed.gpu_generation {
         settings.core.gpu_generation = g.0;

@@ -1,8 +1,10 @@
 //! The configuration file's scoring sections: `weights`, `preferences`
-//! (how kube-scheduler's scores blend) and `topologySpreadDefaults`.
+//! (how kube-scheduler's scores blend), `topologySpreadDefaults` and
+//! `balancedAllocation`.
 
 use super::problem::Problem;
 use super::*;
+use gputopo_scheduler_core::config::BalancedResources;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -16,6 +18,8 @@ pub(super) struct WeightsFile {
     pub(super) node_preference: Option<u32>,
     pub(super) fragmentation: Option<u32>,
     pub(super) generation: Option<u32>,
+    pub(super) balanced_allocation: Option<u32>,
+    pub(super) image_locality: Option<u32>,
     pub(super) pod_preferences: Option<u32>,
 }
 
@@ -44,6 +48,43 @@ pub(super) struct DefaultConstraintFile {
     pub(super) max_skew: i32,
     pub(super) topology_key: String,
     pub(super) when_unsatisfiable: String,
+}
+
+/// `balancedAllocation`: NodeResourcesBalancedAllocationArgs' `resources`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct BalancedAllocationFile {
+    pub(super) resources: Vec<ResourceSpecFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct ResourceSpecFile {
+    pub(super) name: String,
+    pub(super) weight: Option<i64>,
+}
+
+impl BalancedAllocationFile {
+    pub(super) fn read(&self) -> Result<BalancedResources, Problem> {
+        let field = "balancedAllocation.resources";
+        if let Some((i, r)) = self
+            .resources
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.weight.is_some_and(|w| w != 1))
+        {
+            return Err(Problem::new(
+                field,
+                format!(
+                    "resources[{i}].weight {} for {:?}: accepted: 1 (kube-scheduler's NodeResourcesBalancedAllocationArgs take no other weight)",
+                    r.weight.unwrap_or_default(),
+                    r.name
+                ),
+            ));
+        }
+        BalancedResources::new(self.resources.iter().map(|r| r.name.clone()).collect())
+            .map_err(|e| Problem::new(field, e.to_string()))
+    }
 }
 
 impl SpreadDefaultsFile {
@@ -115,6 +156,8 @@ impl WeightsFile {
             node_preference: self.node_preference.unwrap_or(base.node_preference),
             fragmentation: self.fragmentation.unwrap_or(base.fragmentation),
             generation: self.generation.unwrap_or(base.generation),
+            balanced_allocation: self.balanced_allocation.unwrap_or(base.balanced_allocation),
+            image_locality: self.image_locality.unwrap_or(base.image_locality),
             pod_preferences: self.pod_preferences.unwrap_or(base.pod_preferences),
             ..base
         }

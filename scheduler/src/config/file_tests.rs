@@ -304,3 +304,38 @@ fn reads_the_topology_spread_defaults_as_kube_scheduler_spells_them() {
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn reads_the_balanced_allocation_resources_and_the_node_score_weights() {
+    let s = parse(
+        "weights: {balancedAllocation: 7, imageLocality: 0}\n\
+         balancedAllocation:\n  resources:\n  - {name: cpu, weight: 1}\n  - {name: memory}\n  - {name: nvidia.com/gpu, weight: 1}\n",
+    )
+    .unwrap();
+    assert_eq!(s.core.weights.balanced_allocation, 7);
+    assert_eq!(s.core.weights.image_locality, 0);
+    assert_eq!(
+        s.core.balanced_resources.names(),
+        ["cpu", "memory", "nvidia.com/gpu"]
+    );
+    assert_eq!(
+        parse("# nothing\n")
+            .unwrap()
+            .core
+            .balanced_resources
+            .names(),
+        ["cpu", "memory"],
+        "upstream's default"
+    );
+    let e = parse("balancedAllocation:\n  resources: [{name: cpu, weight: 2}]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("balancedAllocation.resources") && e.contains("accepted: 1"),
+        "{e}"
+    );
+    let e = parse("balancedAllocation:\n  resources: [{name: cpu}, {name: cpu}]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("resources[1]") && e.contains("once"), "{e}");
+}
