@@ -164,6 +164,7 @@ fn bench_gang(c: &mut Criterion) {
                             gang: None,
                         },
                     ],
+                    required: Vec::new(),
                 }
             })
             .collect(),

@@ -99,6 +99,7 @@ fn cluster(shape: &Arc<NodeShape>, pods: Vec<Vec<Victim>>) -> PreemptCluster {
                     0xff & !held,
                 ),
                 victims,
+                required: Vec::new(),
             }
         })
         .collect();
@@ -384,6 +385,7 @@ fn a_gang_preemptor_gets_a_whole_required_domain() {
                     0,
                 ),
                 victims: vec![training(base + i, 0xff, ckpt)],
+                required: Vec::new(),
             })
             .collect()
     };
@@ -398,6 +400,7 @@ fn a_gang_preemptor_gets_a_whole_required_domain() {
             0xff,
         ),
         victims: vec![],
+        required: Vec::new(),
     });
     let c = PreemptCluster {
         tier_names: vec!["spine".into(), "leaf".into()],

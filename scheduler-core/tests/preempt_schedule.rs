@@ -168,3 +168,222 @@ fn no_evictions_on_a_node_the_pods_host_port_still_refuses() {
         plan.explanation
     );
 }
+
+/// A lower-priority pod whose host port is the only obstacle is evicted for
+/// the preemptor, as kube-scheduler's DefaultPreemption would, even though
+/// it holds no GPU; a GPU pod on the node is left alone, its GPUs not needed.
+#[test]
+fn a_lower_priority_pods_host_port_is_evicted_for_the_preemptor() {
+    use gputopo_scheduler_core::pod_constraints::{HostPort, PodConstraints};
+    use std::sync::Arc;
+    let ported = || {
+        Arc::new(PodConstraints {
+            host_ports: vec![HostPort::tcp(18080)],
+            ..PodConstraints::default()
+        })
+    };
+    let mut web = holder("web", "n1", &[], None);
+    web.priority = 10;
+    web.constraints = ported();
+    let serve = holder("serve", "n1", &[0, 1], Some("inference"));
+    let snap = snapshot(vec![gpu_node("n1", a100())], vec![web.clone(), serve]);
+    let config = SchedulerConfig::default();
+    let mut preemptor = pod(4, &[("gputopo.dev/workload", "training")]);
+    preemptor.priority = 100;
+    preemptor.constraints = ported();
+    assert!(matches!(
+        schedule(&snap, &preemptor, &config),
+        Decision::Unschedulable(_)
+    ));
+    let plan = propose_preemption(
+        &snap,
+        &[preemptor.clone()],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    )
+    .expect("the port holder goes");
+    assert_eq!(
+        plan.victims,
+        vec!["default/web".to_string()],
+        "{}",
+        plan.explanation
+    );
+    assert_eq!(plan.members.len(), 1);
+    assert_eq!(plan.members[0].0, "n1");
+    assert_eq!(plan.members[0].1.len(), 4, "four free GPUs there");
+
+    // A pod asking no GPU is preempted for too: only the port holder goes.
+    let mut cpu = gputopo_scheduler_core::pod::PendingPod::new(
+        "default",
+        "proxy",
+        gputopo_api::GpuRequest::default(),
+    );
+    cpu.requests.gpus = 0;
+    cpu.priority = 100;
+    cpu.constraints = ported();
+    let plan = propose_preemption(
+        &snap,
+        &[cpu.clone()],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    )
+    .expect("the port holder goes");
+    assert_eq!(
+        plan.victims,
+        vec!["default/web".to_string()],
+        "{}",
+        plan.explanation
+    );
+    assert_eq!(plan.members, vec![("n1".to_string(), vec![])]);
+
+    // Of equal priority the holder stays, and nothing else would help.
+    web.priority = 100;
+    let kept = snapshot(vec![gpu_node("n1", a100())], vec![web]);
+    assert!(
+        propose_preemption(&kept, &[cpu], &config, &PreemptionPolicy::default(), now()).is_err()
+    );
+}
+
+fn k8s_pod(
+    name: &str,
+    node: Option<&str>,
+    labels: serde_json::Value,
+    spec: serde_json::Value,
+    gpus: u32,
+) -> gputopo_api::k8s_openapi::api::core::v1::Pod {
+    let mut spec = spec;
+    spec["containers"] = serde_json::json!([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]);
+    if let Some(n) = node {
+        spec["nodeName"] = serde_json::json!(n);
+    }
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": spec
+    }))
+    .expect("a pod")
+}
+
+fn bound_k8s(
+    name: &str,
+    node: &str,
+    labels: serde_json::Value,
+    gpus: u32,
+    priority: i32,
+) -> gputopo_scheduler_core::snapshot::BoundPodInput {
+    let mut spec = serde_json::json!({"priority": priority});
+    if gpus > 0 {
+        let held: Vec<String> = (0..gpus).map(|g| g.to_string()).collect();
+        spec["priority"] = serde_json::json!(priority);
+        let mut p = k8s_pod(name, Some(node), labels, spec, gpus);
+        p.metadata.annotations =
+            Some([("gputopo.dev/assigned-gpus".to_string(), held.join(","))].into());
+        return gputopo_scheduler_core::snapshot::from_k8s::bound_pod_input(&p)
+            .expect("readable")
+            .expect("bound");
+    }
+    gputopo_scheduler_core::snapshot::from_k8s::bound_pod_input(&k8s_pod(
+        name,
+        Some(node),
+        labels,
+        spec,
+        0,
+    ))
+    .expect("readable")
+    .expect("bound")
+}
+
+fn preemptor_with(
+    affinity: serde_json::Value,
+    gpus: u32,
+) -> gputopo_scheduler_core::pod::PendingPod {
+    let spec = serde_json::json!({"priority": 100, "affinity": affinity});
+    gputopo_scheduler_core::pod::PendingPod::from_k8s(&k8s_pod(
+        "p",
+        None,
+        serde_json::json!({}),
+        spec,
+        gpus,
+    ))
+    .expect("readable")
+}
+
+/// The preemptor's required anti-affinity against a lower-priority pod on
+/// the node: that pod is evicted (and only it), as kube-scheduler would.
+#[test]
+fn a_pod_the_preemptors_anti_affinity_refuses_is_evicted() {
+    let host = |name: &str| {
+        let mut n = gpu_node(name, a100());
+        n.labels
+            .insert("kubernetes.io/hostname".into(), name.into());
+        n
+    };
+    let snap = snapshot(
+        vec![host("n1")],
+        vec![bound_k8s(
+            "noisy",
+            "n1",
+            serde_json::json!({"app": "noisy"}),
+            2,
+            1,
+        )],
+    );
+    let anti = serde_json::json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "noisy"}}, "topologyKey": "kubernetes.io/hostname"}]}});
+    let preemptor = preemptor_with(anti, 2);
+    let config = SchedulerConfig::default();
+    assert!(matches!(
+        schedule(&snap, &preemptor, &config),
+        Decision::Unschedulable(_)
+    ));
+    let plan = propose_preemption(
+        &snap,
+        &[preemptor],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    )
+    .expect("the noisy pod goes");
+    assert_eq!(
+        plan.victims,
+        vec!["default/noisy".to_string()],
+        "{}",
+        plan.explanation
+    );
+}
+
+/// Evicting the pod the preemptor's required affinity needs never counts
+/// as making room: with its GPUs the only ones to free, nothing is proposed.
+#[test]
+fn a_pod_the_preemptors_affinity_needs_is_never_the_room_made() {
+    let host = |name: &str| {
+        let mut n = gpu_node(name, a100());
+        n.labels
+            .insert("kubernetes.io/hostname".into(), name.into());
+        n
+    };
+    let snap = snapshot(
+        vec![host("n1")],
+        vec![bound_k8s(
+            "db",
+            "n1",
+            serde_json::json!({"app": "db"}),
+            8,
+            1,
+        )],
+    );
+    let affinity = serde_json::json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}});
+    let preemptor = preemptor_with(affinity, 4);
+    let config = SchedulerConfig::default();
+    let e = propose_preemption(
+        &snap,
+        &[preemptor],
+        &config,
+        &PreemptionPolicy::default(),
+        now(),
+    )
+    .expect_err("evicting db would leave its affinity unmet");
+    assert!(e.to_string().contains("n1"), "{e}");
+}

@@ -83,6 +83,10 @@ pub struct Victim {
 pub struct PreemptNode {
     pub node: GangNode,
     pub victims: Vec<Victim>,
+    /// Indices into `victims` that go whenever a member goes to this node:
+    /// the pods whose host port, disk, anti-affinity or spread keeps the
+    /// preemptor out (they may hold no GPU). Empty on most nodes.
+    pub required: Vec<usize>,
 }
 
 /// The nodes and tier names.

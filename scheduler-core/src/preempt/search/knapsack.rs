@@ -81,13 +81,21 @@ impl Search<'_> {
                 .filter(|(p, _, _)| *p == position)
                 .fold(0, |m, (_, g, _)| m | g)
         };
+        // A unit stays when a member uses its GPUs, or when it is the rule
+        // victim of a node a member goes to.
+        let required = |u: u32| {
+            members
+                .iter()
+                .any(|(p, _, _)| self.required_units[*p as usize].contains(&u))
+        };
         let units: Vec<u32> = chosen
             .into_iter()
             .filter(|&u| {
-                self.units[u as usize]
-                    .masks
-                    .iter()
-                    .any(|&(p, m)| m & used(p) != 0)
+                required(u)
+                    || self.units[u as usize]
+                        .masks
+                        .iter()
+                        .any(|&(p, m)| m & used(p) != 0)
             })
             .collect();
         let cost = units

@@ -9,16 +9,35 @@ use crate::preempt::cost::Cost;
 pub(super) type Menu = Vec<Option<(Cost, Vec<u32>)>>;
 
 impl Search<'_> {
-    /// The node's menu when units up to `class` may be evicted.
+    /// The node's menu when units up to `class` may be evicted. A node with
+    /// required units (its rule victims) evicts them for any member; where
+    /// one may not go in this pass, the node hosts none.
     pub(super) fn menu(&self, position: u32, class: Class) -> Menu {
+        let mut menu: Menu = vec![Some((Cost::default(), Vec::new()))];
+        let required = &self.required_units[position as usize];
+        if self.blocked[position as usize]
+            || required
+                .iter()
+                .any(|&u| self.units[u as usize].class > class)
+        {
+            return menu;
+        }
         let allowed: Vec<u32> = self.node_units[position as usize]
             .iter()
             .copied()
             .filter(|&u| self.units[u as usize].class <= class)
             .collect();
-        let free = self.free(position);
+        // The required units' GPUs are as good as free here, their cost paid.
+        let free = self.free(position) | self.mask_of(required, position);
+        let base = required
+            .iter()
+            .fold(Cost::default(), |c, &u| c + self.units[u as usize].cost);
+        let with_required = |units: Vec<u32>| -> Vec<u32> {
+            let mut all = required.clone();
+            all.extend(units);
+            all
+        };
         let limit = self.members;
-        let mut menu: Menu = vec![Some((Cost::default(), Vec::new()))];
         let offer = |menu: &mut Menu, j: u32, cost: Cost, units: &dyn Fn() -> Vec<u32>| {
             let j = j as usize;
             if menu.len() <= j {
@@ -34,7 +53,7 @@ impl Search<'_> {
         if allowed.len() <= self.policy.exact_units_per_node.min(20) {
             let count = 1usize << allowed.len();
             let mut freed = vec![0u32; count];
-            let mut cost = vec![Cost::default(); count];
+            let mut cost = vec![base; count];
             for s in 0..count {
                 if s > 0 {
                     let low = s.trailing_zeros() as usize;
@@ -46,10 +65,12 @@ impl Search<'_> {
                 let cap = self.capacity(position, free | freed[s], limit);
                 for j in 1..=cap {
                     offer(&mut menu, j, cost[s], &|| {
-                        (0..allowed.len())
-                            .filter(|&i| s & (1 << i) != 0)
-                            .map(|i| allowed[i])
-                            .collect()
+                        with_required(
+                            (0..allowed.len())
+                                .filter(|&i| s & (1 << i) != 0)
+                                .map(|i| allowed[i])
+                                .collect(),
+                        )
                     });
                 }
             }
@@ -68,6 +89,9 @@ impl Search<'_> {
                     .then(a.cmp(&b))
             });
             let mut reached = self.capacity(position, free, limit);
+            for j in 1..=reached {
+                offer(&mut menu, j, base, &|| with_required(Vec::new()));
+            }
             let mut chosen: Vec<u32> = Vec::new();
             for u in order {
                 if reached >= limit {
@@ -89,8 +113,8 @@ impl Search<'_> {
                     }
                     let cost = keep
                         .iter()
-                        .fold(Cost::default(), |c, &u| c + self.units[u as usize].cost);
-                    offer(&mut menu, reached, cost, &|| keep.clone());
+                        .fold(base, |c, &u| c + self.units[u as usize].cost);
+                    offer(&mut menu, reached, cost, &|| with_required(keep.clone()));
                 }
             }
         }

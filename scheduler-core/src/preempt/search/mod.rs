@@ -59,6 +59,35 @@ impl Unit {
     }
 }
 
+/// A victim's class and the GPU-seconds its `held` GPUs lose.
+fn priced(
+    victim: &super::Victim,
+    held: u32,
+    policy: &PreemptionPolicy,
+    now: SystemTime,
+) -> (Class, u64) {
+    match victim.workload {
+        Some(WorkloadKind::Inference) => (Class::Inference, policy.inference_loss(held)),
+        Some(WorkloadKind::Training) | None => {
+            let protected = policy.protected(
+                now,
+                victim.checkpoint,
+                victim.expected_completion,
+                victim.start,
+            );
+            let class = if protected {
+                Class::Protected
+            } else {
+                Class::Training
+            };
+            (
+                class,
+                policy.training_loss(now, held, victim.checkpoint, victim.start),
+            )
+        }
+    }
+}
+
 /// A scope's answer: members placed, units kept, what it costs.
 #[derive(Clone, Debug)]
 struct Solution {
@@ -85,6 +114,12 @@ struct Search<'a> {
     units: Vec<Unit>,
     /// Per node position: eligible units holding GPUs there.
     node_units: Vec<Vec<u32>>,
+    /// Per node position: units that go whenever a member goes there (its
+    /// rule victims, [`super::PreemptNode::required`]).
+    required_units: Vec<Vec<u32>>,
+    /// Per node position: a required unit may not be evicted (a member of
+    /// equal or higher priority): no member goes there.
+    blocked: Vec<bool>,
     shape_of: Vec<u32>,
     pickers: Vec<Picker<'a>>,
     members: u32,
@@ -162,6 +197,7 @@ impl<'a> Search<'a> {
 
         let mut units: Vec<Unit> = Vec::new();
         let mut by_gang: HashMap<&str, usize> = HashMap::new();
+        let mut required_units: Vec<Vec<u32>> = vec![Vec::new(); cluster.nodes.len()];
         for (position, node) in cluster.nodes.iter().enumerate() {
             for (index, victim) in node.victims.iter().enumerate() {
                 let new_unit = || Unit {
@@ -181,6 +217,10 @@ impl<'a> Search<'a> {
                         units.len() - 1
                     }
                 };
+                if node.required.contains(&index) && !required_units[position].contains(&(u as u32))
+                {
+                    required_units[position].push(u as u32);
+                }
                 let unit = &mut units[u];
                 unit.pods.push((position as u32, index as u32));
                 unit.max_priority = unit.max_priority.max(victim.priority);
@@ -190,28 +230,7 @@ impl<'a> Search<'a> {
                     None => unit.masks.push((position as u32, gpus)),
                 }
                 let held = gpus.count_ones();
-                let (class, seconds) = match victim.workload {
-                    Some(WorkloadKind::Inference) => {
-                        (Class::Inference, policy.inference_loss(held))
-                    }
-                    Some(WorkloadKind::Training) | None => {
-                        let protected = policy.protected(
-                            now,
-                            victim.checkpoint,
-                            victim.expected_completion,
-                            victim.start,
-                        );
-                        let class = if protected {
-                            Class::Protected
-                        } else {
-                            Class::Training
-                        };
-                        (
-                            class,
-                            policy.training_loss(now, held, victim.checkpoint, victim.start),
-                        )
-                    }
-                };
+                let (class, seconds) = priced(victim, held, policy, now);
                 unit.class = unit.class.max(class);
                 unit.cost.gpu_seconds = unit.cost.gpu_seconds.saturating_add(seconds);
                 unit.cost.pods += 1;
@@ -237,6 +256,16 @@ impl<'a> Search<'a> {
                 }
             }
         }
+        let blocked = required_units
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .any(|&u| units[u as usize].max_priority >= preemptor.priority)
+            })
+            .collect();
+        for (position, required) in required_units.iter().enumerate() {
+            node_units[position].retain(|u| !required.contains(u));
+        }
         Search {
             preemptor,
             cluster,
@@ -244,6 +273,8 @@ impl<'a> Search<'a> {
             tree,
             units,
             node_units,
+            required_units,
+            blocked,
             shape_of,
             pickers,
             members: preemptor.members,
