@@ -20,6 +20,7 @@ mod differential;
 mod gangs;
 mod leader_election;
 mod placement;
+mod preempt_rules;
 mod preemption;
 mod restarts;
 mod volumes;

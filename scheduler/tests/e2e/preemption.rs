@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// A cluster-scoped PriorityClass with a unique name; returns the name.
-async fn priority_class(env: &TestEnv, prefix: &str, value: i32) -> String {
+pub(super) async fn priority_class(env: &TestEnv, prefix: &str, value: i32) -> String {
     use k8s_openapi::api::scheduling::v1::PriorityClass;
     let name = env.unique_name(prefix);
     let class: PriorityClass = serde_json::from_value(json!({
@@ -46,7 +46,7 @@ async fn priority_class(env: &TestEnv, prefix: &str, value: i32) -> String {
 }
 
 /// Whether the pod is gone or on its way out.
-async fn evicted(pods: &Api<Pod>, name: &str) -> bool {
+pub(super) async fn evicted(pods: &Api<Pod>, name: &str) -> bool {
     match pods.get_opt(name).await.expect("reading a pod") {
         None => true,
         Some(p) => p.metadata.deletion_timestamp.is_some(),
