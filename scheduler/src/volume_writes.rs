@@ -52,7 +52,12 @@ pub async fn write_volume_plan(
         claims
             .patch(
                 claim,
-                &PatchParams::apply(FIELD_MANAGER).force(),
+                // A merge patch of one annotation: `force` is for
+                // server-side apply only, and the API refuses it here.
+                &PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PatchParams::default()
+                },
                 &Patch::Merge(&patch),
             )
             .instrument(info_span!("select_node", claim = %key, node = %node))

@@ -22,6 +22,7 @@ mod leader_election;
 mod placement;
 mod preempt_rules;
 mod preemption;
+mod provisioning;
 mod restarts;
 mod volumes;
 
