@@ -1,11 +1,12 @@
-//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, as the
-//! secondary scheduler watches them: read into scheduler-core's `Storage`
-//! each cycle, for the volume plugins. The extender watches none (and its
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
+//! CSIDrivers and CSIStorageCapacities, as the secondary scheduler watches
+//! them: read into scheduler-core's `Storage` each cycle, for the volume
+//! plugins. The extender watches none (and its
 //! decisions judge no volume: kube-scheduler does).
 
-use gputopo_scheduler_core::snapshot::{Storage, StorageError, storage};
+use gputopo_scheduler_core::snapshot::{Storage, StorageError, storage, storage_capacity};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::runtime::reflector::Store;
 use std::sync::Arc;
 
@@ -17,6 +18,8 @@ pub struct StorageObjects {
     pub volumes: Vec<Arc<PersistentVolume>>,
     pub classes: Vec<Arc<StorageClass>>,
     pub csi_nodes: Vec<Arc<CSINode>>,
+    pub csi_drivers: Vec<Arc<CSIDriver>>,
+    pub capacities: Vec<Arc<CSIStorageCapacity>>,
 }
 
 /// The storage kinds' stores (the secondary scheduler's watches).
@@ -25,6 +28,8 @@ pub(crate) struct StorageStores {
     pub(crate) volumes: Store<PersistentVolume>,
     pub(crate) classes: Store<StorageClass>,
     pub(crate) csi_nodes: Store<CSINode>,
+    pub(crate) csi_drivers: Store<CSIDriver>,
+    pub(crate) capacities: Store<CSIStorageCapacity>,
 }
 
 impl StorageStores {
@@ -36,6 +41,8 @@ impl StorageStores {
             volumes: self.volumes.state(),
             classes: self.classes.state(),
             csi_nodes: self.csi_nodes.state(),
+            csi_drivers: self.csi_drivers.state(),
+            capacities: self.capacities.state(),
         }
     }
 }
@@ -47,6 +54,8 @@ pub static NO_STORAGE: StorageObjects = StorageObjects {
     volumes: Vec::new(),
     classes: Vec::new(),
     csi_nodes: Vec::new(),
+    csi_drivers: Vec::new(),
+    capacities: Vec::new(),
 };
 
 impl StorageObjects {
@@ -58,6 +67,8 @@ impl StorageObjects {
             && same_arcs(&self.volumes, &other.volumes)
             && same_arcs(&self.classes, &other.classes)
             && same_arcs(&self.csi_nodes, &other.csi_nodes)
+            && same_arcs(&self.csi_drivers, &other.csi_drivers)
+            && same_arcs(&self.capacities, &other.capacities)
     }
 
     /// What the volume plugins read, and the objects that could not be read.
@@ -65,12 +76,19 @@ impl StorageObjects {
         if !self.watched {
             return (Storage::default(), Vec::new());
         }
-        storage(
+        let (mut read, mut errors) = storage(
             self.claims.iter().map(AsRef::as_ref),
             self.volumes.iter().map(AsRef::as_ref),
             self.classes.iter().map(AsRef::as_ref),
             self.csi_nodes.iter().map(AsRef::as_ref),
-        )
+        );
+        let (capacity, unreadable) = storage_capacity(
+            self.csi_drivers.iter().map(AsRef::as_ref),
+            self.capacities.iter().map(AsRef::as_ref),
+        );
+        read.capacity = capacity;
+        errors.extend(unreadable);
+        (read, errors)
     }
 }
 

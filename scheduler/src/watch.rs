@@ -159,6 +159,8 @@ impl Watches {
                 volumes: owned(client, owner("PersistentVolume"), &on_event),
                 classes: owned(client, owner("StorageClass"), &on_event),
                 csi_nodes: owned(client, owner("CSINode"), &on_event),
+                csi_drivers: owned(client, owner("CSIDriver"), &on_event),
+                capacities: owned(client, owner("CSIStorageCapacity"), &on_event),
             }),
             pods: reflect(
                 Api::all(client.clone()),
@@ -258,7 +260,8 @@ impl Watches {
         }
     }
 
-    /// Claims, volumes, classes and CSINodes, for the volume plugins.
+    /// Claims, volumes, classes, CSINodes, CSIDrivers and capacities, for
+    /// the volume plugins.
     pub fn storage(&self) -> StorageObjects {
         self.storage
             .as_ref()
@@ -349,6 +352,11 @@ impl Watches {
             waits.push(("PersistentVolume", Box::pin(s.volumes.wait_until_ready())));
             waits.push(("StorageClass", Box::pin(s.classes.wait_until_ready())));
             waits.push(("CSINode", Box::pin(s.csi_nodes.wait_until_ready())));
+            waits.push(("CSIDriver", Box::pin(s.csi_drivers.wait_until_ready())));
+            waits.push((
+                "CSIStorageCapacity",
+                Box::pin(s.capacities.wait_until_ready()),
+            ));
         }
         for (what, ready) in waits {
             readiness.set_not_ready(format!("waiting for the {what} watch to sync"));

@@ -14,12 +14,14 @@ use gputopo_api::k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use gputopo_api::k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
-use gputopo_api::k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use gputopo_api::k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass,
+};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input, workload_selectors};
-use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder, storage};
+use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder, storage, storage_capacity};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -114,15 +116,18 @@ pub(super) fn load_list(
         &owners.stateful_sets,
         &owners.replication_controllers,
     ));
-    let (read, unreadable) = storage(
+    let (mut read, mut unreadable) = storage(
         &volumes.claims,
         &volumes.volumes,
         &volumes.classes,
         &volumes.csi_nodes,
     );
+    let (capacity, unreadable_capacity) = storage_capacity(&volumes.drivers, &volumes.capacities);
+    unreadable.extend(unreadable_capacity);
     if let Some(e) = unreadable.first() {
         return Err(invalid(path, &format!("{} {}", e.kind, e.name), e));
     }
+    read.capacity = capacity;
     builder.storage(read);
     let snapshot = builder
         .build()
@@ -158,6 +163,8 @@ fn read_side(
         "PersistentVolume" => volumes.volumes.push(parse(item)?),
         "StorageClass" => volumes.classes.push(parse(item)?),
         "CSINode" => volumes.csi_nodes.push(parse(item)?),
+        "CSIDriver" => volumes.drivers.push(parse(item)?),
+        "CSIStorageCapacity" => volumes.capacities.push(parse(item)?),
         _ => return Ok(false),
     }
     Ok(true)
@@ -179,6 +186,8 @@ struct Volumes {
     volumes: Vec<PersistentVolume>,
     classes: Vec<StorageClass>,
     csi_nodes: Vec<CSINode>,
+    drivers: Vec<CSIDriver>,
+    capacities: Vec<CSIStorageCapacity>,
 }
 
 /// A scheduler-plugins PodGroup item: its name, namespace, `minMember`

@@ -83,8 +83,8 @@ mod warning;
 mod workload_selectors;
 pub use plausible::implausible_topology;
 pub use storage::{
-    AccessMode, Claim, NO_PROVISIONER, SELECTED_NODE, Storage, StorageClass, StorageError, Volume,
-    VolumePlan, storage,
+    AccessMode, CapacityEntry, Claim, NO_PROVISIONER, SELECTED_NODE, Storage, StorageCapacity,
+    StorageClass, StorageError, Volume, VolumePlan, storage, storage_capacity,
 };
 pub use workload_selectors::WorkloadSelectors;
 

@@ -156,6 +156,18 @@ impl<'a> VolumeCheck<'a> {
             if !class_admits(class, &node) {
                 return Err(VolumeRefusal::BindConflict);
             }
+            if !storage.capacity.enough(
+                &class.provisioner,
+                &claim.class,
+                claim.request_bytes,
+                || {
+                    node.labels()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                },
+            ) {
+                return Err(VolumeRefusal::NotEnoughSpace);
+            }
             plan.provisions.push(name.clone());
         }
         if !zones_admit(&self.bound, &node) {

@@ -56,6 +56,9 @@ pub enum VolumeRefusal {
     ZoneConflict,
     /// The node's CSI attach limit would be exceeded.
     TooManyVolumes,
+    /// A claim to provision: no CSIStorageCapacity of its class that
+    /// reaches the node holds its size.
+    NotEnoughSpace,
 }
 
 impl VolumeRefusal {
@@ -86,6 +89,7 @@ impl VolumeRefusal {
             }
             VolumeRefusal::ZoneConflict => "node(s) had no available volume zone".into(),
             VolumeRefusal::TooManyVolumes => "node(s) exceed max volume count".into(),
+            VolumeRefusal::NotEnoughSpace => "node(s) did not have enough free storage".into(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! provisioner's `selected-node`). The scenarios are those of kube-
 //! scheduler's VolumeBinding, VolumeZone and VolumeRestrictions tests.
 
+mod capacity;
 mod node_limits;
 
 use gputopo_api::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
@@ -15,7 +16,9 @@ use gputopo_scheduler_core::filter::FilterReason;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
 use gputopo_scheduler_core::snapshot::from_k8s::bound_pod_input;
-use gputopo_scheduler_core::snapshot::{NodeInput, Snapshot, SnapshotBuilder, storage};
+use gputopo_scheduler_core::snapshot::{
+    NodeInput, Snapshot, SnapshotBuilder, storage, storage_capacity,
+};
 use gputopo_scheduler_core::volumes::{VolumePlan, VolumeRefusal, volume_plan};
 use serde_json::{Value, json};
 
@@ -94,6 +97,9 @@ struct Cluster {
     volumes: Vec<PersistentVolume>,
     classes: Vec<StorageClass>,
     csi_nodes: Vec<CSINode>,
+    /// CSIDrivers and CSIStorageCapacities (`capacity.rs`).
+    drivers: Vec<gputopo_api::k8s_openapi::api::storage::v1::CSIDriver>,
+    capacities: Vec<gputopo_api::k8s_openapi::api::storage::v1::CSIStorageCapacity>,
     bound: Vec<Pod>,
 }
 
@@ -124,14 +130,19 @@ impl Cluster {
                 class("now", "csi.example.com", "Immediate", Value::Null),
             ],
             csi_nodes: Vec::new(),
+            drivers: Vec::new(),
+            capacities: Vec::new(),
             bound: Vec::new(),
         }
     }
 
     fn snapshot(&self) -> Snapshot {
-        let (storage, errors) =
+        let (mut storage, errors) =
             storage(&self.claims, &self.volumes, &self.classes, &self.csi_nodes);
         assert!(errors.is_empty(), "{errors:?}");
+        let (capacity, errors) = storage_capacity(&self.drivers, &self.capacities);
+        assert!(errors.is_empty(), "{errors:?}");
+        storage.capacity = capacity;
         let mut b = SnapshotBuilder::new(&SchedulerConfig::default());
         for n in [node("n1", "z1"), node("n2", "z1"), node("n3", "z2")] {
             b.node(n);

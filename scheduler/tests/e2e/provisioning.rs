@@ -1,6 +1,8 @@
 //! Dynamic provisioning: a pod mounting a `WaitForFirstConsumer` claim whose
-//! class has a provisioner and `allowedTopologies` reaching only slot `b`.
-//! The scheduler must pick a node the class reaches, name it on the claim
+//! class has a CSI provisioner that publishes its free space
+//! (`CSIDriver.spec.storageCapacity`), with room only on slot `b` (one
+//! CSIStorageCapacity whose `nodeTopology` selects it). The scheduler must
+//! pick a node with room, name it on the claim
 //! (`volume.kubernetes.io/selected-node`) for the provisioner, wait until
 //! the claim is bound, then bind the pod there. kube-scheduler is the
 //! oracle; gputopo-scheduler must do the same.
@@ -14,7 +16,7 @@
 
 use super::common::*;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
@@ -94,13 +96,11 @@ async fn run(scheduler: &str, log: &dyn Fn() -> String) -> (String, String) {
     let (group, slot_of) = slot_nodes(env, "prov").await;
     let ns = env.create_namespace("prov").await;
     let class_name = env.unique_name("standin");
+    let driver_name = format!("{}.e2e.gputopo.dev", env.unique_name("standin"));
     let class: StorageClass = serde_json::from_value(json!({
         "metadata": {"name": class_name},
-        "provisioner": "e2e.gputopo.dev/standin",
-        "volumeBindingMode": "WaitForFirstConsumer",
-        "allowedTopologies": [{"matchLabelExpressions": [
-            {"key": "e2e-slot", "values": ["b"]}
-        ]}]
+        "provisioner": driver_name,
+        "volumeBindingMode": "WaitForFirstConsumer"
     }))
     .expect("a class");
     let post = PostParams::default();
@@ -108,6 +108,29 @@ async fn run(scheduler: &str, log: &dyn Fn() -> String) -> (String, String) {
         .create(&post, &class)
         .await
         .expect("creating the class");
+    // The driver publishes capacity: room for the claim on slot b only.
+    let driver: CSIDriver = serde_json::from_value(json!({
+        "metadata": {"name": driver_name},
+        "spec": {"storageCapacity": true, "attachRequired": false}
+    }))
+    .expect("a CSIDriver");
+    Api::<CSIDriver>::all(client.clone())
+        .create(&post, &driver)
+        .await
+        .expect("creating the driver");
+    for (slot, room) in [("a", "1Gi"), ("b", "100Gi")] {
+        let capacity: CSIStorageCapacity = serde_json::from_value(json!({
+            "metadata": {"name": format!("room-{slot}")},
+            "storageClassName": class_name,
+            "capacity": room,
+            "nodeTopology": {"matchLabels": {"e2e-group": group, "e2e-slot": slot}}
+        }))
+        .expect("a CSIStorageCapacity");
+        Api::<CSIStorageCapacity>::namespaced(client.clone(), &ns)
+            .create(&post, &capacity)
+            .await
+            .expect("creating the capacity");
+    }
     let standin = tokio::spawn(provision(
         client.clone(),
         ns.clone(),
@@ -168,7 +191,7 @@ async fn run(scheduler: &str, log: &dyn Fn() -> String) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
-async fn a_provisioned_claim_gets_the_node_its_class_reaches_before_the_pod_binds() {
+async fn a_provisioned_claim_gets_a_node_with_room_before_the_pod_binds() {
     let env = env().await;
     env.with_scheduler().await;
     env.with_controller_manager().await;

@@ -31,6 +31,12 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
             &["get", "list", "watch"],
         ),
         ("storage.k8s.io", "csinodes", &["get", "list", "watch"]),
+        ("storage.k8s.io", "csidrivers", &["get", "list", "watch"]),
+        (
+            "storage.k8s.io",
+            "csistoragecapacities",
+            &["get", "list", "watch"],
+        ),
         ("gputopo.dev", "gputopologies", &["get", "list", "watch"]),
         (
             "scheduling.x-k8s.io",

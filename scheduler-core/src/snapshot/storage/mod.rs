@@ -1,11 +1,14 @@
 //! The cluster's storage as the volume plugins read it: PersistentVolume
 //! Claims, PersistentVolumes, StorageClasses and CSINodes, each reduced to what
-//! binding and placement need (`from_k8s.rs` reads the API objects).
+//! binding and placement need (`from_k8s.rs` reads the API objects), and
+//! the CSI drivers' published capacity (`capacity.rs`).
 //! A snapshot holds one behind an `Arc`; the scheduler replaces it whole
 //! when a watched object changes.
 
+mod capacity;
 mod from_k8s;
 
+pub use capacity::{CapacityEntry, StorageCapacity, storage_capacity};
 pub use from_k8s::{SELECTED_NODE, StorageError, storage};
 
 use crate::pod_constraints::LabelSelector;
@@ -29,6 +32,8 @@ pub struct Storage {
     /// Per node, per CSI driver, how many of its volumes the node can have
     /// attached (CSINode `allocatable.count`); a driver absent has no limit.
     pub attach_limits: BTreeMap<String, BTreeMap<String, u32>>,
+    /// What CSI drivers publish of their free space, for claims to provision.
+    pub capacity: StorageCapacity,
 }
 
 /// `spec.accessModes` entries.
