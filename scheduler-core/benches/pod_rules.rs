@@ -4,7 +4,8 @@
 //! affinity or spread costs at most 2× a plain pod's decision).
 //!
 //! Before criterion's timings it prints p50/p99 of single decisions timed
-//! one by one, and each case's p50 against the plain pod's.
+//! one by one, and each case's p50 against the plain pod's. `ONLY=<case>`
+//! times that case alone (to run under a profiler).
 
 #[path = "common/cluster.rs"]
 mod cluster;
@@ -147,7 +148,10 @@ fn bench(c: &mut Criterion) {
         snapshot.affinity_pods().count()
     );
     let mut plain = None;
-    for (name, p) in cases() {
+    for (name, p) in cases()
+        .into_iter()
+        .filter(|(n, _)| std::env::var("ONLY").map_or(true, |o| o == *n))
+    {
         let d = schedule(&snapshot, &p, &config);
         let placed = d.placement().map_or("none".to_string(), |p| p.node.clone());
         let (p50, p99) = percentiles(&snapshot, &p, &config);

@@ -100,6 +100,13 @@ fn pod_input(p: usize, node: usize, holding: &Holding, training: bool) -> BoundP
         Holding::Cpu => GpuHolding::None,
     };
     input.start_time = Some(Timestamp::from_second(1_000).expect("a time"));
+    // Labels, so the label index is kept up to date as the pods move.
+    input.constraints = std::sync::Arc::new(
+        gputopo_scheduler_core::pod_constraints::PodConstraints::labelled(&[
+            ("app", if p % 3 == 0 { "serve" } else { "train" }),
+            ("workload", workload),
+        ]),
+    );
     input
 }
 

@@ -63,7 +63,14 @@ impl AffinityFilter {
                 .iter()
                 .chain(&rules.required_anti)
                 .any(|t| selector_matches(t.selector.as_ref(), &Default::default()));
-            for (_, bound) in snapshot.pods() {
+            let candidates = snapshot.selector_candidates(
+                rules
+                    .required
+                    .iter()
+                    .chain(&rules.required_anti)
+                    .map(|t| t.selector.as_ref()),
+            );
+            for (_, bound) in snapshot.pods_or_all(candidates.as_deref()) {
                 if unlabelled_match || !bound.constraints.labels.is_empty() {
                     filter.count_incoming(snapshot, pod, bound);
                 }

@@ -33,7 +33,22 @@ pub(crate) fn normalized_scores(
             .iter()
             .chain(&own.preferred_anti)
             .any(|w| selector_matches(w.term.selector.as_ref(), &Default::default()));
-        for (_, bound) in snapshot.pods() {
+        // The pods the pod's terms may select, and those with terms of
+        // their own: no other pod counts.
+        let candidates = snapshot
+            .selector_candidates(
+                own.preferred
+                    .iter()
+                    .chain(&own.preferred_anti)
+                    .map(|w| w.term.selector.as_ref()),
+            )
+            .map(|mut ids| {
+                ids.extend(snapshot.affinity_pods.iter().copied());
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            });
+        for (_, bound) in snapshot.pods_or_all(candidates.as_deref()) {
             let plain =
                 bound.constraints.labels.is_empty() && bound.constraints.affinity.is_empty();
             if unlabelled_match || !plain {

@@ -393,7 +393,7 @@ impl Scorer {
         };
         let generation = (self.generation > 0.0).then(|| self.generation_part(ctx, hot));
         let balanced_allocation = match &self.balanced {
-            Some(b) if self.balanced_allocation > 0.0 => Some(b.score(&ctx.snapshot.nodes[index])),
+            Some(b) if self.balanced_allocation > 0.0 => Some(b.score(ctx, index)),
             _ => None,
         };
         let image_locality = match &self.images {

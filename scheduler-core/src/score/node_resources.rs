@@ -6,8 +6,8 @@
 use crate::config::balanced::MAX_RESOURCES;
 use crate::filter::PodContext;
 use crate::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, UNLIMITED};
+use crate::snapshot::Amounts;
 use crate::snapshot::intern::Sym;
-use crate::snapshot::{Amounts, Node};
 use gputopo_api::keys::RESOURCE_GPU;
 
 const MB: i64 = 1024 * 1024;
@@ -28,6 +28,23 @@ enum Amount {
 }
 
 impl Amount {
+    /// Allocatable and requested on the node, from its digest where it
+    /// holds them (cpu, memory: no read of the full node record).
+    fn on(self, ctx: &PodContext<'_>, index: usize) -> (i64, i64) {
+        let hot = &ctx.snapshot.hot[index];
+        match self {
+            Amount::Cpu => (
+                hot.cpu_milli,
+                hot.cpu_milli.saturating_sub(hot.free_cpu_milli),
+            ),
+            Amount::Memory => (hot.memory, hot.memory.saturating_sub(hot.free_memory)),
+            _ => {
+                let node = &ctx.snapshot.nodes[index];
+                (self.of(&node.allocatable), self.of(&node.requested))
+            }
+        }
+    }
+
     fn of(self, amounts: &Amounts) -> i64 {
         match self {
             Amount::Cpu => amounts.cpu_milli,
@@ -74,17 +91,19 @@ impl Balanced {
     /// (each fraction of allocatable, at most 1; a resource the node does
     /// not state left out), blended as upstream: `50 + (50 + after −
     /// before) / 2`, so 75 when the balance is unchanged.
-    pub(super) fn score(&self, node: &Node) -> f64 {
+    pub(super) fn score(&self, ctx: &PodContext<'_>, index: usize) -> f64 {
+        if let [(Amount::Cpu, cpu), (Amount::Memory, memory)] = self.resources[..] {
+            return cpu_and_memory(&ctx.snapshot.hot[index], cpu, memory);
+        }
         // On the stack: this runs once per feasible node.
         let mut with_pod = [0.0f64; MAX_RESOURCES];
         let mut without = [0.0f64; MAX_RESOURCES];
         let mut n = 0;
         for &(amount, request) in self.resources.iter().take(MAX_RESOURCES) {
-            let allocatable = amount.of(&node.allocatable);
+            let (allocatable, used) = amount.on(ctx, index);
             if allocatable <= 0 || allocatable == UNLIMITED {
                 continue;
             }
-            let used = amount.of(&node.requested);
             let fraction = |used: i64| (used as f64 / allocatable as f64).min(1.0);
             with_pod[n] = fraction(used.saturating_add(request));
             without[n] = fraction(used);
@@ -94,6 +113,35 @@ impl Balanced {
         let score = 50 + (50 + balance(&with_pod[..n]) - balance(&without[..n])) / 2;
         score as f64 / 100.0
     }
+}
+
+/// [`Balanced::score`] for the default resources, cpu and memory, read off
+/// the node's digest: what nearly every decision runs, once per node.
+fn cpu_and_memory(hot: &crate::snapshot::Hot, cpu: i64, memory: i64) -> f64 {
+    let fraction = |allocatable: i64, free: i64, add: i64| {
+        (allocatable > 0 && allocatable != UNLIMITED).then(|| {
+            // Divided, not multiplied by a reciprocal: the same bits as
+            // upstream's, which truncates the result.
+            let used = allocatable.saturating_sub(free);
+            let a = allocatable as f64;
+            (
+                (used.saturating_add(add) as f64 / a).min(1.0),
+                (used as f64 / a).min(1.0),
+            )
+        })
+    };
+    let (with_pod, without) = match (
+        fraction(hot.cpu_milli, hot.free_cpu_milli, cpu),
+        fraction(hot.memory, hot.free_memory, memory),
+    ) {
+        (Some((cw, c)), Some((mw, m))) => (
+            ((1.0 - ((cw - mw) / 2.0).abs()) * 100.0) as i64,
+            ((1.0 - ((c - m) / 2.0).abs()) * 100.0) as i64,
+        ),
+        // One resource or none: no spread to measure.
+        _ => (100, 100),
+    };
+    (50 + (50 + with_pod - without) / 2) as f64 / 100.0
 }
 
 /// `(1 − std of the fractions) · 100`, truncated (two resources: half

@@ -115,6 +115,8 @@ impl SnapshotBuilder {
             pods: Chunked::default(),
             pod_index: imbl::HashMap::new(),
             affinity_pods: imbl::OrdSet::new(),
+            pods_by_label: imbl::HashMap::new(),
+            label_columns: Arc::default(),
             namespaces: Arc::new(namespaces),
             workload_selectors: Arc::new(workload_selectors),
             storage: Arc::new(storage),
@@ -144,6 +146,7 @@ impl SnapshotBuilder {
             snapshot.count_images(NodeId(i as u32), true);
             snapshot.refresh(i);
         }
+        snapshot.label_columns = Arc::new(snapshot.topology_columns());
         snapshot.update_signals();
         snapshot.warning_parts.nodes = std::mem::take(&mut snapshot.warnings);
 

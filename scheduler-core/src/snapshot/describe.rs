@@ -79,6 +79,21 @@ impl Snapshot {
             );
         }
         let _ = writeln!(out, "groups {:?}", self.pod_groups());
+        // The label index by pod name, sorted: what selectors' candidates come from.
+        let mut index: Vec<String> = self
+            .pods_by_label
+            .iter()
+            .map(|((k, v), ids)| {
+                let mut pods: Vec<String> = ids
+                    .iter()
+                    .filter_map(|id| self.pod(*id).map(|p| p.key()))
+                    .collect();
+                pods.sort();
+                format!("{k}={v} {pods:?}")
+            })
+            .collect();
+        index.sort();
+        let _ = writeln!(out, "labels {index:?}");
         for w in self.warnings() {
             let _ = writeln!(out, "warning {w}");
         }

@@ -3,7 +3,7 @@
 use super::{GpuKind, Node};
 use crate::config::TopologyManagerPolicy;
 
-/// What the filter and score read for every node, packed together (about 80
+/// What the filter and score read for every node, packed together (about 96
 /// bytes; the full [`Node`] is several times that): one decision over 5,000
 /// nodes streams 400 KB instead of megabytes. Derived from the node and
 /// refreshed whenever its pods change.
@@ -11,6 +11,9 @@ use crate::config::TopologyManagerPolicy;
 pub(crate) struct Hot {
     pub(crate) free_cpu_milli: i64,
     pub(crate) free_memory: i64,
+    /// Allocatable cpu and memory, for the balanced-allocation score.
+    pub(crate) cpu_milli: i64,
+    pub(crate) memory: i64,
     pub(crate) free_ephemeral_storage: i64,
     /// `nvidia.com/gpu` allocatable minus requested.
     pub(crate) free_gpu_count: i64,
@@ -57,6 +60,8 @@ impl Hot {
         Hot {
             free_cpu_milli: a.cpu_milli.saturating_sub(r.cpu_milli),
             free_memory: a.memory.saturating_sub(r.memory),
+            cpu_milli: a.cpu_milli,
+            memory: a.memory,
             free_ephemeral_storage: a.ephemeral_storage.saturating_sub(r.ephemeral_storage),
             free_gpu_count: a.gpus.saturating_sub(r.gpus),
             pods_room: a.pods.saturating_sub(node.pods.len() as i64),

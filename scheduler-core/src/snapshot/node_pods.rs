@@ -160,8 +160,9 @@ impl Snapshot {
         let before = used_gpus(&self.nodes[index]);
         for id in std::mem::take(&mut self.nodes[index].pods) {
             if let Some(pod) = self.pods.get_mut(id.0 as usize).and_then(Option::take) {
-                self.pod_index.remove(&(pod.namespace, pod.name));
                 self.affinity_pods.remove(&id);
+                self.index_labels(id, &pod, false);
+                self.pod_index.remove(&(pod.namespace, pod.name));
                 self.reusable_pod_ids.push(id);
             }
         }

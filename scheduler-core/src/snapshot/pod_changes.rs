@@ -23,6 +23,7 @@ impl Snapshot {
     pub fn remove_pod(&mut self, id: PodId) -> Option<BoundPod> {
         let pod = self.pods.get_mut(id.0 as usize)?.take()?;
         self.affinity_pods.remove(&id);
+        self.index_labels(id, &pod, false);
         self.pod_index
             .remove(&(pod.namespace.clone(), pod.name.clone()));
         let node_index = pod.node.0 as usize;
@@ -142,6 +143,9 @@ impl Snapshot {
             .is_some_and(|p| !p.constraints.affinity.is_empty())
         {
             self.affinity_pods.insert(pod_id);
+        }
+        if let Some(p) = &pod {
+            self.index_labels(pod_id, p, true);
         }
         match reused.and_then(|id| self.pods.get_mut(id.0 as usize)) {
             Some(slot) => *slot = pod,

@@ -113,7 +113,14 @@ impl<'a> Applied<'a> {
         if !counting.contains(&true) {
             return counts;
         }
-        for (_, bound) in snapshot.pods() {
+        let selectors = self
+            .list
+            .iter()
+            .zip(&counting)
+            .filter(|(_, counts)| **counts)
+            .map(|(c, _)| c.selector.as_ref());
+        let candidates = snapshot.selector_candidates(selectors);
+        for (_, bound) in snapshot.pods_or_all(candidates.as_deref()) {
             if bound.terminating || bound.namespace != pod.namespace {
                 continue;
             }
