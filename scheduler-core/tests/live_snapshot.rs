@@ -103,7 +103,14 @@ fn pod_input(p: usize, node: usize, holding: &Holding, training: bool) -> BoundP
     // Labels, so the label index is kept up to date as the pods move.
     input.constraints = std::sync::Arc::new(
         gputopo_scheduler_core::pod_constraints::PodConstraints::labelled(&[
-            ("app", if p % 3 == 0 { "serve" } else { "train" }),
+            (
+                "app",
+                if p.is_multiple_of(3) {
+                    "serve"
+                } else {
+                    "train"
+                },
+            ),
             ("workload", workload),
         ]),
     );
