@@ -41,6 +41,8 @@ pub struct PodPlan {
     pub gpus: u32,
     /// The gang's name and size.
     pub gang: Option<(String, u32)>,
+    /// Its pod rule, in the `rules` mix.
+    pub rule: Option<Rule>,
 }
 
 /// The shares of GPU demand per kind (gangs, 4-GPU, 2-GPU, 1-GPU).
@@ -59,7 +61,25 @@ pub const SHARES: [(Kind, f64); 4] = [
 pub enum Mix {
     Mixed,
     OneGpu,
+    /// The mixed workload with a fifth of its single pods in one of 50
+    /// services, half with required anti-affinity against their service
+    /// per node, half spread over leaves (`DoNotSchedule`, maxSkew 1) and
+    /// hostnames (`ScheduleAnyway`): #27's mix with pod rules.
+    Rules,
 }
+
+/// A pod rule of the `rules` mix: its service and what it states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// Required anti-affinity against its own service per hostname.
+    ApartPerNode { service: u32 },
+    /// Spread over leaves (hard) and hostnames (soft).
+    Spread { service: u32 },
+}
+
+/// Services the `rules` mix's pods belong to.
+const SERVICES: u64 = 50;
 
 /// Gang sizes (members) and their weights.
 const GANG_SIZES: [(u32, u32); 4] = [(2, 4), (4, 3), (8, 2), (16, 1)];
@@ -95,7 +115,7 @@ pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize, mix: Mix) ->
     let mut rng = Rng::new(seed);
     let demand = fill * (nodes as f64) * 8.0;
     let shares: &[(Kind, f64)] = match mix {
-        Mix::Mixed => &SHARES,
+        Mix::Mixed | Mix::Rules => &SHARES,
         Mix::OneGpu => &[(Kind::Gang, 0.0), (Kind::One, 1.0)],
     };
     let max_gang = ((nodes / 4) as u32).clamp(2, 16);
@@ -137,6 +157,7 @@ pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize, mix: Mix) ->
                     kind: Kind::Gang,
                     gpus: 8,
                     gang: Some((gang.clone(), size)),
+                    rule: None,
                 })
                 .collect(),
         );
@@ -151,11 +172,21 @@ pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize, mix: Mix) ->
             _ => "one",
         };
         for i in 0..count {
+            // Drawn only for the rules mix, so the others stay as they were.
+            let rule = (mix == Mix::Rules && rng.below(5) == 0).then(|| {
+                let service = rng.below(SERVICES) as u32;
+                if rng.below(2) == 0 {
+                    Rule::ApartPerNode { service }
+                } else {
+                    Rule::Spread { service }
+                }
+            });
             jobs.push(vec![PodPlan {
                 name: format!("{prefix}-{i:04}"),
                 kind: *kind,
                 gpus: kind.gpus(),
                 gang: None,
+                rule,
             }]);
         }
     }
@@ -176,6 +207,7 @@ pub fn generate(nodes: usize, fill: f64, seed: u64, too_big: usize, mix: Mix) ->
         kind: Kind::TooBig,
         gpus: Kind::TooBig.gpus(),
         gang: None,
+        rule: None,
     }));
     pods
 }
@@ -198,7 +230,7 @@ pub fn pod(plan: &PodPlan, scheduler_name: &str) -> Pod {
         annotations.insert(keys::GANG_SIZE, size.to_string());
     }
     let kind = serde_json::to_value(plan.kind).unwrap_or_default();
-    serde_json::from_value(json!({
+    let mut pod: serde_json::Value = json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -221,8 +253,35 @@ pub fn pod(plan: &PodPlan, scheduler_name: &str) -> Pod {
                 }
             }]
         }
-    }))
-    .expect("a valid pod")
+    });
+    if let Some(rule) = plan.rule {
+        add_rule(&mut pod, rule);
+    }
+    serde_json::from_value(pod).expect("a valid pod")
+}
+
+/// The rule's service label and what it states, on a pod's JSON.
+fn add_rule(pod: &mut serde_json::Value, rule: Rule) {
+    let (Rule::ApartPerNode { service } | Rule::Spread { service }) = rule;
+    let svc = format!("svc-{service}");
+    pod["metadata"]["labels"]["svc"] = json!(svc);
+    let selector = json!({"matchLabels": {"svc": svc}});
+    match rule {
+        Rule::ApartPerNode { .. } => {
+            pod["spec"]["affinity"] = json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+                ]}});
+        }
+        Rule::Spread { .. } => {
+            pod["spec"]["topologySpreadConstraints"] = json!([
+                {"maxSkew": 1, "topologyKey": "gputopo.dev/leaf",
+                 "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector},
+                {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                 "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}
+            ]);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -261,6 +320,23 @@ mod tests {
             w.iter()
                 .all(|p| p.gpus == 1 && p.gang.is_none() && p.kind == Kind::One)
         );
+    }
+
+    #[test]
+    fn the_rules_mix_is_the_mixed_one_with_a_fifth_of_single_pods_ruled() {
+        let mixed = generate(1000, 0.9, 42, 0, Mix::Mixed);
+        let ruled = generate(1000, 0.9, 42, 0, Mix::Rules);
+        assert!(mixed.iter().all(|p| p.rule.is_none()));
+        let singles = ruled.iter().filter(|p| p.gang.is_none()).count();
+        let with_rules = ruled.iter().filter(|p| p.rule.is_some()).count();
+        assert!(
+            (singles / 7..=singles / 3).contains(&with_rules),
+            "{with_rules} of {singles}"
+        );
+        assert!(ruled.iter().all(|p| p.gang.is_none() || p.rule.is_none()));
+        let p = ruled.iter().find(|p| p.rule.is_some()).expect("a ruled pod");
+        let spec = pod(p, "x").spec.expect("a spec");
+        assert!(spec.affinity.is_some() || spec.topology_spread_constraints.is_some());
     }
 
     #[test]
