@@ -269,9 +269,9 @@ fn add_rule(pod: &mut serde_json::Value, rule: Rule) {
     match rule {
         Rule::ApartPerNode { .. } => {
             pod["spec"]["affinity"] = json!({"podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
-                ]}});
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+            ]}});
         }
         Rule::Spread { .. } => {
             pod["spec"]["topologySpreadConstraints"] = json!([
@@ -334,7 +334,10 @@ mod tests {
             "{with_rules} of {singles}"
         );
         assert!(ruled.iter().all(|p| p.gang.is_none() || p.rule.is_none()));
-        let p = ruled.iter().find(|p| p.rule.is_some()).expect("a ruled pod");
+        let p = ruled
+            .iter()
+            .find(|p| p.rule.is_some())
+            .expect("a ruled pod");
         let spec = pod(p, "x").spec.expect("a spec");
         assert!(spec.affinity.is_some() || spec.topology_spread_constraints.is_some());
     }
