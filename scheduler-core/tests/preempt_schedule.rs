@@ -272,10 +272,9 @@ fn bound_k8s(
     gpus: u32,
     priority: i32,
 ) -> gputopo_scheduler_core::snapshot::BoundPodInput {
-    let mut spec = serde_json::json!({"priority": priority});
+    let spec = serde_json::json!({"priority": priority});
     if gpus > 0 {
         let held: Vec<String> = (0..gpus).map(|g| g.to_string()).collect();
-        spec["priority"] = serde_json::json!(priority);
         let mut p = k8s_pod(name, Some(node), labels, spec, gpus);
         p.metadata.annotations =
             Some([("gputopo.dev/assigned-gpus".to_string(), held.join(","))].into());
@@ -309,29 +308,37 @@ fn preemptor_with(
     .expect("readable")
 }
 
+/// Node n1 (labelled with its hostname) holding one priority-1 pod named
+/// `app`, labelled `app: <app>`, on `gpus` GPUs.
+fn n1_with(app: &str, gpus: u32) -> gputopo_scheduler_core::snapshot::Snapshot {
+    let mut n = gpu_node("n1", a100());
+    n.labels
+        .insert("kubernetes.io/hostname".into(), "n1".into());
+    snapshot(
+        vec![n],
+        vec![bound_k8s(
+            app,
+            "n1",
+            serde_json::json!({"app": app}),
+            gpus,
+            1,
+        )],
+    )
+}
+
+/// A required `kind` (`podAffinity`, `podAntiAffinity`) term per hostname
+/// selecting `app: <app>`.
+fn per_host(kind: &str, app: &str) -> serde_json::Value {
+    serde_json::json!({kind: {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}})
+}
+
 /// The preemptor's required anti-affinity against a lower-priority pod on
 /// the node: that pod is evicted (and only it), as kube-scheduler would.
 #[test]
 fn a_pod_the_preemptors_anti_affinity_refuses_is_evicted() {
-    let host = |name: &str| {
-        let mut n = gpu_node(name, a100());
-        n.labels
-            .insert("kubernetes.io/hostname".into(), name.into());
-        n
-    };
-    let snap = snapshot(
-        vec![host("n1")],
-        vec![bound_k8s(
-            "noisy",
-            "n1",
-            serde_json::json!({"app": "noisy"}),
-            2,
-            1,
-        )],
-    );
-    let anti = serde_json::json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "noisy"}}, "topologyKey": "kubernetes.io/hostname"}]}});
-    let preemptor = preemptor_with(anti, 2);
+    let snap = n1_with("noisy", 2);
+    let preemptor = preemptor_with(per_host("podAntiAffinity", "noisy"), 2);
     let config = SchedulerConfig::default();
     assert!(matches!(
         schedule(&snap, &preemptor, &config),
@@ -357,25 +364,8 @@ fn a_pod_the_preemptors_anti_affinity_refuses_is_evicted() {
 /// as making room: with its GPUs the only ones to free, nothing is proposed.
 #[test]
 fn a_pod_the_preemptors_affinity_needs_is_never_the_room_made() {
-    let host = |name: &str| {
-        let mut n = gpu_node(name, a100());
-        n.labels
-            .insert("kubernetes.io/hostname".into(), name.into());
-        n
-    };
-    let snap = snapshot(
-        vec![host("n1")],
-        vec![bound_k8s(
-            "db",
-            "n1",
-            serde_json::json!({"app": "db"}),
-            8,
-            1,
-        )],
-    );
-    let affinity = serde_json::json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}});
-    let preemptor = preemptor_with(affinity, 4);
+    let snap = n1_with("db", 8);
+    let preemptor = preemptor_with(per_host("podAffinity", "db"), 4);
     let config = SchedulerConfig::default();
     let e = propose_preemption(
         &snap,

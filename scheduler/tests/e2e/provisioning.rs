@@ -15,7 +15,8 @@
 //! the real one, then binds the claim to it.
 
 use super::common::*;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use super::volumes::mount_claim;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
@@ -137,38 +138,15 @@ async fn run(scheduler: &str, log: &dyn Fn() -> String) -> (String, String) {
         class_name.clone(),
         group.clone(),
     ));
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "scratch"},
-        "spec": {
-            "storageClassName": class_name,
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "20Gi"}}
-        }
-    }))
-    .expect("a claim");
-    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
-    claims
-        .create(&post, &claim)
-        .await
-        .expect("creating the claim");
-    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
-    let mut pod = gpu_pod("trainer", scheduler, &group, 1, &[]);
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.volumes = Some(vec![
-            serde_json::from_value(
-                json!({"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}}),
-            )
-            .expect("a volume"),
-        ]);
-    }
-    create(&pods, &pod).await;
-    let node = wait_for(
-        &format!("{scheduler}: the pod bound"),
-        Duration::from_secs(120),
-        || async { pods.get("trainer").await.ok().as_ref().and_then(node_of) },
+    let node = mount_claim(
+        &client,
+        &ns,
+        (&group, scheduler),
+        (&class_name, "scratch", "20Gi"),
         log,
     )
     .await;
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
     let selected = wait_for(
         &format!("{scheduler}: the claim bound, its node named"),
         Duration::from_secs(90),

@@ -49,38 +49,15 @@ async fn run(scheduler: &str, log: &dyn Fn() -> String) -> String {
         .create(&post, &volume)
         .await
         .expect("creating the volume");
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "dataset"},
-        "spec": {
-            "storageClassName": class_name,
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "50Gi"}}
-        }
-    }))
-    .expect("a claim");
-    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
-    claims
-        .create(&post, &claim)
-        .await
-        .expect("creating the claim");
-    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
-    let mut pod = gpu_pod("trainer", scheduler, &group, 1, &[]);
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.volumes = Some(vec![
-            serde_json::from_value(
-                json!({"name": "data", "persistentVolumeClaim": {"claimName": "dataset"}}),
-            )
-            .expect("a volume"),
-        ]);
-    }
-    create(&pods, &pod).await;
-    let node = wait_for(
-        &format!("{scheduler}: the pod bound"),
-        Duration::from_secs(90),
-        || async { pods.get("trainer").await.ok().as_ref().and_then(node_of) },
+    let node = mount_claim(
+        &client,
+        &ns,
+        (&group, scheduler),
+        (&class_name, "dataset", "50Gi"),
         log,
     )
     .await;
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
     let bound_to = wait_for(
         &format!("{scheduler}: the claim bound"),
         Duration::from_secs(90),
@@ -94,6 +71,48 @@ async fn run(scheduler: &str, log: &dyn Fn() -> String) -> String {
     .await;
     assert_eq!(bound_to, volume_name, "{scheduler}: the claim's volume");
     slot_of.get(&node).cloned().unwrap_or(node)
+}
+
+/// A claim `name` of `class` and `size` in `ns`, and a 1-GPU pod `trainer`
+/// of `group` mounting it, for `scheduler`: the node the pod was bound to.
+pub(super) async fn mount_claim(
+    client: &kube::Client,
+    ns: &str,
+    (group, scheduler): (&str, &str),
+    (class, name, size): (&str, &str, &str),
+    log: &dyn Fn() -> String,
+) -> String {
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": class,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": size}}
+        }
+    }))
+    .expect("a claim");
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("creating the claim");
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let mut pod = gpu_pod("trainer", scheduler, group, 1, &[]);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.volumes = Some(vec![
+            serde_json::from_value(
+                json!({"name": "data", "persistentVolumeClaim": {"claimName": name}}),
+            )
+            .expect("a volume"),
+        ]);
+    }
+    create(&pods, &pod).await;
+    wait_for(
+        &format!("{scheduler}: the pod bound"),
+        Duration::from_secs(120),
+        || async { pods.get("trainer").await.ok().as_ref().and_then(node_of) },
+        log,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
