@@ -111,19 +111,20 @@ fn a_spared_pod_is_worked_around_and_its_gang_spared_whole() {
     );
 }
 
+/// A pod's rules: host port 18080 and nothing else.
+fn ported() -> std::sync::Arc<gputopo_scheduler_core::pod_constraints::PodConstraints> {
+    use gputopo_scheduler_core::pod_constraints::{HostPort, PodConstraints};
+    std::sync::Arc::new(PodConstraints {
+        host_ports: vec![HostPort::tcp(18080)],
+        ..PodConstraints::default()
+    })
+}
+
 /// Evictions free GPUs; they are never proposed on a node whose host port
 /// the preemptor wants is taken, where the preemptor would still be
 /// refused once the victims are gone.
 #[test]
 fn no_evictions_on_a_node_the_pods_host_port_still_refuses() {
-    use gputopo_scheduler_core::pod_constraints::{HostPort, PodConstraints};
-    use std::sync::Arc;
-    let ported = || {
-        Arc::new(PodConstraints {
-            host_ports: vec![HostPort::tcp(18080)],
-            ..PodConstraints::default()
-        })
-    };
     let mut web = holder("web", "n1", &[], None);
     web.priority = 1000;
     web.constraints = ported();
@@ -174,14 +175,6 @@ fn no_evictions_on_a_node_the_pods_host_port_still_refuses() {
 /// it holds no GPU; a GPU pod on the node is left alone, its GPUs not needed.
 #[test]
 fn a_lower_priority_pods_host_port_is_evicted_for_the_preemptor() {
-    use gputopo_scheduler_core::pod_constraints::{HostPort, PodConstraints};
-    use std::sync::Arc;
-    let ported = || {
-        Arc::new(PodConstraints {
-            host_ports: vec![HostPort::tcp(18080)],
-            ..PodConstraints::default()
-        })
-    };
     let mut web = holder("web", "n1", &[], None);
     web.priority = 10;
     web.constraints = ported();
