@@ -49,6 +49,8 @@
 //! Types: [`Snapshot`] and its queries here; `node.rs` (a node as stored),
 //! `hot.rs` (what the filter scans per node), `node_ref.rs` (a node as read),
 //! `bound_pod.rs`, `domain.rs`, `gpu_uuids.rs`, `signals.rs`, `warning.rs`.
+//! Indexes the pod rules read: `label_index.rs` (bound pods by label) and
+//! `label_columns.rs` (nodes' hostname, zone and region as columns).
 //! Inputs: `input.rs`, made from Kubernetes objects by `from_k8s.rs`; `amounts.rs`
 //! (resource amounts as stored and compared).
 //! Changes: `build.rs` and `build_node.rs` (building), `pod_changes.rs`
