@@ -228,8 +228,9 @@ impl Scorer {
         // in thousandths is not packed toward the memory band (its GPU is the
         // one that strands least); explicit strategies and memory asks stay.
         let target = ctx.config.target_workload.is_some();
-        let images = node_resources::PodImages::of(ctx).filter(|_| alone);
-        let balanced = node_resources::Balanced::of(ctx).filter(|_| alone);
+        // Read only where gputopo gives these scores (not beside kube-scheduler).
+        let images = alone.then(|| node_resources::PodImages::of(ctx)).flatten();
+        let balanced = alone.then(|| node_resources::Balanced::of(ctx)).flatten();
         let milli_share = matches!(request.gpu_share, Some(GpuShare::Milli(_)));
         let mut scorer = Scorer {
             gpu_set: on(ctx.wants_whole_gpus(), w.gpu_set),

@@ -92,9 +92,6 @@ impl Balanced {
     /// not state left out), blended as upstream: `50 + (50 + after −
     /// before) / 2`, so 75 when the balance is unchanged.
     pub(super) fn score(&self, ctx: &PodContext<'_>, index: usize) -> f64 {
-        if let [(Amount::Cpu, cpu), (Amount::Memory, memory)] = self.resources[..] {
-            return cpu_and_memory(&ctx.snapshot.hot[index], cpu, memory);
-        }
         // On the stack: this runs once per feasible node.
         let mut with_pod = [0.0f64; MAX_RESOURCES];
         let mut without = [0.0f64; MAX_RESOURCES];
@@ -113,35 +110,6 @@ impl Balanced {
         let score = 50 + (50 + balance(&with_pod[..n]) - balance(&without[..n])) / 2;
         score as f64 / 100.0
     }
-}
-
-/// [`Balanced::score`] for the default resources, cpu and memory, read off
-/// the node's digest: what nearly every decision runs, once per node.
-fn cpu_and_memory(hot: &crate::snapshot::Hot, cpu: i64, memory: i64) -> f64 {
-    let fraction = |allocatable: i64, free: i64, add: i64| {
-        (allocatable > 0 && allocatable != UNLIMITED).then(|| {
-            // Divided, not multiplied by a reciprocal: the same bits as
-            // upstream's, which truncates the result.
-            let used = allocatable.saturating_sub(free);
-            let a = allocatable as f64;
-            (
-                (used.saturating_add(add) as f64 / a).min(1.0),
-                (used as f64 / a).min(1.0),
-            )
-        })
-    };
-    let (with_pod, without) = match (
-        fraction(hot.cpu_milli, hot.free_cpu_milli, cpu),
-        fraction(hot.memory, hot.free_memory, memory),
-    ) {
-        (Some((cw, c)), Some((mw, m))) => (
-            ((1.0 - ((cw - mw) / 2.0).abs()) * 100.0) as i64,
-            ((1.0 - ((c - m) / 2.0).abs()) * 100.0) as i64,
-        ),
-        // One resource or none: no spread to measure.
-        _ => (100, 100),
-    };
-    (50 + (50 + with_pod - without) / 2) as f64 / 100.0
 }
 
 /// `(1 − std of the fractions) · 100`, truncated (two resources: half
