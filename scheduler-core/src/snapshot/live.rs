@@ -27,7 +27,8 @@ type PodKey = (String, String);
 pub struct LiveCounts {
     /// Whole builds: the first, and after each change that moved nodes.
     pub full_builds: u64,
-    /// Nodes whose pods were inserted again after a change on that node.
+    /// Changes made on one node in place: its pods inserted again (a pod
+    /// or a GPU reading changed) or its images replaced.
     pub node_updates: u64,
     /// Changes that changed nothing the snapshot holds (a node's status
     /// heartbeat, a pod rewritten with the same binding).
@@ -86,11 +87,16 @@ impl LiveSnapshot {
             }
             Some(old) if same_but_reading(old, &node) => {
                 let images_changed = old.images != node.images;
+                let reading_changed = old.gpu_allocations != node.gpu_allocations
+                    || old.allocations_observed_at != node.allocations_observed_at;
                 self.nodes.insert(name.clone(), node);
                 if images_changed {
                     self.update_images(&name);
                 }
-                self.update_node(&name);
+                // The pods are inserted again only for a new GPU reading.
+                if reading_changed {
+                    self.update_node(&name);
+                }
             }
             _ => {
                 self.nodes.insert(name, node);
@@ -258,6 +264,7 @@ impl LiveSnapshot {
             return;
         };
         if let Some(id) = snapshot.node_id(name) {
+            self.counts.node_updates += 1;
             snapshot.set_node_images(id, &input.images);
         }
     }
