@@ -234,8 +234,17 @@ fn a_lower_priority_pods_host_port_is_evicted_for_the_preemptor() {
     // Of equal priority the holder stays, and nothing else would help.
     web.priority = 100;
     let kept = snapshot(vec![gpu_node("n1", a100())], vec![web]);
+    let e = propose_preemption(&kept, &[cpu], &config, &PreemptionPolicy::default(), now())
+        .expect_err("the holder outranks no one");
     assert!(
-        propose_preemption(&kept, &[cpu], &config, &PreemptionPolicy::default(), now()).is_err()
+        matches!(
+            e,
+            gputopo_scheduler_core::preempt_schedule::PreemptionError::NoRoomWithoutGpus {
+                tried: 0,
+                ..
+            }
+        ),
+        "{e}"
     );
 }
 

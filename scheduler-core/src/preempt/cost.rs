@@ -1,5 +1,7 @@
 //! What evicting a pod costs, and which pods are protected.
 
+use super::Victim;
+use gputopo_api::WorkloadKind;
 use std::ops::Add;
 use std::time::{Duration, SystemTime};
 
@@ -73,6 +75,18 @@ impl PreemptionPolicy {
     /// GPU-seconds charged for evicting an inference pod holding `gpus` GPUs.
     pub fn inference_loss(&self, gpus: u32) -> u64 {
         u64::from(gpus).saturating_mul(self.inference_restart.as_secs())
+    }
+
+    /// GPU-seconds evicting `victim` loses with `held` of its GPUs: an
+    /// inference pod's restart, else (training, or a pod that does not say)
+    /// the work since its last checkpoint.
+    pub(crate) fn loss(&self, victim: &Victim, held: u32, now: SystemTime) -> u64 {
+        match victim.workload {
+            Some(WorkloadKind::Inference) => self.inference_loss(held),
+            Some(WorkloadKind::Training) | None => {
+                self.training_loss(now, held, victim.checkpoint, victim.start)
+            }
+        }
     }
 }
 

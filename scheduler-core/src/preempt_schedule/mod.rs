@@ -26,7 +26,8 @@ use crate::filter::PodContext;
 use crate::gang::{GangNode, Within};
 use crate::pod::PendingPod;
 use crate::preempt::{
-    PreemptCluster, PreemptNoFit, PreemptNode, PreemptionPolicy, Preemptor, Victim, propose,
+    PreemptCluster, PreemptNoFit, PreemptNode, PreemptionPolicy, Preemptor, Proposal, Victim,
+    propose,
 };
 use crate::snapshot::{BoundPod, NodeId, PodId, Snapshot};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
@@ -72,6 +73,13 @@ pub enum PreemptionError {
         "evicting the victims would still leave {nodes} refusing the pod's own rules (an affinity to an evicted pod, a spread the move would skew)"
     )]
     RulesStillRefuse { nodes: String },
+    /// A pod asking no whole GPU: no node tried admits it even with its
+    /// lower-priority pods gone.
+    #[error(
+        "{pod}: no node admits it even with its lower-priority pods evicted ({tried} node(s) with such pods tried, at most {})",
+        rules::MAX_RULE_NODES
+    )]
+    NoRoomWithoutGpus { pod: String, tried: usize },
 }
 
 fn system_time(t: Timestamp) -> SystemTime {
@@ -120,6 +128,14 @@ pub fn propose_preemption_sparing(
             });
         }
     }
+    let now_st = system_time(now);
+    let nodes = candidate_nodes(&ctx, first, &spared, now_st);
+    let preemptor = Preemptor {
+        priority: first.priority,
+        request,
+        members: members.len() as u32,
+        within: Within::Anywhere,
+    };
     let mut left_out: BTreeSet<usize> = BTreeSet::new();
     let still_refusing = |left_out: &BTreeSet<usize>| PreemptionError::RulesStillRefuse {
         nodes: left_out
@@ -129,53 +145,50 @@ pub fn propose_preemption_sparing(
             .join(", "),
     };
     for _ in 0..=RULE_RETRIES {
-        let plan = match propose_on(
-            snapshot, members, config, policy, now, &spared, request, &left_out,
-        ) {
-            Ok(plan) => plan,
+        let cluster = PreemptCluster {
+            tier_names: snapshot.tiers().keys().to_vec(),
+            nodes: nodes
+                .iter()
+                .filter(|n| !left_out.contains(&n.node.id))
+                .cloned()
+                .collect(),
+        };
+        let proposal = match propose(&preemptor, &cluster, policy, now_st) {
+            Ok(proposal) => proposal,
             // Without the nodes the rules refused, nothing is left: say why.
             Err(_) if !left_out.is_empty() => return Err(still_refusing(&left_out)),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
-        let refusing = nodes_still_refusing(snapshot, first, config, &plan);
+        let refusing = nodes_still_refusing(snapshot, first, config, &proposal);
         if refusing.is_empty() {
-            return Ok(plan.plan);
+            return Ok(plan_of(snapshot, proposal));
         }
         left_out.extend(refusing);
     }
     Err(still_refusing(&left_out))
 }
 
-/// A plan and the snapshot's ids of what it evicts and where members go.
-struct Proposed {
-    plan: PreemptionPlan,
-    victims: Vec<PodId>,
-    nodes: Vec<usize>,
-}
-
-/// The nodes of `proposed` whose rules refuse `pod` once every victim is gone.
+/// The nodes of `proposal` whose rules refuse `pod` once every victim is gone.
 fn nodes_still_refusing(
     snapshot: &Snapshot,
     pod: &PendingPod,
     config: &SchedulerConfig,
-    proposed: &Proposed,
+    proposal: &Proposal,
 ) -> Vec<usize> {
-    if proposed.victims.is_empty() {
+    if proposal.victims.is_empty() {
         return Vec::new();
     }
     let mut after = snapshot.clone();
-    for &id in &proposed.victims {
-        after.remove_pod(id);
+    for v in &proposal.victims {
+        after.remove_pod(PodId(v.id as u32));
     }
     let ctx = PodContext::new(&after, pod, config);
-    let mut refusing: Vec<usize> = proposed
-        .nodes
+    proposal
+        .members
         .iter()
-        .copied()
+        .map(|m| m.node)
         .filter(|&i| !ctx.pod_rules_admit(i))
-        .collect();
-    refusing.dedup();
-    refusing
+        .collect()
 }
 
 /// Who preemption may not touch: the pods whose eviction a budget refused,
@@ -238,27 +251,22 @@ fn gang_of(p: &BoundPod) -> Option<String> {
         .map(|g| format!("{}/{}", p.namespace, g.name()))
 }
 
-/// One run of the GPU search, leaving out `left_out` nodes.
-#[allow(clippy::too_many_arguments)]
-fn propose_on(
-    snapshot: &Snapshot,
-    members: &[PendingPod],
-    config: &SchedulerConfig,
-    policy: &PreemptionPolicy,
-    now: Timestamp,
+/// The nodes the GPU search may use, each with its lower-priority pods
+/// holding GPUs and, where the pod rules refuse the preemptor as the node
+/// is, its rule victims (required).
+fn candidate_nodes(
+    ctx: &PodContext<'_>,
+    first: &PendingPod,
     spared: &Spared,
-    request: crate::gpuset::SetRequest,
-    left_out: &BTreeSet<usize>,
-) -> Result<Proposed, PreemptionError> {
-    let first = &members[0];
-    let ctx = PodContext::new(snapshot, first, config);
-    let now_st = system_time(now);
+    now: SystemTime,
+) -> Vec<PreemptNode> {
+    let snapshot = ctx.snapshot;
     let mut nodes = Vec::new();
     let mut rule_nodes = 0usize;
     for i in 0..snapshot.len() {
         let node = snapshot.node(NodeId(i as u32));
         let Some(shape) = node.shape() else { continue };
-        if !ctx.admits(i) || left_out.contains(&i) {
+        if !ctx.admits(i) {
             continue;
         }
         let lower: Vec<PodId> = node
@@ -273,7 +281,7 @@ fn propose_on(
                 continue;
             }
             rule_nodes += 1;
-            match victims_on_node(snapshot, first, config, i, &lower, NodeCheck::Rules) {
+            match victims_on_node(snapshot, first, ctx.config, i, &lower, NodeCheck::Rules) {
                 Some(v) => v,
                 None => continue,
             }
@@ -281,7 +289,7 @@ fn propose_on(
         let victims: Vec<Victim> = node
             .pods()
             .filter(|(id, p)| required.contains(id) || (p.gpus != 0 && lower.contains(id)))
-            .map(|(id, p)| victim(id, p, now_st))
+            .map(|(id, p)| victim(id, p, now))
             .collect();
         let required = victims
             .iter()
@@ -295,38 +303,24 @@ fn propose_on(
             required,
         });
     }
-    let cluster = PreemptCluster {
-        tier_names: snapshot.tiers().keys().to_vec(),
-        nodes,
-    };
-    let preemptor = Preemptor {
-        priority: first.priority,
-        request,
-        members: members.len() as u32,
-        within: Within::Anywhere,
-    };
-    let proposal = propose(&preemptor, &cluster, policy, now_st)?;
-    Ok(Proposed {
-        victims: proposal
-            .victims
+    nodes
+}
+
+/// The plan a proposal makes, by name.
+fn plan_of(snapshot: &Snapshot, proposal: Proposal) -> PreemptionPlan {
+    PreemptionPlan {
+        victims: proposal.victims.iter().map(|v| v.name.clone()).collect(),
+        members: proposal
+            .members
             .iter()
-            .map(|v| PodId(v.id as u32))
+            .map(|m| {
+                let node = snapshot.node(NodeId(m.node as u32)).name().to_string();
+                (node, crate::snapshot::bit_indices(m.gpus))
+            })
             .collect(),
-        nodes: proposal.members.iter().map(|m| m.node).collect(),
-        plan: PreemptionPlan {
-            victims: proposal.victims.iter().map(|v| v.name.clone()).collect(),
-            members: proposal
-                .members
-                .iter()
-                .map(|m| {
-                    let node = snapshot.node(NodeId(m.node as u32)).name().to_string();
-                    (node, crate::snapshot::bit_indices(m.gpus))
-                })
-                .collect(),
-            gpu_hours_lost: proposal.cost.gpu_hours(),
-            explanation: proposal.explanation,
-        },
-    })
+        gpu_hours_lost: proposal.cost.gpu_hours(),
+        explanation: proposal.explanation,
+    }
 }
 
 /// A bound pod as the GPU search prices it.

@@ -8,13 +8,12 @@
 //! A victim in a gang takes its whole gang with it, as every eviction here.
 
 use super::rules::{MAX_CANDIDATES, MAX_RULE_NODES, NodeCheck, victims_on_node};
-use super::{PreemptionError, PreemptionPlan, Spared, system_time};
+use super::{PreemptionError, PreemptionPlan, Spared, system_time, victim};
 use crate::config::SchedulerConfig;
 use crate::filter::PodContext;
 use crate::pod::PendingPod;
-use crate::preempt::{PreemptNoFit, PreemptionPolicy, Shortfall};
-use crate::snapshot::{BoundPod, NodeId, PodId, Snapshot};
-use gputopo_api::WorkloadKind;
+use crate::preempt::PreemptionPolicy;
+use crate::snapshot::{NodeId, PodId, Snapshot};
 use gputopo_api::k8s_openapi::jiff::Timestamp;
 
 /// How a node's victims rank: less is better.
@@ -62,20 +61,22 @@ pub(super) fn propose(
         }
     }
     let Some((_, index, victims)) = best else {
-        return Err(PreemptionError::NoFit(PreemptNoFit::Short(Shortfall {
-            members: 1,
-            need: "a node whose filter passes once lower-priority pods are gone".into(),
-            within: None,
-            most: 0,
-            most_in: None,
-            units: 0,
-            not_lower: 0,
-        })));
+        return Err(PreemptionError::NoRoomWithoutGpus {
+            pod: pod.key(),
+            tried,
+        });
     };
     let node = snapshot.node(NodeId(index as u32)).name().to_string();
-    let pods: Vec<&BoundPod> = victims.iter().filter_map(|&id| snapshot.pod(id)).collect();
-    let names: Vec<String> = pods.iter().map(|p| p.key()).collect();
-    let seconds: u64 = pods.iter().map(|p| loss(p, policy, now)).sum();
+    let now = system_time(now);
+    let priced: Vec<_> = victims
+        .iter()
+        .filter_map(|&id| snapshot.pod(id).map(|p| victim(id, p, now)))
+        .collect();
+    let names: Vec<String> = priced.iter().map(|v| v.name.clone()).collect();
+    let seconds: u64 = priced
+        .iter()
+        .map(|v| policy.loss(v, v.gpus.count_ones(), now))
+        .sum();
     Ok(PreemptionPlan {
         explanation: format!(
             "on {node}, evicting {} lets the pod's rules and requests pass (the fewest, least important lower-priority pods, as kube-scheduler's DefaultPreemption)",
@@ -98,22 +99,4 @@ fn rank(snapshot: &Snapshot, victims: &[PodId]) -> Rank {
         priorities.map(i64::from).sum(),
         victims.len(),
     )
-}
-
-/// GPU-seconds a victim loses, as the GPU search prices them.
-fn loss(p: &BoundPod, policy: &PreemptionPolicy, now: Timestamp) -> u64 {
-    let gpus = p.gpus.count_ones();
-    if gpus == 0 {
-        return 0;
-    }
-    let now = system_time(now);
-    match p.workload() {
-        Some(WorkloadKind::Inference) => policy.inference_loss(gpus),
-        _ => {
-            let request = p.request.as_ref();
-            let checkpoint = request.and_then(|r| r.checkpoint_time).map(system_time);
-            let start = p.start_time.map_or(now, system_time);
-            policy.training_loss(now, gpus, checkpoint, start)
-        }
-    }
 }

@@ -66,8 +66,8 @@ fn priced(
     policy: &PreemptionPolicy,
     now: SystemTime,
 ) -> (Class, u64) {
-    match victim.workload {
-        Some(WorkloadKind::Inference) => (Class::Inference, policy.inference_loss(held)),
+    let class = match victim.workload {
+        Some(WorkloadKind::Inference) => Class::Inference,
         Some(WorkloadKind::Training) | None => {
             let protected = policy.protected(
                 now,
@@ -75,17 +75,14 @@ fn priced(
                 victim.expected_completion,
                 victim.start,
             );
-            let class = if protected {
+            if protected {
                 Class::Protected
             } else {
                 Class::Training
-            };
-            (
-                class,
-                policy.training_loss(now, held, victim.checkpoint, victim.start),
-            )
+            }
         }
-    }
+    };
+    (class, policy.loss(victim, held, now))
 }
 
 /// A scope's answer: members placed, units kept, what it costs.
