@@ -4,7 +4,7 @@
 //! plugins. The extender watches none (and its
 //! decisions judge no volume: kube-scheduler does).
 
-use gputopo_scheduler_core::snapshot::{Storage, StorageError, storage, storage_capacity};
+use gputopo_scheduler_core::snapshot::{Storage, StorageError, storage};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::runtime::reflector::Store;
@@ -82,12 +82,10 @@ impl StorageObjects {
             self.classes.iter().map(AsRef::as_ref),
             self.csi_nodes.iter().map(AsRef::as_ref),
         );
-        let (capacity, unreadable) = storage_capacity(
+        errors.extend(read.read_capacity(
             self.csi_drivers.iter().map(AsRef::as_ref),
             self.capacities.iter().map(AsRef::as_ref),
-        );
-        read.capacity = capacity;
-        errors.extend(unreadable);
+        ));
         (read, errors)
     }
 }

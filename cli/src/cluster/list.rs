@@ -21,7 +21,7 @@ use gputopo_api::k8s_openapi::jiff::Timestamp;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::reported::ReadingTrust;
 use gputopo_scheduler_core::snapshot::from_k8s::{bound_pod_input, node_input, workload_selectors};
-use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder, storage, storage_capacity};
+use gputopo_scheduler_core::snapshot::{PodGroup, SnapshotBuilder, storage};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -122,12 +122,10 @@ pub(super) fn load_list(
         &volumes.classes,
         &volumes.csi_nodes,
     );
-    let (capacity, unreadable_capacity) = storage_capacity(&volumes.drivers, &volumes.capacities);
-    unreadable.extend(unreadable_capacity);
+    unreadable.extend(read.read_capacity(&volumes.drivers, &volumes.capacities));
     if let Some(e) = unreadable.first() {
         return Err(invalid(path, &format!("{} {}", e.kind, e.name), e));
     }
-    read.capacity = capacity;
     builder.storage(read);
     let snapshot = builder
         .build()

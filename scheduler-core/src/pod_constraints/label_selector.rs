@@ -36,9 +36,13 @@ impl LabelSelector {
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements
-            .iter()
-            .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+        self.matches_by(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// [`LabelSelector::matches`] over labels `label` reads by key (a
+    /// node's, without copying them into a map).
+    pub fn matches_by<'l>(&self, label: impl Fn(&str) -> Option<&'l str>) -> bool {
+        self.requirements.iter().all(|r| r.matches(label(&r.key)))
     }
 
     /// Reads a selector; `field` names it in errors (`…labelSelector`).

@@ -88,7 +88,7 @@ mod workload_selectors;
 pub use plausible::implausible_topology;
 pub use storage::{
     AccessMode, CapacityEntry, Claim, NO_PROVISIONER, SELECTED_NODE, Storage, StorageCapacity,
-    StorageClass, StorageError, Volume, VolumePlan, storage, storage_capacity,
+    StorageClass, StorageError, Volume, VolumePlan, storage,
 };
 pub use workload_selectors::WorkloadSelectors;
 

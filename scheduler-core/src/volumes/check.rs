@@ -6,7 +6,9 @@ use super::VolumeRefusal;
 use super::limits::within_limits;
 use super::matching::{Candidates, class_admits};
 use crate::pod::PendingPod;
-use crate::snapshot::{AccessMode, Claim, NodeId, NodeRef, Snapshot, Volume, VolumePlan};
+use crate::snapshot::{
+    AccessMode, CapacityEntry, Claim, NodeId, NodeRef, Snapshot, Volume, VolumePlan,
+};
 
 /// The zone and region labels VolumeZone compares, with the GA key a beta
 /// key is also read as on the node.
@@ -41,6 +43,9 @@ struct Waiting<'a> {
     name: String,
     claim: &'a Claim,
     candidates: Candidates<'a>,
+    /// The published capacities that could hold it if provisioned, node
+    /// aside; `None` when its driver publishes none (or it has no size).
+    rooms: Option<Vec<&'a CapacityEntry>>,
 }
 
 impl<'a> VolumeCheck<'a> {
@@ -95,10 +100,16 @@ impl<'a> VolumeCheck<'a> {
                 .is_some_and(|class| class.wait_for_first_consumer);
             if delayed {
                 let candidates = Candidates::of(storage, (&pod.namespace, &name), claim);
+                let rooms = storage.classes.get(&claim.class).and_then(|class| {
+                    storage
+                        .capacity
+                        .rooms(&class.provisioner, &claim.class, claim.request_bytes)
+                });
                 check.waiting.push(Waiting {
                     name,
                     claim,
                     candidates,
+                    rooms,
                 });
             } else {
                 immediate.get_or_insert(name);
@@ -136,6 +147,7 @@ impl<'a> VolumeCheck<'a> {
             name,
             claim,
             candidates,
+            rooms,
         } in &self.waiting
         {
             if let Some(selected) = &claim.selected_node {
@@ -156,16 +168,10 @@ impl<'a> VolumeCheck<'a> {
             if !class_admits(class, &node) {
                 return Err(VolumeRefusal::BindConflict);
             }
-            if !storage.capacity.enough(
-                &class.provisioner,
-                &claim.class,
-                claim.request_bytes,
-                || {
-                    node.labels()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect()
-                },
-            ) {
+            if rooms
+                .as_ref()
+                .is_some_and(|rooms| !rooms.iter().any(|r| r.reaches(|k| node.label(k))))
+            {
                 return Err(VolumeRefusal::NotEnoughSpace);
             }
             plan.provisions.push(name.clone());

@@ -93,7 +93,7 @@ fn an_unreadable_capacity_is_an_error_naming_the_field() {
         "metadata": {"name": "bad", "namespace": "kube-system"},
         "storageClassName": "fast", "capacity": "lots"}))
     .expect("a capacity");
-    let (_, errors) = storage_capacity([], [&bad]);
+    let errors = Storage::default().read_capacity([], [&bad]);
     assert_eq!(errors.len(), 1);
     assert!(
         errors[0]

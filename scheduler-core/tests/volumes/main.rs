@@ -16,9 +16,7 @@ use gputopo_scheduler_core::filter::FilterReason;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::{Decision, schedule};
 use gputopo_scheduler_core::snapshot::from_k8s::bound_pod_input;
-use gputopo_scheduler_core::snapshot::{
-    NodeInput, Snapshot, SnapshotBuilder, storage, storage_capacity,
-};
+use gputopo_scheduler_core::snapshot::{NodeInput, Snapshot, SnapshotBuilder, Storage, storage};
 use gputopo_scheduler_core::volumes::{VolumePlan, VolumeRefusal, volume_plan};
 use serde_json::{Value, json};
 
@@ -140,9 +138,8 @@ impl Cluster {
         let (mut storage, errors) =
             storage(&self.claims, &self.volumes, &self.classes, &self.csi_nodes);
         assert!(errors.is_empty(), "{errors:?}");
-        let (capacity, errors) = storage_capacity(&self.drivers, &self.capacities);
+        let errors = storage.read_capacity(&self.drivers, &self.capacities);
         assert!(errors.is_empty(), "{errors:?}");
-        storage.capacity = capacity;
         let mut b = SnapshotBuilder::new(&SchedulerConfig::default());
         for n in [node("n1", "z1"), node("n2", "z1"), node("n3", "z2")] {
             b.node(n);

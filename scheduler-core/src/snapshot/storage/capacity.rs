@@ -5,11 +5,11 @@
 //! size (`maximumVolumeSize` when set, else `capacity`). Drivers that
 //! publish nothing, and claims without a size, are not checked.
 
-use super::StorageError;
-use crate::pod_constraints::{LabelSelector, selector_matches};
-use crate::resources::parse_amount;
+use super::from_k8s::bytes;
+use super::{Storage, StorageError};
+use crate::pod_constraints::LabelSelector;
 use gputopo_api::k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// The CSI drivers that publish capacity, and what they publish.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -31,31 +31,50 @@ pub struct CapacityEntry {
 }
 
 impl StorageCapacity {
-    /// Whether a new volume of `class` (made by `provisioner`) of
-    /// `request_bytes` fits on a node whose labels `labels` gives (read
-    /// only when the driver publishes capacity).
-    pub fn enough(
+    /// The capacities that could hold a new volume of `class` of
+    /// `request_bytes` made by `provisioner`, node aside; `None` when the
+    /// claim is not checked (its driver publishes nothing, or it has no size).
+    pub fn rooms(
         &self,
         provisioner: &str,
         class: &str,
         request_bytes: i64,
-        labels: impl FnOnce() -> BTreeMap<String, String>,
-    ) -> bool {
-        if request_bytes == 0 || !self.drivers.contains(provisioner) {
-            return true;
-        }
-        let labels = labels();
-        self.entries.iter().any(|e| {
-            e.class == class
-                && e.limit_bytes.is_some_and(|l| l >= request_bytes)
-                && selector_matches(e.node_topology.as_ref(), &labels)
+    ) -> Option<Vec<&CapacityEntry>> {
+        (request_bytes != 0 && self.drivers.contains(provisioner)).then(|| {
+            self.entries
+                .iter()
+                .filter(|e| e.class == class && e.limit_bytes.is_some_and(|l| l >= request_bytes))
+                .collect()
         })
+    }
+}
+
+impl CapacityEntry {
+    /// Whether the capacity is a node's whose labels `label` reads.
+    pub fn reaches<'l>(&self, label: impl Fn(&str) -> Option<&'l str>) -> bool {
+        self.node_topology
+            .as_ref()
+            .is_some_and(|s| s.matches_by(label))
+    }
+}
+
+impl Storage {
+    /// Reads the drivers' published capacity into `self`; the objects that
+    /// cannot be read are returned (and left out).
+    pub fn read_capacity<'a>(
+        &mut self,
+        drivers: impl IntoIterator<Item = &'a CSIDriver>,
+        capacities: impl IntoIterator<Item = &'a CSIStorageCapacity>,
+    ) -> Vec<StorageError> {
+        let (capacity, errors) = storage_capacity(drivers, capacities);
+        self.capacity = capacity;
+        errors
     }
 }
 
 /// The capacity the volume plugins read; every object that cannot be read
 /// is returned as an error beside what could be.
-pub fn storage_capacity<'a>(
+fn storage_capacity<'a>(
     drivers: impl IntoIterator<Item = &'a CSIDriver>,
     capacities: impl IntoIterator<Item = &'a CSIStorageCapacity>,
 ) -> (StorageCapacity, Vec<StorageError>) {
@@ -93,12 +112,7 @@ fn entry(c: &CSIStorageCapacity) -> Result<CapacityEntry, StorageError> {
         (Some(q), _) => ("maximumVolumeSize", Some(q)),
         (None, q) => ("capacity", q.as_ref()),
     };
-    let limit_bytes = quantity
-        .map(|q| {
-            parse_amount(field, "storage", &q.0)
-                .map_err(|e| err(field, format!("{:?}: {}", e.value, e.reason)))
-        })
-        .transpose()?;
+    let limit_bytes = quantity.map(|q| bytes(q, field, &err)).transpose()?;
     let node_topology = c
         .node_topology
         .as_ref()

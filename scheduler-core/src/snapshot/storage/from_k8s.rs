@@ -211,7 +211,7 @@ fn access_modes(
         .collect()
 }
 
-fn bytes(
+pub(super) fn bytes(
     q: &Quantity,
     field: &str,
     err: &dyn Fn(&str, String) -> StorageError,

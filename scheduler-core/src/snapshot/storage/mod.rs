@@ -8,7 +8,7 @@
 mod capacity;
 mod from_k8s;
 
-pub use capacity::{CapacityEntry, StorageCapacity, storage_capacity};
+pub use capacity::{CapacityEntry, StorageCapacity};
 pub use from_k8s::{SELECTED_NODE, StorageError, storage};
 
 use crate::pod_constraints::LabelSelector;
