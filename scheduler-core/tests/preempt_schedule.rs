@@ -111,6 +111,23 @@ fn a_spared_pod_is_worked_around_and_its_gang_spared_whole() {
     );
 }
 
+/// The proposal for one pod under the default configuration and policy.
+fn preempt_for(
+    snap: &gputopo_scheduler_core::snapshot::Snapshot,
+    pod: gputopo_scheduler_core::pod::PendingPod,
+) -> Result<
+    gputopo_scheduler_core::preempt_schedule::PreemptionPlan,
+    gputopo_scheduler_core::preempt_schedule::PreemptionError,
+> {
+    propose_preemption(
+        snap,
+        &[pod],
+        &SchedulerConfig::default(),
+        &PreemptionPolicy::default(),
+        now(),
+    )
+}
+
 /// A pod's rules: host port 18080 and nothing else.
 fn ported() -> std::sync::Arc<gputopo_scheduler_core::pod_constraints::PodConstraints> {
     use gputopo_scheduler_core::pod_constraints::{HostPort, PodConstraints};
@@ -136,32 +153,18 @@ fn no_evictions_on_a_node_the_pods_host_port_still_refuses() {
             Some("inference"),
         )
     };
-    let config = SchedulerConfig::default();
     let mut preemptor = pod(4, &[("gputopo.dev/workload", "training")]);
     preemptor.priority = 100;
     preemptor.constraints = ported();
     let only_n1 = snapshot(vec![gpu_node("n1", a100())], vec![web.clone(), full("n1")]);
-    let e = propose_preemption(
-        &only_n1,
-        &[preemptor.clone()],
-        &config,
-        &PreemptionPolicy::default(),
-        now(),
-    );
+    let e = preempt_for(&only_n1, preemptor.clone());
     assert!(e.is_err(), "no eviction on n1: its port stays taken: {e:?}");
 
     let both = snapshot(
         vec![gpu_node("n1", a100()), gpu_node("n2", a100())],
         vec![web, full("n1"), full("n2")],
     );
-    let plan = propose_preemption(
-        &both,
-        &[preemptor],
-        &config,
-        &PreemptionPolicy::default(),
-        now(),
-    )
-    .expect("n2 has the port free");
+    let plan = preempt_for(&both, preemptor).expect("n2 has the port free");
     assert_eq!(
         plan.victims,
         vec!["default/fill-n2".to_string()],
@@ -188,14 +191,7 @@ fn a_lower_priority_pods_host_port_is_evicted_for_the_preemptor() {
         schedule(&snap, &preemptor, &config),
         Decision::Unschedulable(_)
     ));
-    let plan = propose_preemption(
-        &snap,
-        &[preemptor.clone()],
-        &config,
-        &PreemptionPolicy::default(),
-        now(),
-    )
-    .expect("the port holder goes");
+    let plan = preempt_for(&snap, preemptor.clone()).expect("the port holder goes");
     assert_eq!(
         plan.victims,
         vec!["default/web".to_string()],
@@ -215,14 +211,7 @@ fn a_lower_priority_pods_host_port_is_evicted_for_the_preemptor() {
     cpu.requests.gpus = 0;
     cpu.priority = 100;
     cpu.constraints = ported();
-    let plan = propose_preemption(
-        &snap,
-        &[cpu.clone()],
-        &config,
-        &PreemptionPolicy::default(),
-        now(),
-    )
-    .expect("the port holder goes");
+    let plan = preempt_for(&snap, cpu.clone()).expect("the port holder goes");
     assert_eq!(
         plan.victims,
         vec!["default/web".to_string()],
@@ -234,8 +223,7 @@ fn a_lower_priority_pods_host_port_is_evicted_for_the_preemptor() {
     // Of equal priority the holder stays, and nothing else would help.
     web.priority = 100;
     let kept = snapshot(vec![gpu_node("n1", a100())], vec![web]);
-    let e = propose_preemption(&kept, &[cpu], &config, &PreemptionPolicy::default(), now())
-        .expect_err("the holder outranks no one");
+    let e = preempt_for(&kept, cpu).expect_err("the holder outranks no one");
     assert!(
         matches!(
             e,
@@ -346,14 +334,7 @@ fn a_pod_the_preemptors_anti_affinity_refuses_is_evicted() {
         schedule(&snap, &preemptor, &config),
         Decision::Unschedulable(_)
     ));
-    let plan = propose_preemption(
-        &snap,
-        &[preemptor],
-        &config,
-        &PreemptionPolicy::default(),
-        now(),
-    )
-    .expect("the noisy pod goes");
+    let plan = preempt_for(&snap, preemptor).expect("the noisy pod goes");
     assert_eq!(
         plan.victims,
         vec!["default/noisy".to_string()],
@@ -368,14 +349,6 @@ fn a_pod_the_preemptors_anti_affinity_refuses_is_evicted() {
 fn a_pod_the_preemptors_affinity_needs_is_never_the_room_made() {
     let snap = n1_with("db", 8);
     let preemptor = preemptor_with(per_host("podAffinity", "db"), 4);
-    let config = SchedulerConfig::default();
-    let e = propose_preemption(
-        &snap,
-        &[preemptor],
-        &config,
-        &PreemptionPolicy::default(),
-        now(),
-    )
-    .expect_err("evicting db would leave its affinity unmet");
+    let e = preempt_for(&snap, preemptor).expect_err("evicting db would leave its affinity unmet");
     assert!(e.to_string().contains("n1"), "{e}");
 }
