@@ -320,3 +320,146 @@ fn members_with_anti_affinity_to_each_other_never_share_a_node() {
         GangDecision::Waiting { message } => panic!("the gang waits: {message}"),
     }
 }
+
+/// The fabric with zones: each spine is a zone (`topology.kubernetes.io/zone`).
+fn zoned_fabric() -> Vec<NodeInput> {
+    let mut nodes = fabric();
+    for node in &mut nodes {
+        let zone = node.labels["gputopo.dev/spine"].replace("spine", "zone");
+        node.labels
+            .insert("topology.kubernetes.io/zone".to_string(), zone);
+    }
+    nodes
+}
+
+/// Gives every member the same labels and rules.
+fn with_rules(
+    mut members: Vec<PendingPod>,
+    rules: impl Fn(&mut gputopo_scheduler_core::pod_constraints::PodConstraints),
+) -> Vec<PendingPod> {
+    use gputopo_scheduler_core::pod_constraints::PodConstraints;
+    for m in &mut members {
+        let mut c = PodConstraints::labelled(&[("job", "ranked")]);
+        rules(&mut c);
+        m.constraints = std::sync::Arc::new(c);
+    }
+    members
+}
+
+fn zones_of(p: &[gputopo_scheduler_core::schedule::Placement]) -> BTreeMap<String, usize> {
+    let mut zones = BTreeMap::new();
+    for p in p {
+        let spine = p.node.split('-').next().unwrap_or_default();
+        *zones.entry(spine.replace('s', "zone-")).or_insert(0) += 1;
+    }
+    zones
+}
+
+fn zone_anti_affinity() -> gputopo_scheduler_core::pod_constraints::PodAffinity {
+    use gputopo_scheduler_core::pod_constraints::{AffinityTerm, LabelSelector, PodAffinity};
+    PodAffinity {
+        required_anti: vec![AffinityTerm::new(
+            "train",
+            LabelSelector::equal(&[("job", "ranked")]),
+            "topology.kubernetes.io/zone",
+        )],
+        ..PodAffinity::default()
+    }
+}
+
+/// Four whole-node members spread over zones with maxSkew 1: the gang
+/// search alone would keep them on one leaf (one zone), which the rule
+/// forbids; the decision places them two and two, as kube-scheduler would
+/// place four such pods one after another.
+#[test]
+fn members_spread_over_zones_are_placed_two_and_two() {
+    use gputopo_scheduler_core::pod_constraints::{
+        LabelSelector, SpreadConstraint, WhenUnsatisfiable,
+    };
+    let members = with_rules(gang("spread", 4, 8), |c| {
+        c.spread = vec![SpreadConstraint::new(
+            1,
+            "topology.kubernetes.io/zone",
+            WhenUnsatisfiable::DoNotSchedule,
+            LabelSelector::equal(&[("job", "ranked")]),
+        )];
+    });
+    let snap = snapshot(zoned_fabric(), vec![]);
+    let p = placed(schedule_gang(&snap, &members, &SchedulerConfig::default()));
+    assert_eq!(p.len(), 4);
+    let zones = zones_of(&p);
+    assert_eq!(zones.values().copied().collect::<Vec<_>>(), vec![2, 2], "{zones:?}");
+    // Within a zone the members still keep to one leaf (the GPU topology
+    // decides among the nodes the rule leaves equal).
+    let leaves: BTreeSet<String> = p.iter().map(|p| leaf(&p.node)).collect();
+    assert_eq!(leaves.len(), 2, "one leaf per zone: {leaves:?}");
+    assert!(
+        p.iter().all(|p| p.explanation.contains("one at a time")),
+        "{:?}",
+        p[0].explanation
+    );
+}
+
+/// Members that repel each other per zone go one per zone.
+#[test]
+fn members_with_zone_anti_affinity_take_one_zone_each() {
+    let members = with_rules(gang("apart", 2, 2), |c| c.affinity = zone_anti_affinity());
+    let snap = snapshot(zoned_fabric(), vec![]);
+    let p = placed(schedule_gang(&snap, &members, &SchedulerConfig::default()));
+    assert_eq!(zones_of(&p).len(), 2, "{p:?}");
+}
+
+/// When the rules among the members cannot all hold (three members, one
+/// per zone, two zones), the gang waits, nothing bound, and says which
+/// member the rules left without a node.
+#[test]
+fn a_gang_whose_rules_cannot_hold_waits_and_names_the_rule() {
+    let members = with_rules(gang("apart", 3, 2), |c| c.affinity = zone_anti_affinity());
+    let snap = snapshot(zoned_fabric(), vec![]);
+    match schedule_gang(&snap, &members, &SchedulerConfig::default()) {
+        GangDecision::Placed(p) => panic!("three members in two zones, one per zone: {p:?}"),
+        GangDecision::Waiting { message } => {
+            assert!(message.contains("nothing bound"), "{message}");
+            assert!(message.contains("train/apart-2"), "{message}");
+            assert!(
+                message.contains("didn't match pod anti-affinity rules"),
+                "{message}"
+            );
+        }
+    }
+}
+
+/// Members that must share a zone (required affinity to each other; the
+/// first member of a self-affine group goes anywhere) all land in one zone,
+/// even where the zones cut across the network: here each zone holds one
+/// leaf of each spine, and the gang search alone would take two leaves of
+/// one spine (two zones).
+#[test]
+fn members_with_zone_affinity_to_each_other_share_one_zone() {
+    use gputopo_scheduler_core::pod_constraints::{AffinityTerm, LabelSelector, PodAffinity};
+    let members = with_rules(gang("together", 6, 8), |c| {
+        c.affinity = PodAffinity {
+            required: vec![AffinityTerm::new(
+                "train",
+                LabelSelector::equal(&[("job", "ranked")]),
+                "topology.kubernetes.io/zone",
+            )],
+            ..PodAffinity::default()
+        };
+    });
+    let mut nodes = fabric();
+    for node in &mut nodes {
+        let zone = if node.name.contains("-l0-") { "zone-a" } else { "zone-b" };
+        node.labels
+            .insert("topology.kubernetes.io/zone".to_string(), zone.to_string());
+    }
+    let snap = snapshot(nodes, vec![]);
+    let p = placed(schedule_gang(&snap, &members, &SchedulerConfig::default()));
+    let zones: BTreeSet<bool> = p.iter().map(|p| p.node.contains("-l0-")).collect();
+    assert_eq!(zones.len(), 1, "{p:?}");
+    // Still as close as the zone allows: one whole leaf, then the zone's
+    // leaf on the other spine.
+    let leaves: BTreeSet<String> = p.iter().map(|p| leaf(&p.node)).collect();
+    assert_eq!(leaves.len(), 2, "{leaves:?}");
+    assert!(p[0].explanation.contains("one at a time"), "{}", p[0].explanation);
+}

@@ -16,6 +16,12 @@
 //! single pods, on the cluster as the GPU members leave it; members that share
 //! a GPU (`gpu-share`) are refused in a gang. A node is a candidate for the
 //! gang when every GPU member could use it on its own.
+//!
+//! Rules among the members: the search keeps members whose required
+//! anti-affinity over hostnames repels every two of them one per node; the
+//! replay judges every other rule (spread, affinity over zones) with the
+//! members before counted, and where the search's placement breaks one, the
+//! members are placed one at a time instead ([`one_by_one`]).
 
 use crate::config::SchedulerConfig;
 use crate::filter::{Fit, PickSummary, PodContext};
@@ -28,6 +34,8 @@ use crate::score::Scorer;
 use crate::snapshot::{NodeId, Snapshot};
 use gputopo_api::Collective;
 use std::collections::BTreeMap;
+
+mod one_by_one;
 
 /// What happened to a gang.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,7 +155,29 @@ impl Gang<'_> {
                 snapshot.len()
             ))
         })?;
-        let gang_text = chosen.explanation.clone();
+        let replayed = self.replay(work, &chosen, gpu_members, candidates, placements);
+        if let Err(broken) = replayed {
+            // The search packed members their own rules keep apart: start
+            // again from the cluster as it was, one member at a time.
+            *work = snapshot.clone();
+            placements.iter_mut().for_each(|p| *p = None);
+            return self.place_one_by_one(work, gpu_members, &broken, placements);
+        }
+        Ok(())
+    }
+
+    /// Replays the gang search's placement member by member on `work`, each
+    /// judged as a single pod with the members before it placed; or which
+    /// member does not fit where the search put it, and why.
+    fn replay(
+        &self,
+        work: &mut Snapshot,
+        chosen: &GangPlacement,
+        gpu_members: &[usize],
+        candidates: usize,
+        placements: &mut [Option<Placement>],
+    ) -> Result<(), String> {
+        let (name, n, members) = (&self.name, self.members.len(), self.members);
         for (slot, &m) in chosen.members.iter().zip(gpu_members) {
             let ctx = PodContext::new(work, &members[m], self.config);
             let node = work.node(NodeId(slot.node as u32));
@@ -159,18 +189,19 @@ impl Gang<'_> {
                 Err(r) => Some(ctx.reason(node.id(), r).to_string()),
             };
             if let Some(why) = why {
-                return Err(waiting(format!(
-                    "gang {name} ({n} members) waits, nothing bound: member {} does not fit on {} once the members before it are placed there: {why}",
+                return Err(format!(
+                    "member {} does not fit on {} once the members before it are placed there: {why}",
                     members[m].key(),
                     node.name()
-                )));
+                ));
             }
             let mut placed = member_placement(&ctx, slot, candidates);
             placed.explanation = format!(
-                "gang {name}, {n} members: {gang_text}; this member on {}",
-                placed.explanation
+                "gang {name}, {n} members: {}; this member on {}",
+                chosen.explanation, placed.explanation
             );
-            self.record(work, &members[m], &placed)?;
+            self.record(work, &members[m], &placed)
+                .map_err(|_| format!("member {} could not be recorded", members[m].key()))?;
             placements[m] = Some(placed);
         }
         Ok(())

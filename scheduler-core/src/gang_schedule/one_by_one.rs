@@ -1,0 +1,131 @@
+//! A gang's GPU members placed one at a time, when the members' own rules
+//! among each other (spread over zones, anti-affinity or affinity over a
+//! zone key) break the gang search's placement: the search knows network
+//! domains and GPU sets, not the pods' rules, so it may pack members a
+//! spread constraint keeps apart.
+//!
+//! Each member is judged, as a single pod, on the cluster with the members
+//! before it already placed (every rule holds by construction, as it does
+//! when kube-scheduler places such pods one after another), and goes to the
+//! feasible node closest to those members: the same node, then the same
+//! domain at the innermost tier, then outward; the pod's own score (GPU set
+//! quality, its preferences) decides among nodes equally close. Largest
+//! requests go first, as in the gang search. Greedy: a gang it cannot place
+//! waits, though a search over every order might have found room.
+
+use super::{Gang, GangDecision, waiting};
+use crate::filter::{Fit, PodContext};
+use crate::schedule::{Candidate, Placement, placement, unschedulable};
+use crate::score::Scorer;
+use crate::snapshot::{DomainId, NodeId, Snapshot};
+use std::cmp::Ordering;
+
+impl Gang<'_> {
+    /// Places the GPU members `gpu_members` one at a time on `work` (which
+    /// holds none of them yet); `broken` says how the gang search's
+    /// placement broke their rules, for the explanation and the message.
+    pub(super) fn place_one_by_one(
+        &self,
+        work: &mut Snapshot,
+        gpu_members: &[usize],
+        broken: &str,
+        placements: &mut [Option<Placement>],
+    ) -> Result<(), GangDecision> {
+        let (name, n) = (&self.name, self.members.len());
+        let mut order = gpu_members.to_vec();
+        order.sort_by_key(|&m| {
+            let ctx = PodContext::new(work, &self.members[m], self.config);
+            std::cmp::Reverse(ctx.whole_gpus())
+        });
+        let mut placed_on: Vec<NodeId> = Vec::with_capacity(order.len());
+        for m in order {
+            let member = &self.members[m];
+            let ctx = PodContext::new(work, member, self.config);
+            let Some(chosen) = closest_best(&ctx, work, &placed_on) else {
+                return Err(waiting(format!(
+                    "gang {name} ({n} members) waits, nothing bound: the gang search's placement breaks the members' rules ({broken}), and placed one at a time, member {} finds no node: {}",
+                    member.key(),
+                    unschedulable(&ctx).message
+                )));
+            };
+            let mut placed = placement(&ctx, chosen.best, None, chosen.feasible);
+            placed.explanation = format!(
+                "gang {name}, {n} members placed one at a time, each judged against the members before it, as their rules among each other ask (the gang search's placement broke them: {broken}); this member on {}",
+                placed.explanation
+            );
+            placed_on.push(placed.node_id);
+            self.record(work, member, &placed)?;
+            placements[m] = Some(placed);
+        }
+        Ok(())
+    }
+}
+
+/// The chosen node and how many were feasible.
+struct Chosen {
+    best: Candidate,
+    feasible: usize,
+}
+
+/// The feasible node closest to the nodes in `placed_on`, best scored among
+/// equally close ones (ties to the lower node index, as single pods break
+/// them); `None` when no node is feasible.
+fn closest_best(ctx: &PodContext<'_>, work: &Snapshot, placed_on: &[NodeId]) -> Option<Chosen> {
+    let whole = ctx.whole_gpus();
+    let fits: Vec<(usize, Fit)> = work
+        .free_counts
+        .iter()
+        .enumerate()
+        .filter(|&(_, &free)| u32::from(free) >= whole)
+        .filter_map(|(i, _)| ctx.filter(i).ok().map(|fit| (i, fit)))
+        .collect();
+    let scorer = if Scorer::prefers(ctx) {
+        let indices: Vec<usize> = fits.iter().map(|(i, _)| *i).collect();
+        Scorer::with_feasible(ctx, &indices)
+    } else {
+        Scorer::alone(ctx)
+    };
+    let paths: Vec<&[Option<DomainId>]> = placed_on
+        .iter()
+        .map(|&id| work.node(id).domain_path())
+        .collect();
+    let mut best: Option<(Vec<bool>, Candidate)> = None;
+    for &(i, fit) in &fits {
+        let near = closeness(work, i, placed_on, &paths);
+        let parts = scorer.score(ctx, i, &fit);
+        let better = match &best {
+            None => true,
+            Some((b_near, b)) => match near.cmp(b_near) {
+                Ordering::Greater => true,
+                Ordering::Less => false,
+                Ordering::Equal => parts.total > b.parts.total,
+            },
+        };
+        if better {
+            let node = NodeId(i as u32);
+            best = Some((near, Candidate { node, fit, parts }));
+        }
+    }
+    best.map(|(_, best)| Chosen {
+        best,
+        feasible: fits.len(),
+    })
+}
+
+/// How close node `i` is to the placed members, most significant first:
+/// whether one is on the node itself, then whether one shares its domain at
+/// each tier from the innermost outward.
+fn closeness(
+    work: &Snapshot,
+    i: usize,
+    placed_on: &[NodeId],
+    paths: &[&[Option<DomainId>]],
+) -> Vec<bool> {
+    let path = work.node(NodeId(i as u32)).domain_path();
+    let mut near = Vec::with_capacity(path.len() + 1);
+    near.push(placed_on.iter().any(|p| p.0 as usize == i));
+    for (tier, domain) in path.iter().enumerate().rev() {
+        near.push(domain.is_some() && paths.iter().any(|p| p[tier] == *domain));
+    }
+    near
+}
