@@ -21,7 +21,7 @@
 //! anti-affinity over hostnames repels every two of them one per node; the
 //! replay judges every other rule (spread, affinity over zones) with the
 //! members before counted, and where the search's placement breaks one, the
-//! members are placed one at a time instead ([`one_by_one`]).
+//! members are placed one at a time instead (`one_by_one.rs`).
 
 use crate::config::SchedulerConfig;
 use crate::filter::{Fit, PickSummary, PodContext};
