@@ -388,7 +388,11 @@ fn members_spread_over_zones_are_placed_two_and_two() {
     let p = placed(schedule_gang(&snap, &members, &SchedulerConfig::default()));
     assert_eq!(p.len(), 4);
     let zones = zones_of(&p);
-    assert_eq!(zones.values().copied().collect::<Vec<_>>(), vec![2, 2], "{zones:?}");
+    assert_eq!(
+        zones.values().copied().collect::<Vec<_>>(),
+        vec![2, 2],
+        "{zones:?}"
+    );
     // Within a zone the members still keep to one leaf (the GPU topology
     // decides among the nodes the rule leaves equal).
     let leaves: BTreeSet<String> = p.iter().map(|p| leaf(&p.node)).collect();
@@ -449,7 +453,11 @@ fn members_with_zone_affinity_to_each_other_share_one_zone() {
     });
     let mut nodes = fabric();
     for node in &mut nodes {
-        let zone = if node.name.contains("-l0-") { "zone-a" } else { "zone-b" };
+        let zone = if node.name.contains("-l0-") {
+            "zone-a"
+        } else {
+            "zone-b"
+        };
         node.labels
             .insert("topology.kubernetes.io/zone".to_string(), zone.to_string());
     }
@@ -461,5 +469,9 @@ fn members_with_zone_affinity_to_each_other_share_one_zone() {
     // leaf on the other spine.
     let leaves: BTreeSet<String> = p.iter().map(|p| leaf(&p.node)).collect();
     assert_eq!(leaves.len(), 2, "{leaves:?}");
-    assert!(p[0].explanation.contains("one at a time"), "{}", p[0].explanation);
+    assert!(
+        p[0].explanation.contains("one at a time"),
+        "{}",
+        p[0].explanation
+    );
 }

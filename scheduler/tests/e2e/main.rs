@@ -17,6 +17,7 @@ mod common;
 
 mod constraints;
 mod differential;
+mod gang_rules;
 mod gangs;
 mod leader_election;
 mod placement;
