@@ -67,7 +67,7 @@ mod domain;
 pub mod from_k8s;
 mod gpu_uuids;
 mod hold;
-pub use hold::HoldError;
+pub use hold::{Held, HoldError};
 mod hot;
 mod images;
 mod input;

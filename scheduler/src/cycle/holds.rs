@@ -14,7 +14,7 @@ use crate::config::ReservationPolicy;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::schedule::Placement;
-use gputopo_scheduler_core::snapshot::Snapshot;
+use gputopo_scheduler_core::snapshot::{Held, Snapshot};
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Instant;
 use tracing::{info, warn};
@@ -206,16 +206,24 @@ impl Holds {
         }
     }
 
-    /// A preemptor's members wait for their victims on these nodes and GPUs.
-    pub fn nominate(&mut self, members: &[String], plan: &[(String, Vec<u32>)], now: Instant) {
+    /// A preemptor's members wait for their victims on these nodes and
+    /// GPUs, holding there what they ask besides.
+    pub fn nominate(&mut self, members: &[PendingPod], plan: &[(String, Vec<u32>)], now: Instant) {
         for (pod, (node, gpus)) in members.iter().zip(plan) {
+            let held = Held::for_nominee(pod, mask(gpus));
             self.nominations
-                .nominate(pod, node, gpus, now + NOMINATION_TTL);
+                .nominate(&pod.key(), node, held, now + NOMINATION_TTL);
         }
     }
 
     /// A nomination read back from a pod's `status.nominatedNodeName`.
-    pub fn nominate_until(&mut self, pod: &str, node: &str, gpus: &[u32], expires: Instant) {
-        self.nominations.nominate(pod, node, gpus, expires);
+    pub fn nominate_until(&mut self, pod: &PendingPod, node: &str, gpus: &[u32], expires: Instant) {
+        let held = Held::for_nominee(pod, mask(gpus));
+        self.nominations.nominate(&pod.key(), node, held, expires);
     }
+}
+
+/// GPU indices as a mask (bit i = GPU i).
+fn mask(gpus: &[u32]) -> u32 {
+    gpus.iter().fold(0u32, |m, g| m | (1 << g))
 }

@@ -1,20 +1,20 @@
-//! Preemptors' claims on the GPUs their victims free. Pure: time is an
-//! argument.
+//! Preemptors' claims on the room their victims free (GPUs, cpu and
+//! memory, host ports). Pure: time is an argument.
 
 use super::reservations::placeholder_name;
-use gputopo_scheduler_core::snapshot::Snapshot;
+use gputopo_scheduler_core::snapshot::{Held, Snapshot};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// A preemptor's claim on the GPUs its victims free, as kube-scheduler's
-/// nominated pods: until it binds (or the claim lapses), other pods' decisions
-/// see those GPUs taken, so a lower-priority pod that happens to be tried
-/// first cannot take what the evictions were for.
+/// A preemptor's claim on the room its victims free, as kube-scheduler's
+/// nominated pods: until it binds (or the claim lapses), other pods'
+/// decisions see its GPUs, requests and host ports taken on that node, so a
+/// lower-priority pod that happens to be tried first cannot take what the
+/// evictions were for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nomination {
     pub node: String,
-    /// GPU mask (bit i = GPU i).
-    pub gpus: u32,
+    pub held: Held,
     pub expires: Instant,
 }
 
@@ -25,13 +25,12 @@ pub struct Nominations {
 }
 
 impl Nominations {
-    pub fn nominate(&mut self, pod: &str, node: &str, gpus: &[u32], expires: Instant) {
-        let mask = gpus.iter().fold(0u32, |m, g| m | (1 << g));
+    pub fn nominate(&mut self, pod: &str, node: &str, held: Held, expires: Instant) {
         self.by_pod.insert(
             pod.to_string(),
             Nomination {
                 node: node.to_string(),
-                gpus: mask,
+                held,
                 expires,
             },
         );
@@ -69,7 +68,7 @@ impl Nominations {
             }
             let (namespace, _) = pod.split_once('/').unwrap_or(("default", pod));
             let name = placeholder_name(pod, &n.node);
-            if let Err(e) = snapshot.hold_free_gpus(namespace, &name, &n.node, n.gpus) {
+            if let Err(e) = snapshot.hold(namespace, &name, &n.node, &n.held) {
                 warnings.push(format!("nomination of {pod}: {e}"));
             }
         }
@@ -123,7 +122,7 @@ mod tests {
         nominations.nominate(
             "ml/urgent",
             "n2",
-            &[0, 1, 2, 3, 4, 5, 6, 7],
+            Held::gpus(0xff),
             now + Duration::from_secs(60),
         );
         assert!(nominations.apply(&mut snap, None).is_empty());
@@ -146,8 +145,49 @@ mod tests {
             nominations.is_empty(),
             "a bound preemptor keeps no nomination"
         );
-        nominations.nominate("ml/x", "n2", &[0], now);
+        nominations.nominate("ml/x", "n2", Held::gpus(1), now);
         nominations.prune(now, |_| true);
         assert!(nominations.is_empty(), "a lapsed nomination stays");
+    }
+
+    /// A preemptor that asks no GPU (its victims held a host port it needs)
+    /// holds its port on the node it waits for, and its cpu: a pod of lower
+    /// priority asking the same port is refused there until it binds.
+    #[test]
+    fn a_nomination_holds_the_host_port_and_requests_of_a_pod_without_gpus() {
+        use gputopo_scheduler_core::pod_constraints::{HostPort, PodConstraints};
+        use std::sync::Arc;
+        let mut snap = cluster();
+        let config = SchedulerConfig::default();
+        let mut web = PendingPod::from_k8s(&pod("web", 0, None, 100)).expect("a pod");
+        web.constraints = Arc::new(PodConstraints {
+            host_ports: vec![HostPort::tcp(18080)],
+            ..PodConstraints::default()
+        });
+        web.requests.cpu_milli = 500;
+        let held = Held::for_nominee(&web, 0);
+        assert_eq!(held.requests.cpu_milli, 500);
+        let mut nominations = Nominations::default();
+        let now = Instant::now();
+        nominations.nominate(&web.key(), "n2", held, now + Duration::from_secs(60));
+        assert!(nominations.apply(&mut snap, None).is_empty());
+        let mut rival = PendingPod::from_k8s(&pod("rival", 0, None, 0)).expect("a pod");
+        rival.constraints = web.constraints.clone();
+        rival.node_name = Some("n2".into());
+        match schedule(&snap, &rival, &config) {
+            Decision::Unschedulable(u) => assert!(
+                u.message.contains("didn't have free ports"),
+                "{}",
+                u.message
+            ),
+            Decision::Placed(p) => panic!("the rival took the nominee's port: {p:?}"),
+        }
+        nominations.unapply(&mut snap, &web.key());
+        let mut pinned = web.clone();
+        pinned.node_name = Some("n2".into());
+        assert!(
+            matches!(schedule(&snap, &pinned, &config), Decision::Placed(_)),
+            "the nominee is kept off its own node"
+        );
     }
 }

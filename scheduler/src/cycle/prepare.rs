@@ -154,7 +154,7 @@ impl Cycle {
             if let Decision::Placed(p) = schedule(snapshot, &pinned, core) {
                 debug!(pod = %key, node, gpus = %p.assigned_gpus(), "nomination read back");
                 self.holds
-                    .nominate_until(&key, node, &p.gpus, now + NOMINATION_TTL);
+                    .nominate_until(&pinned, node, &p.gpus, now + NOMINATION_TTL);
             }
         }
     }

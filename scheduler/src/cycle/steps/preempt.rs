@@ -153,7 +153,7 @@ impl<'p> Preempting<'p> {
                     };
                 }
                 Phase::Evict { plan, .. } => {
-                    holds.nominate(&self.preemptors, &plan.members, work.clock.now);
+                    holds.nominate(&self.pendings, &plan.members, work.clock.now);
                     if let Some(plan) = self.take_plan() {
                         self.phase = Phase::Nominate { plan, next: 0 };
                     }
