@@ -39,6 +39,7 @@ pub mod loopback;
 mod objects;
 pub mod pki;
 pub mod process;
+pub mod rule_checker;
 mod scheduler_process;
 mod spawn;
 mod start_error;

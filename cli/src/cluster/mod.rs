@@ -429,6 +429,8 @@ fn add_nodes(
             gpu_allocations: Vec::new(),
             allocations_observed_at: None,
             images: Vec::new(),
+            // A cluster file's nodes declare no kubelet features.
+            declared_features: Default::default(),
         });
     }
     Ok(())

@@ -131,6 +131,7 @@ pub fn cluster_inputs(nodes: usize, with_pods: bool) -> (Vec<NodeInput>, Vec<Bou
             gpu_allocations: Vec::new(),
             allocations_observed_at: None,
             images: Vec::new(),
+            declared_features: Default::default(),
         });
         // Busy GPUs: none on a fifth of the nodes, else 1–4 pods.
         if rng.next().is_multiple_of(5) || !with_pods {

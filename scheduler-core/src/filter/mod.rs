@@ -44,6 +44,7 @@ use crate::config::SchedulerConfig;
 use crate::fragmentation;
 use crate::inter_pod::{AffinityFilter, AffinityRefusal};
 use crate::pod::PendingPod;
+use crate::pod_constraints::NodeFeatures;
 use crate::selector::{Taint, TaintEffect, Toleration};
 use crate::snapshot::intern::Sym;
 use crate::snapshot::{DomainId, Snapshot, resolve_amounts};
@@ -225,6 +226,15 @@ impl<'a> PodContext<'a> {
         }
     }
 
+    /// The node features the pod needs that the node at `index` does not
+    /// declare (NodeDeclaredFeatures; no eviction changes them).
+    fn features_missing(&self, index: usize) -> NodeFeatures {
+        self.pod
+            .constraints
+            .node_features
+            .missing_on(self.snapshot.nodes[index].features)
+    }
+
     /// Spread and inter-pod affinity, the predicates that read other pods
     /// across the node's topology domains (after the node's own checks, as
     /// kube-scheduler orders its plugins).
@@ -255,6 +265,7 @@ impl<'a> PodContext<'a> {
                 .is_none_or(|name| *self.snapshot.nodes[index].name == *name)
             && !matches!(self.taint_block.get(hot.taints as usize), Some(Some(_)))
             && (!self.checks_labels || self.matches_labels(&self.snapshot.nodes[index]))
+            && self.features_missing(index).is_empty()
             && self
                 .volumes_admit(index)
                 .err()
@@ -284,6 +295,10 @@ impl<'a> PodContext<'a> {
         }
         if self.checks_labels && !self.matches_labels(&self.snapshot.nodes[index]) {
             return Err(Rejection::NodeAffinity);
+        }
+        let missing = self.features_missing(index);
+        if !missing.is_empty() {
+            return Err(Rejection::NodeFeatures(missing));
         }
         if !self.ports_free(index) {
             return Err(Rejection::HostPorts);

@@ -3,7 +3,7 @@
 
 use crate::gpuset::{NoFitReason, ShapeError};
 use crate::inter_pod::AffinityRefusal;
-use crate::pod_constraints::HostPort;
+use crate::pod_constraints::{HostPort, NodeFeatures};
 use crate::resources::{self, format_amount};
 use crate::selector::Taint;
 use crate::spread::SpreadRefusal;
@@ -21,6 +21,9 @@ pub enum FilterReason {
     },
     UntoleratedTaint(Taint),
     NodeAffinity,
+    /// Node features the pod needs that the node does not declare
+    /// (NodeDeclaredFeatures).
+    NodeFeatures(NodeFeatures),
     /// Host ports the pod asks that a bound pod takes.
     HostPorts(Vec<HostPort>),
     /// Topology spread constraints.
@@ -100,6 +103,7 @@ impl FilterReason {
             FilterReason::NodeAffinity => {
                 "node(s) didn't match Pod's node affinity/selector".into()
             }
+            FilterReason::NodeFeatures(_) => "node(s) didn't match Pod's required features".into(),
             FilterReason::HostPorts(_) => {
                 "node(s) didn't have free ports for the requested pod ports".into()
             }
@@ -174,6 +178,14 @@ impl fmt::Display for FilterReason {
             ),
             FilterReason::NodeAffinity => {
                 f.write_str("the node's labels do not match the pod's nodeSelector or required node affinity")
+            }
+            FilterReason::NodeFeatures(missing) => {
+                let names: Vec<&str> = missing.names().collect();
+                write!(
+                    f,
+                    "the node's kubelet does not declare {} (status.declaredFeatures), which the pod's spec needs",
+                    names.join(", ")
+                )
             }
             FilterReason::HostPorts(ports) => {
                 f.write_str("host port")?;
@@ -276,6 +288,8 @@ pub(crate) enum Rejection {
         index: u32,
     },
     NodeAffinity,
+    /// The features the pod needs that the node lacks.
+    NodeFeatures(NodeFeatures),
     HostPorts,
     Spread(SpreadRefusal),
     InterPod(AffinityRefusal),

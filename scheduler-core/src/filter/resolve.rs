@@ -28,6 +28,7 @@ impl PodContext<'_> {
                     .unwrap_or_else(|| Taint::new("", "", TaintEffect::NoSchedule)),
             ),
             Rejection::NodeAffinity => FilterReason::NodeAffinity,
+            Rejection::NodeFeatures(missing) => FilterReason::NodeFeatures(missing),
             Rejection::HostPorts => FilterReason::HostPorts(self.taken_ports(node_id.0 as usize)),
             Rejection::Spread(r) => FilterReason::TopologySpread(r),
             Rejection::InterPod(r) => FilterReason::InterPodAffinity(r),

@@ -15,12 +15,14 @@
 
 mod affinity;
 mod label_selector;
+mod node_features;
 mod ports;
 mod spread;
 mod volumes;
 
 pub use affinity::{AffinityTerm, PodAffinity, WeightedTerm};
 pub use label_selector::{LabelSelector, matches as selector_matches};
+pub use node_features::{NodeFeatures, SCHEDULING_FEATURES};
 pub use ports::HostPort;
 pub use spread::{InclusionPolicy, SpreadConstraint, WhenUnsatisfiable};
 pub use volumes::{ExclusiveDisk, PodClaim};
@@ -43,6 +45,8 @@ pub struct PodConstraints {
     pub claims: Vec<PodClaim>,
     /// In-tree disks only one pod may write (GCE PD, EBS, iSCSI, RBD).
     pub disks: Vec<ExclusiveDisk>,
+    /// What the pod needs its node to declare (NodeDeclaredFeatures).
+    pub node_features: NodeFeatures,
 }
 
 static EMPTY: LazyLock<Arc<PodConstraints>> = LazyLock::new(Arc::default);
@@ -71,9 +75,11 @@ impl PodConstraints {
             || !self.spread.is_empty()
             || !self.claims.is_empty()
             || !self.disks.is_empty()
+            || !self.node_features.is_empty()
     }
 
-    /// Reads a pod's labels, ports, affinity, spread and claims. The namespace is
+    /// Reads a pod's labels, ports, affinity, spread, claims and the node
+    /// features it needs. The namespace is
     /// the pod's (a term naming no namespace looks there).
     pub fn from_k8s(
         namespace: &str,
@@ -97,6 +103,7 @@ impl PodConstraints {
             spread,
             claims: volumes::claims(spec),
             disks: volumes::exclusive_disks(spec),
+            node_features: NodeFeatures::required_by(spec),
             labels,
         })
     }

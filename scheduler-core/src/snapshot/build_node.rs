@@ -53,6 +53,7 @@ impl Snapshot {
             gpu_allocations: _,
             allocations_observed_at: _,
             images,
+            declared_features,
         } = input;
         let mut interned: Vec<(Sym, Sym)> = labels
             .iter()
@@ -108,6 +109,7 @@ impl Snapshot {
             training_pods: 0,
             inference_pods: 0,
             images: self.intern_images(&images),
+            features: declared_features,
         }
     }
 

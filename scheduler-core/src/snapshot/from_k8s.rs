@@ -7,7 +7,7 @@ use super::input::{BoundPodInput, GpuHolding, NodeImage, NodeInput};
 use super::topology_spec::TopologySpec;
 use crate::pod::{PodError, parse_index_list, pod_key};
 use crate::pod_constraints::LabelSelector;
-use crate::pod_constraints::PodConstraints;
+use crate::pod_constraints::{NodeFeatures, PodConstraints};
 use crate::reported::{ReadingState, ReadingTrust};
 use crate::resources::{Resources, pod_requests};
 use crate::selector::Taint;
@@ -118,9 +118,18 @@ fn node_input_with(
             size_bytes: i.size_bytes.unwrap_or(0),
         })
         .collect();
+    let declared_features = NodeFeatures::declared(
+        node.status
+            .as_ref()
+            .and_then(|s| s.declared_features.as_ref())
+            .into_iter()
+            .flatten()
+            .map(String::as_str),
+    );
     Ok(NodeInput {
         labels: node.metadata.labels.clone().unwrap_or_default(),
         images,
+        declared_features,
         taints,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         allocatable,

@@ -4,7 +4,7 @@
 //! Kubernetes objects; tests and the simulator write them by hand.
 
 use super::topology_spec::TopologySpec;
-use crate::pod_constraints::PodConstraints;
+use crate::pod_constraints::{NodeFeatures, PodConstraints};
 use crate::resources::Resources;
 use crate::selector::Taint;
 use gputopo_api::k8s_openapi::jiff::Timestamp;
@@ -34,6 +34,8 @@ pub struct NodeInput {
     pub allocations_observed_at: Option<Timestamp>,
     /// `status.images`: what ImageLocality scores by.
     pub images: Vec<NodeImage>,
+    /// `status.declaredFeatures`, as far as a pod can require them.
+    pub declared_features: NodeFeatures,
 }
 
 /// One image a node holds (`status.images[]`): every name it goes by
@@ -57,6 +59,7 @@ impl Default for NodeInput {
             gpu_allocations: Vec::new(),
             allocations_observed_at: None,
             images: Vec::new(),
+            declared_features: NodeFeatures::default(),
         }
     }
 }

@@ -322,6 +322,7 @@ fn same_but_reading(a: &NodeInput, b: &NodeInput) -> bool {
         gpu_allocations: _,
         allocations_observed_at: _,
         images: _,
+        declared_features,
     } = a;
     *name == b.name
         && *labels == b.labels
@@ -329,4 +330,5 @@ fn same_but_reading(a: &NodeInput, b: &NodeInput) -> bool {
         && *unschedulable == b.unschedulable
         && *allocatable == b.allocatable
         && *topology == b.topology
+        && *declared_features == b.declared_features
 }

@@ -5,6 +5,7 @@ use super::intern::{Interner, Sym};
 use super::{DomainId, GpuUuids, PodId, SharedUse};
 use crate::config::{MAX_TIERS, TopologyManagerPolicy};
 use crate::gpuset::NodeShape;
+use crate::pod_constraints::NodeFeatures;
 use crate::resources::Resources;
 use gputopo_api::WorkloadKind;
 use std::sync::Arc;
@@ -143,6 +144,8 @@ pub(crate) struct Node {
     pub(crate) inference_pods: u16,
     /// Image names it holds with their sizes, sorted by symbol (`images.rs`).
     pub(crate) images: Box<[(Sym, i64)]>,
+    /// `status.declaredFeatures`, as far as a pod can require them.
+    pub(crate) features: NodeFeatures,
 }
 
 impl Node {

@@ -12,6 +12,7 @@ mod affinity;
 mod gpu_rules;
 mod host_ports;
 mod message;
+mod node_features;
 mod node_rules;
 mod node_scores;
 mod preferred_affinity;

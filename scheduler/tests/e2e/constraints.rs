@@ -241,3 +241,37 @@ async fn a_host_port_taken_on_the_only_allowed_node_leaves_the_second_pod_pendin
     )
     .await;
 }
+
+/// NodeDeclaredFeatures: a pod restarting all its containers when one
+/// exits needs `RestartAllContainersOnContainerExits` from its node's
+/// kubelet; kwok's nodes declare no feature, so both schedulers leave it
+/// pending with upstream's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
+async fn a_pod_needing_an_undeclared_node_feature_stays_pending() {
+    let mut spec = on_slot("a");
+    spec["containers"] = json!([{
+        "name": "main", "image": "registry.invalid/train:1",
+        "restartPolicy": "Never",
+        "restartPolicyRules": [{"action": "RestartAllContainers",
+            "exitCodes": {"operator": "In", "values": [42]}}],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]);
+    let steps = [
+        Step {
+            name: "restarts-0",
+            labels: json!({}),
+            spec,
+        },
+        Step {
+            name: "plain-0",
+            labels: json!({}),
+            spec: on_slot("a"),
+        },
+    ];
+    same_as_kube_scheduler(
+        &steps,
+        &["pending", "a"],
+        "didn't match Pod's required features",
+    )
+    .await;
+}

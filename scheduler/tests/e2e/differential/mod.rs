@@ -5,7 +5,7 @@
 //! placed once by kube-scheduler and once by gputopo-scheduler, each on its
 //! own identical kwok nodes (three zones) in the one control plane, with
 //! the real volume controller binding claims. An independent checker
-//! (`checker.rs`) reads every binding back: gputopo must break no hard
+//! (`gputopo_testenv::rule_checker`) reads every binding back: gputopo must break no hard
 //! constraint, and a pod it leaves pending must carry only reasons
 //! kube-scheduler gives.
 //!
@@ -13,10 +13,10 @@
 //! `GPUTOPO_DIFFERENTIAL_SEEDS` (default 3) seeds; BENCHMARKS.md records a
 //! 2,000-pod run.
 
-mod checker;
 mod workload;
 
 use super::common::*;
+use gputopo_testenv::rule_checker;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -254,7 +254,7 @@ async fn run(scheduler: &str, stream: &[PodSpec], nodes: usize, log: &dyn Fn() -
                 .items,
         );
     }
-    let violations = checker::violations(&checker::World {
+    let violations = rule_checker::violations(&rule_checker::World {
         pods: &pods,
         nodes: &all_nodes,
         volumes: &volumes,

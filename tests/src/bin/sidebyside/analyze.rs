@@ -304,6 +304,7 @@ pub fn analyze(
 
     let gangs = gang_placement(trial, &nodes, nodes_per_leaf, &mut violations);
     let pending = pending(trial, &mut violations);
+    violations.extend(trial.rule_violations.iter().map(|v| format!("rule: {v}")));
     let (two, four, stranding) = quality_and_stranding(trial, plans, models, &assigned);
 
     Analysis {

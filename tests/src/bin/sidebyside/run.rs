@@ -13,8 +13,8 @@ use super::which::log;
 use super::workload::{self, PodPlan};
 use anyhow::{Result, bail};
 use gputopo_api::keys::pod as pod_keys;
-use gputopo_testenv::TestEnv;
-use k8s_openapi::api::core::v1::Pod;
+use gputopo_testenv::{TestEnv, rule_checker};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -107,6 +107,9 @@ pub struct Trial {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_writes: Option<ApiWrites>,
     pub pods: Vec<PodResult>,
+    /// Hard constraints the bindings break, by the independent checker
+    /// (`gputopo_testenv::rule_checker`); empty for a sound scheduler.
+    pub rule_violations: Vec<String>,
     /// Where the control plane's logs were copied (`--keep-logs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logs: Option<String>,
@@ -255,6 +258,11 @@ pub async fn run_trial(
     let lp = ListParams::default();
     let list = retry("listing the pods", || pods_api.list(&lp)).await?;
     watch.abort();
+    let rule_violations = check_rules(&client, &list.items).await?;
+    log(
+        which,
+        format!("{} hard constraints broken", rule_violations.len()),
+    );
     let pods = pod_results(plans, list.items, &progress);
     ensure_some_bound(&pods, &env, which)?;
     let bound = pods.iter().filter(|p| p.node.is_some()).count();
@@ -270,8 +278,23 @@ pub async fn run_trial(
         scheduler_metrics,
         api_writes,
         pods,
+        rule_violations,
         logs,
     })
+}
+
+/// Every hard constraint the bound `pods` break, read against the nodes as
+/// the API server holds them (the benchmark mounts no volumes).
+async fn check_rules(client: &kube::Client, pods: &[Pod]) -> Result<Vec<String>> {
+    let nodes_api = Api::<Node>::all(client.clone());
+    let lp = ListParams::default();
+    let nodes = retry("listing the nodes", || nodes_api.list(&lp)).await?;
+    Ok(rule_checker::violations(&rule_checker::World {
+        pods,
+        nodes: &nodes.items,
+        volumes: &[],
+        claims: &[],
+    }))
 }
 
 /// A fresh control plane with kwok, and `nodes` created and Ready.

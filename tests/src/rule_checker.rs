@@ -1,7 +1,16 @@
-//! The independent checker: every hard constraint of every bound pod, read
-//! from the pods, nodes, volumes and claims as the API server holds them
-//! at the end of a run, with its own selector matching (nothing from
-//! scheduler-core). Each violation is one line naming the pod and rule.
+//! An independent checker of kube-scheduler's hard constraints: every hard
+//! constraint of every bound pod (GPUs within the node's allocatable, host
+//! ports, required pod affinity and anti-affinity, `DoNotSchedule` spread,
+//! claims bound to volumes that reach the node), read from the pods, nodes,
+//! volumes and claims as the API server holds them at the end of a run,
+//! with its own selector matching (nothing from scheduler-core). Each
+//! violation is one line naming the pod and rule. The scheduler's
+//! differential test and the side-by-side benchmark both read their
+//! clusters back through it; either scheduler's bindings must pass.
+//!
+//! Its reading of selectors covers what those workloads write:
+//! `matchLabels` and `Exists` expressions, `namespaces` lists and the
+//! empty `namespaceSelector`.
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::Value;
@@ -62,8 +71,21 @@ pub fn violations(w: &World<'_>) -> Vec<String> {
         }
     }
     for (node, used) in &gpus {
-        if *used > 8 {
-            out.push(format!("node {node}: {used} GPUs bound on 8"));
+        let allocatable = w
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(*node))
+            .and_then(|n| {
+                n.status
+                    .as_ref()?
+                    .allocatable
+                    .as_ref()?
+                    .get("nvidia.com/gpu")
+            })
+            .and_then(|q| q.0.parse::<i64>().ok())
+            .unwrap_or(0);
+        if *used > allocatable {
+            out.push(format!("node {node}: {used} GPUs bound on {allocatable}"));
         }
     }
     for ((node, port), pods) in &ports {
