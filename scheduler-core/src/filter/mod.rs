@@ -229,10 +229,12 @@ impl<'a> PodContext<'a> {
     /// The node features the pod needs that the node at `index` does not
     /// declare (NodeDeclaredFeatures; no eviction changes them).
     fn features_missing(&self, index: usize) -> NodeFeatures {
-        self.pod
-            .constraints
-            .node_features
-            .missing_on(self.snapshot.nodes[index].features)
+        let needed = self.pod.constraints.node_features;
+        // Most pods need none: the node's record is not read for them.
+        if needed.is_empty() {
+            return needed;
+        }
+        needed.missing_on(self.snapshot.nodes[index].features)
     }
 
     /// Spread and inter-pod affinity, the predicates that read other pods
