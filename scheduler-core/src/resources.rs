@@ -333,6 +333,10 @@ pub fn format_amount(resource: &str, amount: i64) -> String {
 /// * the sum over containers, plus restartable init containers (sidecars,
 ///   `restartPolicy: Always`) which run alongside them;
 /// * at least each regular init container plus the sidecars started before it;
+/// * pod-level requests (`spec.resources.requests`, PodLevelResources, on
+///   since 1.34) in place of that sum for the resources they may name: cpu,
+///   memory and `hugepages-*` (others there are not pod-level resources and
+///   are not read, as upstream);
 /// * plus `overhead` (RuntimeClass), and one `pods`.
 pub fn pod_requests(spec: &PodSpec) -> Result<Resources, QuantityError> {
     let mut sum = Resources::default();
@@ -354,6 +358,13 @@ pub fn pod_requests(spec: &PodSpec) -> Result<Resources, QuantityError> {
         }
     }
     sum.max_with(&init_max);
+    let pod_level = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
+    for (name, q) in pod_level.into_iter().flatten() {
+        if name == CPU || name == MEMORY || name.starts_with("hugepages-") {
+            let field = format!("resources.requests.{name}");
+            sum.set(name, parse_amount(&field, name, &q.0)?);
+        }
+    }
     if let Some(overhead) = &spec.overhead {
         sum.add(&Resources::from_list(
             overhead.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
@@ -447,6 +458,35 @@ mod tests {
             let e = parse_amount("containers[a].resources.requests.cpu", CPU, bad).unwrap_err();
             assert!(e.to_string().contains("containers[a]"), "{e}");
         }
+    }
+
+    /// PodLevelResources: the pod-level cpu, memory and hugepages requests
+    /// stand for the containers' sum; extended resources stay the
+    /// containers'; overhead still adds on top.
+    #[test]
+    fn pod_level_requests_replace_the_containers_sum_for_cpu_memory_and_hugepages() {
+        let spec: PodSpec = serde_json::from_value(serde_json::json!({
+            "resources": {"requests": {"cpu": "4", "memory": "8Gi", "hugepages-2Mi": "1Gi"},
+                          "limits": {"cpu": "8"}},
+            "overhead": {"cpu": "250m"},
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi",
+                    "example.com/nic": "1"}}},
+                {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+            ]
+        }))
+        .expect("a pod spec");
+        let r = pod_requests(&spec).expect("readable");
+        assert_eq!(r.cpu_milli, 4250, "pod-level cpu plus overhead");
+        assert_eq!(r.memory, 8 << 30);
+        assert_eq!(r.get("hugepages-2Mi"), 1 << 30);
+        assert_eq!(r.get("example.com/nic"), 1, "not a pod-level resource");
+        assert_eq!(r.gpus, 2);
+        // Without pod-level requests, the containers' sum.
+        let mut plain = spec.clone();
+        plain.resources = None;
+        let r = pod_requests(&plain).expect("readable");
+        assert_eq!((r.cpu_milli, r.memory), (1250, 1 << 30));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!
 //! Its reading of selectors covers what those workloads write:
 //! `matchLabels` and `Exists` expressions, `namespaces` lists and the
-//! empty `namespaceSelector`.
+//! empty `namespaceSelector`. Spread is judged where the end state can
+//! tell (see `spread_violations`).
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::Value;
@@ -183,34 +184,73 @@ pub fn violations(w: &World<'_>) -> Vec<String> {
 }
 
 /// DoNotSchedule spread: per group (pods sharing the constraint), matching
-/// pods per domain of the run's nodes differ by at most maxSkew.
+/// pods per domain of the nodes the group may use differ by at most
+/// maxSkew.
+///
+/// That holds after the fact only where every bound pod the selector
+/// matches carries the same constraint and the same `nodeSelector` (and no
+/// required node affinity): each placement then kept its domain within
+/// maxSkew of the least loaded one, and later ones only raise the least.
+/// A group whose selector also matches pods placed without the constraint
+/// (another rule's pods of the same service), or whose pods may use
+/// different nodes, cannot be judged from the end state and is left out.
 fn spread_violations(
     bound: &[(&Pod, &str)],
     labels_of: &BTreeMap<&str, BTreeMap<String, String>>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
-    for (p, _) in bound {
+    let hard = |p: &Pod| -> Vec<Value> {
         let spec = p.spec.as_ref().expect("bound");
-        for c in spec.topology_spread_constraints.iter().flatten() {
-            if c.when_unsatisfiable != "DoNotSchedule" {
-                continue;
-            }
-            let c = serde_json::to_value(c).expect("a constraint");
+        spec.topology_spread_constraints
+            .iter()
+            .flatten()
+            .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+            .map(|c| serde_json::to_value(c).expect("a constraint"))
+            .collect()
+    };
+    let eligibility = |p: &Pod| {
+        let spec = p.spec.as_ref().expect("bound");
+        let requires_affinity = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .is_some_and(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .is_some()
+            });
+        (!requires_affinity).then(|| spec.node_selector.clone().unwrap_or_default())
+    };
+    for (p, _) in bound {
+        for c in hard(p) {
             let ns = p.metadata.namespace.clone().unwrap_or_default();
             if !seen.insert((ns.clone(), c.to_string())) {
+                continue;
+            }
+            let members: Vec<&(&Pod, &str)> = bound
+                .iter()
+                .filter(|(q, _)| {
+                    q.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && selector_matches(&c["labelSelector"], q)
+                })
+                .collect();
+            let Some(selector) = eligibility(p) else {
+                continue;
+            };
+            let judgeable = members
+                .iter()
+                .all(|(q, _)| hard(q).contains(&c) && eligibility(q).as_ref() == Some(&selector));
+            if !judgeable {
                 continue;
             }
             let key = c["topologyKey"].as_str().unwrap_or_default();
             let mut counts: BTreeMap<String, i64> = labels_of
                 .values()
+                .filter(|l| selector.iter().all(|(k, v)| l.get(k) == Some(v)))
                 .filter_map(|l| l.get(key).map(|v| (v.clone(), 0)))
                 .collect();
-            for (q, node) in bound {
-                if q.metadata.namespace.as_deref() == Some(ns.as_str())
-                    && selector_matches(&c["labelSelector"], q)
-                    && let Some(v) = labels_of.get(node).and_then(|l| l.get(key))
-                {
+            for (_, node) in &members {
+                if let Some(v) = labels_of.get(node).and_then(|l| l.get(key)) {
                     *counts.entry(v.clone()).or_default() += 1;
                 }
             }
@@ -264,4 +304,56 @@ fn selector_matches(selector: &Value, q: &Pod) -> bool {
             })
         });
     labels_ok && exprs_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, zone: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name,
+            "labels": {"zone": zone}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}}}))
+        .expect("a node")
+    }
+
+    fn pod(name: &str, node: &str, spread: bool) -> Pod {
+        let mut spec = json!({"nodeName": node, "containers": [{"name": "c"}]});
+        if spread {
+            spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"svc": "s"}}}]);
+        }
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns",
+            "labels": {"svc": "s"}}, "spec": spec}))
+        .expect("a pod")
+    }
+
+    fn check(pods: &[Pod]) -> Vec<String> {
+        let nodes = [node("a", "z1"), node("b", "z2")];
+        violations(&World {
+            pods,
+            nodes: &nodes,
+            volumes: &[],
+            claims: &[],
+        })
+    }
+
+    #[test]
+    fn a_spread_group_two_ahead_in_one_zone_is_a_violation() {
+        let v = check(&[pod("p1", "a", true), pod("p2", "a", true)]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("2 - 0 > 1"), "{v:?}");
+        assert!(check(&[pod("p1", "a", true), pod("p2", "b", true)]).is_empty());
+    }
+
+    /// A pod of the same service placed without the constraint raises a
+    /// zone's count without being bound by it: the end state cannot tell a
+    /// broken spread from a kept one, so the group is not judged.
+    #[test]
+    fn a_group_sharing_its_selector_with_unconstrained_pods_is_not_judged() {
+        let v = check(&[pod("free", "a", false), pod("p1", "a", true)]);
+        assert!(v.is_empty(), "{v:?}");
+    }
 }

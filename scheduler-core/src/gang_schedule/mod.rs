@@ -161,7 +161,9 @@ impl Gang<'_> {
             // again from the cluster as it was, one member at a time.
             *work = snapshot.clone();
             placements.iter_mut().for_each(|p| *p = None);
-            return self.place_one_by_one(work, gpu_members, &broken, placements);
+            let mut order = gpu_members.to_vec();
+            order.sort_by_key(|&m| std::cmp::Reverse(contexts[m].whole_gpus()));
+            return self.place_one_by_one(work, &order, &broken, placements);
         }
         Ok(())
     }

@@ -19,29 +19,26 @@ use crate::schedule::{Candidate, Placement, placement, unschedulable};
 use crate::score::Scorer;
 use crate::snapshot::{DomainId, NodeId, Snapshot};
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 impl Gang<'_> {
-    /// Places the GPU members `gpu_members` one at a time on `work` (which
-    /// holds none of them yet); `broken` says how the gang search's
-    /// placement broke their rules, for the explanation and the message.
+    /// Places the GPU members of `order` (largest request first) one at a
+    /// time on `work` (which holds none of them yet); `broken` says how the
+    /// gang search's placement broke their rules, for the explanation and
+    /// the message.
     pub(super) fn place_one_by_one(
         &self,
         work: &mut Snapshot,
-        gpu_members: &[usize],
+        order: &[usize],
         broken: &str,
         placements: &mut [Option<Placement>],
     ) -> Result<(), GangDecision> {
         let (name, n) = (&self.name, self.members.len());
-        let mut order = gpu_members.to_vec();
-        order.sort_by_key(|&m| {
-            let ctx = PodContext::new(work, &self.members[m], self.config);
-            std::cmp::Reverse(ctx.whole_gpus())
-        });
-        let mut placed_on: Vec<NodeId> = Vec::with_capacity(order.len());
-        for m in order {
+        let mut near = Placed::default();
+        for &m in order {
             let member = &self.members[m];
             let ctx = PodContext::new(work, member, self.config);
-            let Some(chosen) = closest_best(&ctx, work, &placed_on) else {
+            let Some(chosen) = closest_best(&ctx, work, &near) else {
                 return Err(waiting(format!(
                     "gang {name} ({n} members) waits, nothing bound: the gang search's placement breaks the members' rules ({broken}), and placed one at a time, member {} finds no node: {}",
                     member.key(),
@@ -53,11 +50,46 @@ impl Gang<'_> {
                 "gang {name}, {n} members placed one at a time, each judged against the members before it, as their rules among each other ask (the gang search's placement broke them: {broken}); this member on {}",
                 placed.explanation
             );
-            placed_on.push(placed.node_id);
+            near.add(work, placed.node_id);
             self.record(work, member, &placed)?;
             placements[m] = Some(placed);
         }
         Ok(())
+    }
+}
+
+/// Where the members placed so far are: their nodes, and their domains at
+/// each tier.
+#[derive(Default)]
+struct Placed {
+    nodes: BTreeSet<NodeId>,
+    /// Per tier, outermost first.
+    domains: Vec<BTreeSet<DomainId>>,
+}
+
+impl Placed {
+    fn add(&mut self, work: &Snapshot, node: NodeId) {
+        self.nodes.insert(node);
+        let path = work.node(node).domain_path();
+        self.domains.resize_with(path.len(), BTreeSet::new);
+        for (tier, domain) in path.iter().enumerate() {
+            if let Some(d) = domain {
+                self.domains[tier].insert(*d);
+            }
+        }
+    }
+
+    /// How close node `id` is to the placed members, as bits from the most
+    /// significant: a member on the node itself, then one sharing its
+    /// domain at each tier from the innermost outward. More is closer.
+    fn closeness(&self, work: &Snapshot, id: NodeId) -> u32 {
+        let mut near = u32::from(self.nodes.contains(&id));
+        for (tier, domain) in work.node(id).domain_path().iter().enumerate().rev() {
+            let shared =
+                domain.is_some_and(|d| self.domains.get(tier).is_some_and(|s| s.contains(&d)));
+            near = (near << 1) | u32::from(shared);
+        }
+        near
     }
 }
 
@@ -67,10 +99,10 @@ struct Chosen {
     feasible: usize,
 }
 
-/// The feasible node closest to the nodes in `placed_on`, best scored among
-/// equally close ones (ties to the lower node index, as single pods break
-/// them); `None` when no node is feasible.
-fn closest_best(ctx: &PodContext<'_>, work: &Snapshot, placed_on: &[NodeId]) -> Option<Chosen> {
+/// The feasible node closest to the members placed so far, best scored
+/// among equally close ones (ties to the lower node index, as single pods
+/// break them); `None` when no node is feasible.
+fn closest_best(ctx: &PodContext<'_>, work: &Snapshot, near: &Placed) -> Option<Chosen> {
     let whole = ctx.whole_gpus();
     let fits: Vec<(usize, Fit)> = work
         .free_counts
@@ -85,47 +117,25 @@ fn closest_best(ctx: &PodContext<'_>, work: &Snapshot, placed_on: &[NodeId]) -> 
     } else {
         Scorer::alone(ctx)
     };
-    let paths: Vec<&[Option<DomainId>]> = placed_on
-        .iter()
-        .map(|&id| work.node(id).domain_path())
-        .collect();
-    let mut best: Option<(Vec<bool>, Candidate)> = None;
+    let mut best: Option<(u32, Candidate)> = None;
     for &(i, fit) in &fits {
-        let near = closeness(work, i, placed_on, &paths);
+        let node = NodeId(i as u32);
+        let closeness = near.closeness(work, node);
         let parts = scorer.score(ctx, i, &fit);
         let better = match &best {
             None => true,
-            Some((b_near, b)) => match near.cmp(b_near) {
+            Some((b_near, b)) => match closeness.cmp(b_near) {
                 Ordering::Greater => true,
                 Ordering::Less => false,
                 Ordering::Equal => parts.total > b.parts.total,
             },
         };
         if better {
-            let node = NodeId(i as u32);
-            best = Some((near, Candidate { node, fit, parts }));
+            best = Some((closeness, Candidate { node, fit, parts }));
         }
     }
     best.map(|(_, best)| Chosen {
         best,
         feasible: fits.len(),
     })
-}
-
-/// How close node `i` is to the placed members, most significant first:
-/// whether one is on the node itself, then whether one shares its domain at
-/// each tier from the innermost outward.
-fn closeness(
-    work: &Snapshot,
-    i: usize,
-    placed_on: &[NodeId],
-    paths: &[&[Option<DomainId>]],
-) -> Vec<bool> {
-    let path = work.node(NodeId(i as u32)).domain_path();
-    let mut near = Vec::with_capacity(path.len() + 1);
-    near.push(placed_on.iter().any(|p| p.0 as usize == i));
-    for (tier, domain) in path.iter().enumerate().rev() {
-        near.push(domain.is_some() && paths.iter().any(|p| p[tier] == *domain));
-    }
-    near
 }
