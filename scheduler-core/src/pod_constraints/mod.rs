@@ -15,6 +15,7 @@
 
 mod affinity;
 mod label_selector;
+mod migrated;
 mod node_features;
 mod ports;
 mod spread;
@@ -22,6 +23,7 @@ mod volumes;
 
 pub use affinity::{AffinityTerm, PodAffinity, WeightedTerm};
 pub use label_selector::{LabelSelector, matches as selector_matches};
+pub use migrated::{MIGRATED_PLUGINS, MigratedVolume};
 pub use node_features::{NodeFeatures, SCHEDULING_FEATURES};
 pub use ports::HostPort;
 pub use spread::{InclusionPolicy, SpreadConstraint, WhenUnsatisfiable};
@@ -45,6 +47,9 @@ pub struct PodConstraints {
     pub claims: Vec<PodClaim>,
     /// In-tree disks only one pod may write (GCE PD, EBS, iSCSI, RBD).
     pub disks: Vec<ExclusiveDisk>,
+    /// Inline in-tree volumes CSI migration moves to a driver (counted
+    /// against the driver's attach limit where the node migrated them).
+    pub migrated: Vec<MigratedVolume>,
     /// What the pod needs its node to declare (NodeDeclaredFeatures).
     pub node_features: NodeFeatures,
 }
@@ -75,6 +80,7 @@ impl PodConstraints {
             || !self.spread.is_empty()
             || !self.claims.is_empty()
             || !self.disks.is_empty()
+            || !self.migrated.is_empty()
             || !self.node_features.is_empty()
     }
 
@@ -103,6 +109,12 @@ impl PodConstraints {
             spread,
             claims: volumes::claims(spec),
             disks: volumes::exclusive_disks(spec),
+            migrated: spec
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(MigratedVolume::inline)
+                .collect(),
             node_features: NodeFeatures::required_by(spec),
             labels,
         })

@@ -58,7 +58,8 @@ impl<'a> VolumeCheck<'a> {
     ) -> Result<Option<VolumeCheck<'a>>, (VolumeRefusal, String)> {
         let claims = &pod.constraints.claims;
         let storage = snapshot.storage();
-        if claims.is_empty() || !storage.watched {
+        // Inline in-tree volumes only count against attach limits.
+        if (claims.is_empty() && pod.constraints.migrated.is_empty()) || !storage.watched {
             return Ok(None);
         }
         let mut check = VolumeCheck {

@@ -129,3 +129,84 @@ fn a_csi_drivers_attach_limit_counts_distinct_volumes_on_the_node() {
 fn claim_bound(name: &str, volume: &str) -> PersistentVolumeClaim {
     claim(name, "fast", "1Gi", json!({"spec": {"volumeName": volume}}))
 }
+
+/// A pod with an inline EBS volume (`awsElasticBlockStore`), bound to
+/// `node` when given.
+fn ebs_pod(name: &str, volume_id: &str, node: Option<&str>) -> serde_json::Value {
+    let mut pod = json!({"metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c"}],
+                 "volumes": [{"name": "data", "awsElasticBlockStore": {"volumeID": volume_id}}]}});
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    pod
+}
+
+/// In-tree volumes CSI migration moved (here EBS) count against their CSI
+/// driver's limit on a node whose CSINode lists the plugin as migrated, as
+/// upstream's CSILimits counts them; elsewhere they count nowhere.
+#[test]
+fn in_tree_volumes_count_under_their_csi_driver_where_the_node_migrated_them() {
+    let mut c = Cluster::new();
+    // n1: EBS migrated, 1 volume allowed; n2: 1 allowed, not migrated; n3:
+    // no CSINode.
+    let mut migrated = csi_node("n1", "ebs.csi.aws.com", 1);
+    migrated.metadata.annotations = Some(
+        [(
+            "storage.alpha.kubernetes.io/migrated-plugins".to_string(),
+            "kubernetes.io/gce-pd, kubernetes.io/aws-ebs".to_string(),
+        )]
+        .into(),
+    );
+    c.csi_nodes.push(migrated);
+    c.csi_nodes.push(csi_node("n2", "ebs.csi.aws.com", 1));
+    for node in ["n1", "n2"] {
+        let holder = ebs_pod(&format!("holder-{node}"), "vol-1", Some(node));
+        c.bound.push(serde_json::from_value(holder).expect("a pod"));
+    }
+    // A PersistentVolume of the in-tree kind behind a claim, and a class
+    // with the in-tree provisioner.
+    c.claims.push(claim_bound("ebs-claim", "ebs-pv"));
+    c.volumes.push(
+        serde_json::from_value(json!({"metadata": {"name": "ebs-pv"},
+            "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
+                     "capacity": {"storage": "1Gi"},
+                     "awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-9"},
+                     "claimRef": {"namespace": "default", "name": "ebs-claim"}},
+            "status": {"phase": "Bound"}}))
+        .expect("a volume"),
+    );
+    c.classes.push(class(
+        "gp2",
+        "kubernetes.io/aws-ebs",
+        "WaitForFirstConsumer",
+        Value::Null,
+    ));
+    c.claims.push(claim("ebs-later", "gp2", "1Gi", json!({})));
+    let snap = c.snapshot();
+    use VolumeRefusal::TooManyVolumes;
+    let inline = |id: &str| {
+        let pod: Pod = serde_json::from_value(ebs_pod("p", id, None)).expect("a pod");
+        PendingPod::from_k8s(&pod).expect("readable")
+    };
+    // Another EBS volume: 2 on n1 (limit 1); n2 does not count in-tree ones.
+    assert_eq!(
+        verdicts(&snap, &inline("vol-2")),
+        [Some(TooManyVolumes), None, None]
+    );
+    // The one already attached there (named with its zone) counts once.
+    assert_eq!(
+        verdicts(&snap, &inline("aws://us-east-1a/vol-1")),
+        [None, None, None]
+    );
+    // A PersistentVolume's in-tree source, and a claim its in-tree
+    // provisioner will make, count the same way.
+    assert_eq!(
+        verdicts(&snap, &pending(&["ebs-claim"])),
+        [Some(TooManyVolumes), None, None]
+    );
+    assert_eq!(
+        verdicts(&snap, &pending(&["ebs-later"])),
+        [Some(TooManyVolumes), None, None]
+    );
+}

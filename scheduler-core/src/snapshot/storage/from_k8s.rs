@@ -3,7 +3,7 @@
 //! silent default: a claim read wrongly would bind the wrong volume.
 
 use super::{AccessMode, Claim, Storage, StorageClass, Volume};
-use crate::pod_constraints::LabelSelector;
+use crate::pod_constraints::{LabelSelector, MIGRATED_PLUGINS, MigratedVolume};
 use crate::resources::parse_amount;
 use crate::selector::NodeAffinity;
 use gputopo_api::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -93,8 +93,22 @@ pub fn storage<'a>(
                 Some((d.name.clone(), u32::try_from(count).unwrap_or(0)))
             })
             .collect();
-        out.attach_limits
-            .insert(n.metadata.name.clone().unwrap_or_default(), limits);
+        let node = n.metadata.name.clone().unwrap_or_default();
+        let migrated: BTreeSet<String> = n
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MIGRATED_PLUGINS))
+            .into_iter()
+            .flat_map(|list| list.split(','))
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
+        if !migrated.is_empty() {
+            out.migrated_plugins.insert(node.clone(), migrated);
+        }
+        out.attach_limits.insert(node, limits);
     }
     (out, errors)
 }
@@ -177,6 +191,7 @@ fn volume(v: &PersistentVolume, name: &str) -> Result<Volume, StorageError> {
             .csi
             .as_ref()
             .map(|c| (c.driver.clone(), c.volume_handle.clone())),
+        migrated: MigratedVolume::persistent(&spec),
         available: v.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"),
         deleting: v.metadata.deletion_timestamp.is_some(),
     })

@@ -11,7 +11,7 @@ mod from_k8s;
 pub use capacity::{CapacityEntry, StorageCapacity};
 pub use from_k8s::{SELECTED_NODE, StorageError, storage};
 
-use crate::pod_constraints::LabelSelector;
+use crate::pod_constraints::{LabelSelector, MigratedVolume};
 use crate::selector::NodeAffinity;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,6 +32,9 @@ pub struct Storage {
     /// Per node, per CSI driver, how many of its volumes the node can have
     /// attached (CSINode `allocatable.count`); a driver absent has no limit.
     pub attach_limits: BTreeMap<String, BTreeMap<String, u32>>,
+    /// Per node, the in-tree plugins its CSINode lists as migrated to CSI
+    /// (their volumes count against the CSI driver's limit there).
+    pub migrated_plugins: BTreeMap<String, BTreeSet<String>>,
     /// What CSI drivers publish of their free space, for claims to provision.
     pub capacity: StorageCapacity,
 }
@@ -84,6 +87,8 @@ pub struct Volume {
     pub block: bool,
     /// `spec.csi`: the driver and the volume's handle.
     pub csi: Option<(String, String)>,
+    /// An in-tree source CSI migration moves to a driver.
+    pub migrated: Option<MigratedVolume>,
     /// `status.phase` is `Available`.
     pub available: bool,
     pub deleting: bool,
