@@ -25,6 +25,7 @@ pub struct World<'a> {
     pub claims: &'a [PersistentVolumeClaim],
 }
 
+/// Every hard constraint the bound pods break, one line each.
 pub fn violations(w: &World<'_>) -> Vec<String> {
     let labels_of: BTreeMap<&str, BTreeMap<String, String>> = w
         .nodes
@@ -41,62 +42,99 @@ pub fn violations(w: &World<'_>) -> Vec<String> {
         .iter()
         .filter_map(|p| Some((p, p.spec.as_ref()?.node_name.as_deref()?)))
         .collect();
-    let domain = |node: &str, key: &str| labels_of.get(node).and_then(|l| l.get(key)).cloned();
-    let mut out = Vec::new();
-    let name = |p: &Pod| {
-        format!(
-            "{}/{}",
-            p.metadata.namespace.as_deref().unwrap_or_default(),
-            p.metadata.name.as_deref().unwrap_or_default()
-        )
+    let run = Run {
+        world: w,
+        labels_of: &labels_of,
+        bound: &bound,
     };
-    // Resources and host ports per node.
-    let mut gpus: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut ports: BTreeMap<(&str, i32), Vec<String>> = BTreeMap::new();
+    let mut out = run.node_capacity();
     for (p, node) in &bound {
-        let spec = p.spec.as_ref().expect("bound");
-        for c in &spec.containers {
-            let g = c
-                .resources
-                .as_ref()
-                .and_then(|r| r.limits.as_ref())
-                .and_then(|l| l.get("nvidia.com/gpu"))
-                .and_then(|q| q.0.parse::<i64>().ok())
-                .unwrap_or(0);
-            *gpus.entry(node).or_default() += g;
-            for port in c.ports.iter().flatten() {
-                if let Some(h) = port.host_port {
-                    ports.entry((node, h)).or_default().push(name(p));
+        out.extend(run.pod_affinity(p, node));
+        out.extend(run.claims(p, node));
+    }
+    out.extend(spread_violations(&bound, &labels_of));
+    out
+}
+
+/// One check's view of the cluster: the nodes' labels and the bound pods.
+struct Run<'a> {
+    world: &'a World<'a>,
+    labels_of: &'a BTreeMap<&'a str, BTreeMap<String, String>>,
+    bound: &'a [(&'a Pod, &'a str)],
+}
+
+fn name(p: &Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or_default(),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+impl Run<'_> {
+    /// The node's value of `key`.
+    fn domain(&self, node: &str, key: &str) -> Option<String> {
+        self.labels_of.get(node).and_then(|l| l.get(key)).cloned()
+    }
+
+    /// GPUs within each node's allocatable; each host port taken once.
+    fn node_capacity(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut gpus: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut ports: BTreeMap<(&str, i32), Vec<String>> = BTreeMap::new();
+        for (p, node) in self.bound {
+            let spec = p.spec.as_ref().expect("bound");
+            for c in &spec.containers {
+                let g = c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.limits.as_ref())
+                    .and_then(|l| l.get("nvidia.com/gpu"))
+                    .and_then(|q| q.0.parse::<i64>().ok())
+                    .unwrap_or(0);
+                *gpus.entry(node).or_default() += g;
+                for port in c.ports.iter().flatten() {
+                    if let Some(h) = port.host_port {
+                        ports.entry((node, h)).or_default().push(name(p));
+                    }
                 }
             }
         }
-    }
-    for (node, used) in &gpus {
-        let allocatable = w
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(*node))
-            .and_then(|n| {
-                n.status
-                    .as_ref()?
-                    .allocatable
-                    .as_ref()?
-                    .get("nvidia.com/gpu")
-            })
-            .and_then(|q| q.0.parse::<i64>().ok())
-            .unwrap_or(0);
-        if *used > allocatable {
-            out.push(format!("node {node}: {used} GPUs bound on {allocatable}"));
+        for (node, used) in &gpus {
+            let allocatable = self
+                .world
+                .nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(*node))
+                .and_then(|n| {
+                    n.status
+                        .as_ref()?
+                        .allocatable
+                        .as_ref()?
+                        .get("nvidia.com/gpu")
+                })
+                .and_then(|q| q.0.parse::<i64>().ok())
+                .unwrap_or(0);
+            if *used > allocatable {
+                out.push(format!("node {node}: {used} GPUs bound on {allocatable}"));
+            }
         }
-    }
-    for ((node, port), pods) in &ports {
-        if pods.len() > 1 {
-            out.push(format!("node {node}: host port {port} taken by {pods:?}"));
+        for ((node, port), pods) in &ports {
+            if pods.len() > 1 {
+                out.push(format!("node {node}: host port {port} taken by {pods:?}"));
+            }
         }
+        out
     }
-    for (p, node) in &bound {
+
+    /// Required pod anti-affinity (no other matching pod in the domain)
+    /// and affinity (a matching pod in the domain) of the pod on `node`.
+    fn pod_affinity(&self, p: &Pod, node: &str) -> Vec<String> {
+        let mut out = Vec::new();
         let spec = p.spec.as_ref().expect("bound");
         let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+        let bound = self.bound;
+        let domain = |node: &str, key: &str| self.domain(node, key);
         let pod_affinity = spec.affinity.as_ref();
         // Required anti-affinity: no other matching pod in the domain.
         let anti = pod_affinity
@@ -109,8 +147,8 @@ pub fn violations(w: &World<'_>) -> Vec<String> {
             let term = serde_json::to_value(term).expect("a term");
             let key = term["topologyKey"].as_str().unwrap_or_default();
             let here = domain(node, key);
-            for (q, other) in &bound {
-                if std::ptr::eq(*p, *q) || here.is_none() || domain(other, key) != here {
+            for (q, other) in bound {
+                if std::ptr::eq(p, *q) || here.is_none() || domain(other, key) != here {
                     continue;
                 }
                 if term_selects(&term, ns, q) {
@@ -144,6 +182,15 @@ pub fn violations(w: &World<'_>) -> Vec<String> {
                 ));
             }
         }
+        out
+    }
+
+    /// Each claim of the pod on `node` bound to a volume reaching it.
+    fn claims(&self, p: &Pod, node: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let spec = p.spec.as_ref().expect("bound");
+        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+        let w = self.world;
         // Claims: bound to a volume reaching the node.
         for v in spec.volumes.iter().flatten() {
             let Some(claim) = &v.persistent_volume_claim else {
@@ -178,9 +225,8 @@ pub fn violations(w: &World<'_>) -> Vec<String> {
                 }
             }
         }
+        out
     }
-    out.extend(spread_violations(&bound, &labels_of));
-    out
 }
 
 /// DoNotSchedule spread: per group (pods sharing the constraint), matching

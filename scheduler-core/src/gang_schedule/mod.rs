@@ -163,7 +163,7 @@ impl Gang<'_> {
             placements.iter_mut().for_each(|p| *p = None);
             let mut order = gpu_members.to_vec();
             order.sort_by_key(|&m| std::cmp::Reverse(contexts[m].whole_gpus()));
-            return self.place_one_by_one(work, &order, &broken, placements);
+            return self.place_one_by_one(work, &order, &broken.to_string(), placements);
         }
         Ok(())
     }
@@ -178,7 +178,7 @@ impl Gang<'_> {
         gpu_members: &[usize],
         candidates: usize,
         placements: &mut [Option<Placement>],
-    ) -> Result<(), String> {
+    ) -> Result<(), RuleBreak> {
         let (name, n, members) = (&self.name, self.members.len(), self.members);
         for (slot, &m) in chosen.members.iter().zip(gpu_members) {
             let ctx = PodContext::new(work, &members[m], self.config);
@@ -191,11 +191,11 @@ impl Gang<'_> {
                 Err(r) => Some(ctx.reason(node.id(), r).to_string()),
             };
             if let Some(why) = why {
-                return Err(format!(
-                    "member {} does not fit on {} once the members before it are placed there: {why}",
-                    members[m].key(),
-                    node.name()
-                ));
+                return Err(RuleBreak {
+                    member: members[m].key(),
+                    node: node.name().to_string(),
+                    why,
+                });
             }
             let mut placed = member_placement(&ctx, slot, candidates);
             placed.explanation = format!(
@@ -203,7 +203,11 @@ impl Gang<'_> {
                 chosen.explanation, placed.explanation
             );
             self.record(work, &members[m], &placed)
-                .map_err(|_| format!("member {} could not be recorded", members[m].key()))?;
+                .map_err(|_| RuleBreak {
+                    member: members[m].key(),
+                    node: node_name(work, slot.node),
+                    why: "it could not be recorded there".to_string(),
+                })?;
             placements[m] = Some(placed);
         }
         Ok(())
@@ -398,6 +402,23 @@ fn place_on_one_model(
         }
         None => Err(GangNoRoom::PerModel(shortages)),
     }
+}
+
+/// A member that does not fit where the gang search put it, once the
+/// members before it are placed: the members' own rules (or their cpu,
+/// memory, pods) refuse it there.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(
+    "member {member} does not fit on {node} once the members before it are placed there: {why}"
+)]
+struct RuleBreak {
+    member: String,
+    node: String,
+    why: String,
+}
+
+fn node_name(snapshot: &Snapshot, index: usize) -> String {
+    snapshot.node(NodeId(index as u32)).name().to_string()
 }
 
 /// Why no GPU model (or, mixing models, the nodes together) has room for
