@@ -1,6 +1,8 @@
 //! NodeVolumeLimits for CSI drivers: a node takes the pod only if, per
 //! driver, the distinct volumes its pods use plus the pod's new ones stay
-//! within the node's CSINode `allocatable.count`. A bound claim's volume is
+//! within the node's CSINode `allocatable.count` (or, where the CSINode
+//! gives none, the Node's legacy `attachable-volumes-csi-<driver>`
+//! allocatable, as upstream still reads it). A bound claim's volume is
 //! its driver and handle; a claim still waiting counts once under its
 //! class's provisioner (upstream's stand-in until it is provisioned). An
 //! in-tree volume (inline, or a PersistentVolume's source) counts under the
@@ -9,7 +11,7 @@
 
 use crate::pod::PendingPod;
 use crate::pod_constraints::{MigratedVolume, PodConstraints};
-use crate::snapshot::{NodeId, Snapshot, Storage};
+use crate::snapshot::{NodeId, NodeRef, Snapshot, Storage};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `(driver, volume)`: one attachable volume.
@@ -19,9 +21,7 @@ type Attachable = (String, String);
 pub(super) fn within_limits(snapshot: &Snapshot, pod: &PendingPod, index: usize) -> bool {
     let storage = snapshot.storage();
     let node = snapshot.node(NodeId(index as u32));
-    let Some(limits) = storage.attach_limits.get(node.name()) else {
-        return true;
-    };
+    let limits = node_limits(storage, &node);
     if limits.is_empty() {
         return true;
     }
@@ -51,6 +51,31 @@ pub(super) fn within_limits(snapshot: &Snapshot, pod: &PendingPod, index: usize)
         .iter()
         .all(|(driver, n)| limits.get(*driver).is_none_or(|limit| n <= limit))
 }
+
+/// Per CSI driver, how many volumes the node may have attached: its
+/// CSINode's `allocatable.count`, over upstream's legacy fallback, the
+/// Node's `attachable-volumes-csi-<driver>` allocatable.
+fn node_limits(storage: &Storage, node: &NodeRef<'_>) -> BTreeMap<String, u32> {
+    let mut limits: BTreeMap<String, u32> = node
+        .allocatable()
+        .extended
+        .iter()
+        .filter_map(|(name, count)| {
+            let driver = name.strip_prefix(LEGACY_LIMIT_PREFIX)?;
+            Some((
+                driver.to_string(),
+                u32::try_from(*count).unwrap_or(u32::MAX),
+            ))
+        })
+        .collect();
+    if let Some(csi) = storage.attach_limits.get(node.name()) {
+        limits.extend(csi.iter().map(|(d, n)| (d.clone(), *n)));
+    }
+    limits
+}
+
+/// The Node allocatable key upstream still reads a driver's limit from.
+const LEGACY_LIMIT_PREFIX: &str = "attachable-volumes-csi-";
 
 /// What one node makes of pods' volumes: the cluster's storage and the
 /// in-tree plugins the node migrated to CSI.

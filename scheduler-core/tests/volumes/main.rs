@@ -99,6 +99,8 @@ struct Cluster {
     drivers: Vec<gputopo_api::k8s_openapi::api::storage::v1::CSIDriver>,
     capacities: Vec<gputopo_api::k8s_openapi::api::storage::v1::CSIStorageCapacity>,
     bound: Vec<Pod>,
+    /// `(node, resource, count)` added to a node's allocatable.
+    allocatable: Vec<(&'static str, &'static str, i64)>,
 }
 
 impl Cluster {
@@ -131,6 +133,7 @@ impl Cluster {
             drivers: Vec::new(),
             capacities: Vec::new(),
             bound: Vec::new(),
+            allocatable: Vec::new(),
         }
     }
 
@@ -141,7 +144,10 @@ impl Cluster {
         let errors = storage.read_capacity(&self.drivers, &self.capacities);
         assert!(errors.is_empty(), "{errors:?}");
         let mut b = SnapshotBuilder::new(&SchedulerConfig::default());
-        for n in [node("n1", "z1"), node("n2", "z1"), node("n3", "z2")] {
+        for mut n in [node("n1", "z1"), node("n2", "z1"), node("n3", "z2")] {
+            for (_, resource, count) in self.allocatable.iter().filter(|(at, ..)| *at == n.name) {
+                n.allocatable.set(resource, *count);
+            }
             b.node(n);
         }
         for p in &self.bound {

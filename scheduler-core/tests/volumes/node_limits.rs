@@ -210,3 +210,31 @@ fn in_tree_volumes_count_under_their_csi_driver_where_the_node_migrated_them() {
         [Some(TooManyVolumes), None, None]
     );
 }
+
+/// Where a node has no CSINode, upstream still reads a driver's limit from
+/// the Node's legacy `attachable-volumes-csi-<driver>` allocatable; a
+/// CSINode's count wins over it.
+#[test]
+fn a_node_without_a_csinode_takes_its_limit_from_the_legacy_allocatable() {
+    let mut c = Cluster::new();
+    c.allocatable = vec![
+        ("n3", "attachable-volumes-csi-csi.example.com", 1),
+        ("n1", "attachable-volumes-csi-csi.example.com", 1),
+    ];
+    // n1's CSINode allows 2 and wins; n2 has neither: no limit.
+    c.csi_nodes.push(csi_node("n1", "csi.example.com", 2));
+    for (claim, volume) in [("held", "v-held"), ("a", "v-a")] {
+        c.claims.push(claim_bound(claim, volume));
+        c.volumes.push(csi_volume(volume, "csi.example.com", claim));
+    }
+    for node in ["n1", "n3"] {
+        let mut holder = pod_json(&format!("holder-{node}"), &["held"]);
+        holder["spec"]["nodeName"] = json!(node);
+        c.bound.push(serde_json::from_value(holder).expect("a pod"));
+    }
+    let snap = c.snapshot();
+    assert_eq!(
+        verdicts(&snap, &pending(&["a"])),
+        [None, None, Some(VolumeRefusal::TooManyVolumes)]
+    );
+}
