@@ -37,7 +37,13 @@ pub const FAILPOINT_EXIT_AFTER_BINDS: &str = "GPUTOPO_SCHEDULER_FAILPOINT_EXIT_A
 pub const FAILPOINT_EXIT_AFTER_CLAIMS: &str = "GPUTOPO_SCHEDULER_FAILPOINT_EXIT_AFTER_CLAIMS";
 
 /// Per pod (`namespace/name`) and event reason: the last note and its recorder.
-type Recorders = HashMap<(String, &'static str), (String, Recorder)>;
+type Recorders = HashMap<(String, &'static str), Vec<(String, Recorder)>>;
+
+/// How many of a pod's recent notes per reason keep their event: a note
+/// that comes back (a node flapping Ready and back changes the counts and
+/// then restores them) adds to its own event's series, as client-go's
+/// aggregation keys events by their message, instead of writing a new one.
+const RECENT_NOTES: usize = 4;
 
 /// The scheduler's writes to the API server.
 pub struct KubeWrites {
@@ -47,12 +53,12 @@ pub struct KubeWrites {
     /// the default client would retry for about a minute.
     eviction_client: kube::Client,
     reporter: Reporter,
-    /// Per pod and warning reason, the last note and the recorder that
-    /// wrote it (normal events are said once: `emit_event`).
-    /// `Recorder` folds repeats into one event's series but keys them
-    /// without the note, so a changed note would hide under the old one: a
-    /// new note gets a new recorder, hence a new event, as client-go's
-    /// aggregation does.
+    /// Per pod and warning reason, its last [`RECENT_NOTES`] notes, each
+    /// with the recorder that wrote it, oldest first (normal events are
+    /// said once: `emit_event`). `Recorder` folds repeats into one event's
+    /// series but keys them without the note, so a changed note would
+    /// hide under the old one: a new note gets a new recorder, hence a new
+    /// event, as client-go's aggregation does.
     recorders: Mutex<Recorders>,
     /// Events waiting to be published (`event_queue.rs`).
     events: EventQueue,
@@ -127,6 +133,25 @@ impl KubeWrites {
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         )
     }
+}
+
+/// The recorder of `note` among a pod's recent ones (moved to the newest),
+/// or a new one from `make`, the oldest dropped past [`RECENT_NOTES`].
+fn recorder_for<R: Clone>(
+    recent: &mut Vec<(String, R)>,
+    note: &str,
+    make: impl FnOnce() -> R,
+) -> R {
+    let entry = match recent.iter().position(|(n, _)| n == note) {
+        Some(i) => recent.remove(i),
+        None => (note.to_string(), make()),
+    };
+    let recorder = entry.1.clone();
+    recent.push(entry);
+    if recent.len() > RECENT_NOTES {
+        recent.remove(0);
+    }
+    recorder
 }
 
 fn recorders<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -361,19 +386,10 @@ impl ClusterWrites for KubeWrites {
             Recorder::new(self.client.clone(), self.reporter.clone())
         } else {
             let mut map = recorders(&self.recorders);
-            let entry = map.entry((key.clone(), event.reason)).or_insert_with(|| {
-                (
-                    event.note.clone(),
-                    Recorder::new(self.client.clone(), self.reporter.clone()),
-                )
-            });
-            if entry.0 != event.note {
-                *entry = (
-                    event.note.clone(),
-                    Recorder::new(self.client.clone(), self.reporter.clone()),
-                );
-            }
-            entry.1.clone()
+            let recent = map.entry((key.clone(), event.reason)).or_default();
+            recorder_for(recent, &event.note, || {
+                Recorder::new(self.client.clone(), self.reporter.clone())
+            })
         };
         let reason = event.reason;
         let event = Event {
@@ -397,5 +413,37 @@ impl ClusterWrites for KubeWrites {
             }
             .instrument(info_span!("event", reason)),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A note that comes back reuses its recorder (its event's series);
+    /// only the most recent notes are kept.
+    #[test]
+    fn a_recurring_note_keeps_its_recorder_and_old_ones_are_dropped() {
+        let mut recent: Vec<(String, u32)> = Vec::new();
+        let mut made = 0;
+        let mut get = |recent: &mut Vec<(String, u32)>, note: &str| {
+            recorder_for(recent, note, || {
+                made += 1;
+                made
+            })
+        };
+        let a = get(&mut recent, "a");
+        let b = get(&mut recent, "b");
+        assert_ne!(a, b);
+        assert_eq!(get(&mut recent, "a"), a, "a flapping note keeps its event");
+        for note in ["c", "d", "e"] {
+            get(&mut recent, note);
+        }
+        assert_eq!(recent.len(), RECENT_NOTES);
+        assert!(
+            recent.iter().all(|(n, _)| n != "b"),
+            "the least recent note goes first: {recent:?}"
+        );
+        assert_eq!(get(&mut recent, "a"), a, "used recently, kept");
     }
 }
