@@ -149,29 +149,16 @@ pub(crate) struct Candidate {
 /// Decides `pod` on `snapshot`; see the module docs.
 pub fn schedule(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig) -> Decision {
     let ctx = PodContext::new(snapshot, pod, config);
-    // Feasibility does not depend on the order predicates run in, only the
-    // reported reason does (that is the second pass): nodes with too few free
-    // GPUs are skipped first, from a byte per node.
-    let whole = ctx.whole_gpus();
-    let fits = || {
-        snapshot
-            .free_counts
-            .iter()
-            .enumerate()
-            .filter(|&(_, &free)| u32::from(free) >= whole)
-            .filter_map(|(i, _)| ctx.filter(i).ok().map(|fit| (i, fit)))
-    };
     // A pod with preferences is scored against the feasible nodes as a
     // whole (kube-scheduler normalises over them): they are collected first.
     let (scorer, all): (Scorer, Box<dyn Iterator<Item = (usize, Fit)>>) = if Scorer::prefers(&ctx) {
-        let collected: Vec<(usize, Fit)> = fits().collect();
-        let indices: Vec<usize> = collected.iter().map(|(i, _)| *i).collect();
+        let collected: Vec<(usize, Fit)> = feasible(&ctx).collect();
         (
-            Scorer::with_feasible(&ctx, &indices),
+            Scorer::over(&ctx, &collected),
             Box::new(collected.into_iter()),
         )
     } else {
-        (Scorer::alone(&ctx), Box::new(fits()))
+        (Scorer::alone(&ctx), Box::new(feasible(&ctx)))
     };
     // Only (node, total) is kept in the loop; the winner's fit and parts are
     // computed again once it is known, so no node pays for copying them.
@@ -210,6 +197,20 @@ pub fn schedule(snapshot: &Snapshot, pod: &PendingPod, config: &SchedulerConfig)
         )),
         None => Decision::Unschedulable(unschedulable(&ctx)),
     }
+}
+
+/// The nodes the pod's filter admits, with their fits. Feasibility does not
+/// depend on the order predicates run in, only the reported reason does
+/// (that is the second pass): nodes with too few free GPUs are skipped
+/// first, from a byte per node.
+pub(crate) fn feasible<'c>(ctx: &'c PodContext<'_>) -> impl Iterator<Item = (usize, Fit)> + 'c {
+    let whole = ctx.whole_gpus();
+    ctx.snapshot
+        .free_counts
+        .iter()
+        .enumerate()
+        .filter(move |&(_, &free)| u32::from(free) >= whole)
+        .filter_map(|(i, _)| ctx.filter(i).ok().map(|fit| (i, fit)))
 }
 
 /// Reads `pod` and decides it; a malformed pod is `Unschedulable` with the

@@ -155,8 +155,7 @@ impl Gang<'_> {
                 snapshot.len()
             ))
         })?;
-        let replayed = self.replay(work, &chosen, gpu_members, candidates, placements);
-        if let Err(broken) = replayed {
+        if let Some(broken) = self.replay(work, &chosen, gpu_members, candidates, placements)? {
             // The search packed members their own rules keep apart: start
             // again from the cluster as it was, one member at a time.
             *work = snapshot.clone();
@@ -169,8 +168,9 @@ impl Gang<'_> {
     }
 
     /// Replays the gang search's placement member by member on `work`, each
-    /// judged as a single pod with the members before it placed; or which
-    /// member does not fit where the search put it, and why.
+    /// judged as a single pod with the members before it placed: `Some`
+    /// member that does not fit where the search put it, and why; `Err`
+    /// when a placed member cannot be recorded.
     fn replay(
         &self,
         work: &mut Snapshot,
@@ -178,7 +178,7 @@ impl Gang<'_> {
         gpu_members: &[usize],
         candidates: usize,
         placements: &mut [Option<Placement>],
-    ) -> Result<(), RuleBreak> {
+    ) -> Result<Option<RuleBreak>, GangDecision> {
         let (name, n, members) = (&self.name, self.members.len(), self.members);
         for (slot, &m) in chosen.members.iter().zip(gpu_members) {
             let ctx = PodContext::new(work, &members[m], self.config);
@@ -191,26 +191,21 @@ impl Gang<'_> {
                 Err(r) => Some(ctx.reason(node.id(), r).to_string()),
             };
             if let Some(why) = why {
-                return Err(RuleBreak {
+                return Ok(Some(RuleBreak {
                     member: members[m].key(),
                     node: node.name().to_string(),
                     why,
-                });
+                }));
             }
             let mut placed = member_placement(&ctx, slot, candidates);
             placed.explanation = format!(
                 "gang {name}, {n} members: {}; this member on {}",
                 chosen.explanation, placed.explanation
             );
-            self.record(work, &members[m], &placed)
-                .map_err(|_| RuleBreak {
-                    member: members[m].key(),
-                    node: node_name(work, slot.node),
-                    why: "it could not be recorded there".to_string(),
-                })?;
+            self.record(work, &members[m], &placed)?;
             placements[m] = Some(placed);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Members without GPUs go where a single pod would, beside the others.
@@ -415,10 +410,6 @@ struct RuleBreak {
     member: String,
     node: String,
     why: String,
-}
-
-fn node_name(snapshot: &Snapshot, index: usize) -> String {
-    snapshot.node(NodeId(index as u32)).name().to_string()
 }
 
 /// Why no GPU model (or, mixing models, the nodes together) has room for

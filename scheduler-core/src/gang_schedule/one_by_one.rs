@@ -15,7 +15,7 @@
 
 use super::{Gang, GangDecision, waiting};
 use crate::filter::{Fit, PodContext};
-use crate::schedule::{Candidate, Placement, placement, unschedulable};
+use crate::schedule::{Candidate, Placement, feasible, placement, unschedulable};
 use crate::score::Scorer;
 use crate::snapshot::{DomainId, NodeId, Snapshot};
 use std::cmp::Ordering;
@@ -103,20 +103,8 @@ struct Chosen {
 /// among equally close ones (ties to the lower node index, as single pods
 /// break them); `None` when no node is feasible.
 fn closest_best(ctx: &PodContext<'_>, work: &Snapshot, near: &Placed) -> Option<Chosen> {
-    let whole = ctx.whole_gpus();
-    let fits: Vec<(usize, Fit)> = work
-        .free_counts
-        .iter()
-        .enumerate()
-        .filter(|&(_, &free)| u32::from(free) >= whole)
-        .filter_map(|(i, _)| ctx.filter(i).ok().map(|fit| (i, fit)))
-        .collect();
-    let scorer = if Scorer::prefers(ctx) {
-        let indices: Vec<usize> = fits.iter().map(|(i, _)| *i).collect();
-        Scorer::with_feasible(ctx, &indices)
-    } else {
-        Scorer::alone(ctx)
-    };
+    let fits: Vec<(usize, Fit)> = feasible(ctx).collect();
+    let scorer = Scorer::over(ctx, &fits);
     let mut best: Option<(u32, Candidate)> = None;
     for &(i, fit) in &fits {
         let node = NodeId(i as u32);

@@ -36,53 +36,52 @@ pub struct MigratedVolume {
 }
 
 impl MigratedVolume {
-    fn new(index: usize, handle: String) -> MigratedVolume {
+    /// The first source present, by its handle, in [`MIGRATIONS`] order.
+    fn first(handles: [Option<String>; 7]) -> Option<MigratedVolume> {
+        let (index, handle) = handles
+            .into_iter()
+            .enumerate()
+            .find_map(|(i, h)| Some((i, h?)))?;
         let (plugin, driver) = MIGRATIONS[index];
-        MigratedVolume {
+        Some(MigratedVolume {
             plugin,
             driver,
             handle,
-        }
+        })
     }
 
     /// The pod volume's migrated source, if it has one.
     pub fn inline(v: &k8s::Volume) -> Option<MigratedVolume> {
-        let (i, handle) = if let Some(s) = &v.aws_elastic_block_store {
-            (0, ebs_id(&s.volume_id))
-        } else if let Some(s) = &v.gce_persistent_disk {
-            (1, s.pd_name.clone())
-        } else if let Some(s) = &v.azure_disk {
-            (2, s.disk_uri.clone())
-        } else if let Some(s) = &v.azure_file {
-            (3, format!("{}#{}", s.secret_name, s.share_name))
-        } else if let Some(s) = &v.cinder {
-            (4, s.volume_id.clone())
-        } else if let Some(s) = &v.vsphere_volume {
-            (5, s.volume_path.clone())
-        } else {
-            (6, v.portworx_volume.as_ref()?.volume_id.clone())
-        };
-        Some(MigratedVolume::new(i, handle))
+        MigratedVolume::first([
+            v.aws_elastic_block_store
+                .as_ref()
+                .map(|s| ebs_id(&s.volume_id)),
+            v.gce_persistent_disk.as_ref().map(|s| s.pd_name.clone()),
+            v.azure_disk.as_ref().map(|s| s.disk_uri.clone()),
+            v.azure_file
+                .as_ref()
+                .map(|s| format!("{}#{}", s.secret_name, s.share_name)),
+            v.cinder.as_ref().map(|s| s.volume_id.clone()),
+            v.vsphere_volume.as_ref().map(|s| s.volume_path.clone()),
+            v.portworx_volume.as_ref().map(|s| s.volume_id.clone()),
+        ])
     }
 
     /// The PersistentVolume's migrated source, if it has one.
     pub fn persistent(s: &k8s::PersistentVolumeSpec) -> Option<MigratedVolume> {
-        let (i, handle) = if let Some(s) = &s.aws_elastic_block_store {
-            (0, ebs_id(&s.volume_id))
-        } else if let Some(s) = &s.gce_persistent_disk {
-            (1, s.pd_name.clone())
-        } else if let Some(s) = &s.azure_disk {
-            (2, s.disk_uri.clone())
-        } else if let Some(s) = &s.azure_file {
-            (3, format!("{}#{}", s.secret_name, s.share_name))
-        } else if let Some(s) = &s.cinder {
-            (4, s.volume_id.clone())
-        } else if let Some(s) = &s.vsphere_volume {
-            (5, s.volume_path.clone())
-        } else {
-            (6, s.portworx_volume.as_ref()?.volume_id.clone())
-        };
-        Some(MigratedVolume::new(i, handle))
+        MigratedVolume::first([
+            s.aws_elastic_block_store
+                .as_ref()
+                .map(|s| ebs_id(&s.volume_id)),
+            s.gce_persistent_disk.as_ref().map(|s| s.pd_name.clone()),
+            s.azure_disk.as_ref().map(|s| s.disk_uri.clone()),
+            s.azure_file
+                .as_ref()
+                .map(|s| format!("{}#{}", s.secret_name, s.share_name)),
+            s.cinder.as_ref().map(|s| s.volume_id.clone()),
+            s.vsphere_volume.as_ref().map(|s| s.volume_path.clone()),
+            s.portworx_volume.as_ref().map(|s| s.volume_id.clone()),
+        ])
     }
 
     /// The CSI driver an in-tree provisioner (a StorageClass's) migrates to.

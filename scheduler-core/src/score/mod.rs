@@ -200,6 +200,18 @@ impl Scorer {
         Scorer::weighted(ctx, preferences::pod_preferences(ctx, feasible), true)
     }
 
+    /// A decision taken alone among the feasible nodes `fits`: with the
+    /// pod's preferences normalised over them when it has any, else
+    /// [`Scorer::alone`].
+    pub(crate) fn over(ctx: &PodContext<'_>, fits: &[(usize, Fit)]) -> Scorer {
+        if Scorer::prefers(ctx) {
+            let indices: Vec<usize> = fits.iter().map(|(i, _)| *i).collect();
+            Scorer::with_feasible(ctx, &indices)
+        } else {
+            Scorer::alone(ctx)
+        }
+    }
+
     /// The GPU parts only: the extender's score, beside which kube-scheduler
     /// runs its own plugins.
     pub(crate) fn new(ctx: &PodContext<'_>) -> Scorer {

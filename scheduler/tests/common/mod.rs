@@ -145,6 +145,19 @@ pub fn gpu_pod(
     .expect("a pod")
 }
 
+/// The names of the pods named `prefix…` that have a node now.
+pub async fn bound_named(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
+    pods.list(&ListParams::default())
+        .await
+        .expect("listing the pods")
+        .items
+        .iter()
+        .filter(|p| node_of(p).is_some())
+        .filter_map(|p| p.metadata.name.clone())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
 pub async fn create(pods: &Api<Pod>, pod: &Pod) {
     pods.create(&PostParams::default(), pod)
         .await

@@ -7,7 +7,7 @@
 
 use super::common::*;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -126,19 +126,6 @@ async fn gang_members_spread_over_zones_go_two_and_two_and_impossible_rules_bind
     )
     .await;
     assert!(note(&e).contains("nothing bound"), "{}", note(&e));
-    let bound_apart = pods
-        .list(&ListParams::default())
-        .await
-        .expect("pods")
-        .items
-        .iter()
-        .filter(|p| {
-            p.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("apart-"))
-        })
-        .filter(|p| node_of(p).is_some())
-        .count();
+    let bound_apart = bound_named(&pods, "apart-").await.len();
     assert_eq!(bound_apart, 0, "a gang whose rules cannot hold binds none");
 }

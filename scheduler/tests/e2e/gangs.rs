@@ -116,20 +116,7 @@ async fn a_gang_lands_on_two_adjacent_leaves_or_binds_none() {
         one_event(&client, &ns, &format!("big-{i}"), "FailedScheduling", &s).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let bound_big = pods
-        .list(&ListParams::default())
-        .await
-        .expect("pods")
-        .items
-        .into_iter()
-        .filter(|p| {
-            p.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("big-"))
-        })
-        .filter(|p| node_of(p).is_some())
-        .count();
+    let bound_big = bound_named(&pods, "big-").await.len();
     assert_eq!(bound_big, 0, "a gang that cannot fit binds none");
 }
 
@@ -238,21 +225,7 @@ async fn a_waiting_gang_holds_the_gpus_a_stream_of_small_pods_would_take() {
         let p = bound(&pods, &format!("big-{i}"), &s).await;
         assert_eq!(gpus_of(&p).len(), 8);
     }
-    let small_bound: Vec<String> = pods
-        .list(&ListParams::default())
-        .await
-        .expect("pods")
-        .items
-        .iter()
-        .filter(|p| {
-            p.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("small-"))
-                && node_of(p).is_some()
-        })
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
+    let small_bound = bound_named(&pods, "small-").await;
     assert!(
         small_bound.is_empty(),
         "small pods took GPUs reserved for the gang: {small_bound:?}"
