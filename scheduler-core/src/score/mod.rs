@@ -186,7 +186,7 @@ impl Scorer {
         let feasible: Vec<usize> = (0..ctx.snapshot.len())
             .filter(|&i| ctx.filter(i).is_ok())
             .collect();
-        Scorer::with_feasible(ctx, &feasible)
+        Scorer::weighted(ctx, preferences::pod_preferences(ctx, &feasible), true)
     }
 
     /// Whether the pod-preferences part may apply, so that the caller
@@ -195,18 +195,13 @@ impl Scorer {
         preferences::may_apply(ctx)
     }
 
-    /// [`Scorer::with_preferences`] over nodes the caller filtered.
-    pub(crate) fn with_feasible(ctx: &PodContext<'_>, feasible: &[usize]) -> Scorer {
-        Scorer::weighted(ctx, preferences::pod_preferences(ctx, feasible), true)
-    }
-
     /// A decision taken alone among the feasible nodes `fits`: with the
     /// pod's preferences normalised over them when it has any, else
     /// [`Scorer::alone`].
     pub(crate) fn over(ctx: &PodContext<'_>, fits: &[(usize, Fit)]) -> Scorer {
         if Scorer::prefers(ctx) {
             let indices: Vec<usize> = fits.iter().map(|(i, _)| *i).collect();
-            Scorer::with_feasible(ctx, &indices)
+            Scorer::weighted(ctx, preferences::pod_preferences(ctx, &indices), true)
         } else {
             Scorer::alone(ctx)
         }
