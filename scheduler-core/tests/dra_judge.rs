@@ -160,7 +160,7 @@ fn a_node_whose_devices_are_taken_is_rejected_with_the_devices_reason() {
     };
     assert_ne!(p.node, "dgx-a100");
 
-    let judged = dra.judged(&pod);
+    let judged = dra.judged(&pod, &w.inventory);
     let judge = DraJudge::new(&w.snapshot, &w.inventory, &dra, &judged, &w.config);
     let id = w.snapshot.node_id("dgx-a100").expect("the node");
     match judge.judge(id) {
@@ -215,7 +215,7 @@ fn a_special_claim_is_not_served_on_a_device_plugin_node() {
     builder.node(node_input(&plugin_node, None, trust).expect("a node input"));
     let snapshot = builder.build().expect("a snapshot");
     let (pod, dra) = w.pod(&["pair"]);
-    let judged = dra.judged(&pod);
+    let judged = dra.judged(&pod, &w.inventory);
     let judge = DraJudge::new(&snapshot, &w.inventory, &dra, &judged, &w.config).extended_only();
     let rejection = judge.judge(NodeId(0)).expect_err("a device plugin node");
     assert_eq!(rejection, DraRejection::DevicePluginNode);

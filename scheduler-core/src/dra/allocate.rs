@@ -1,15 +1,17 @@
 //! One pod's claims on one node: the candidate devices of each request, the
 //! pod's whole GPU set chosen by the topology objective, the split of that set
-//! over the requests, and the `AllocationResult`s to write.
+//! over the requests, other drivers' devices closest to it, and the
+//! `AllocationResult`s to write.
 
-use super::candidates::{Candidates, all_unavailable, candidates};
+use super::candidates::{Candidates, Takes, all_unavailable, candidates};
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, DraPod, Mode};
-use super::constraint::constraint_combinations;
+use super::constraint::{Combination, constraint_combinations};
 use super::device::DeviceId;
 use super::error::NodeReason;
 use super::inventory::{DraInventory, NodeDevices};
 use super::matching::split;
+use super::others;
 use crate::gpuset::{NodeShape, SetPick, SetRequest, constrained_subsets};
 use gputopo_api::k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
@@ -98,38 +100,31 @@ impl DraPod {
     ) -> Result<DraFit, NodeReason> {
         let (fixed, existing) = self.existing_allocations(inventory, node)?;
         let pending = self.claims.iter().any(|c| c.allocated.is_none());
-        let drivers = || inventory.config.drivers.join(", ");
         let no_devices;
         let devices = match inventory.node(node) {
-            Some(d) => d,
-            None if pending => return Err(NodeReason::NoDevices { drivers: drivers() }),
-            None => {
-                no_devices = NodeDevices {
-                    node: node.to_string(),
-                    devices: Vec::new(),
-                    mapping: super::inventory::GpuMapping::NoTopology,
-                    unusable_pools: Vec::new(),
-                };
+            Some(d) if !(pending && d.devices.is_empty()) => d,
+            _ if pending => return Err(NodeReason::NoDevices),
+            _ => {
+                no_devices = NodeDevices::empty(node);
                 &no_devices
             }
         };
-        if pending && devices.devices.is_empty() {
-            return Err(NodeReason::NoDevices { drivers: drivers() });
-        }
-        let Some(shape) = shape else {
-            return Err(NodeReason::NoTopology);
-        };
-        if pending && devices.devices.iter().all(|d| d.gpu.is_none()) {
-            return Err(NodeReason::NoTopology);
-        }
         let (cands, all_fixed) = self.request_candidates(inventory, devices, fixed)?;
         let fixed = fixed | all_fixed;
-        let (pick, per) = self.best_split(devices, shape, request, fixed, &cands)?;
+        let wants_gpus = fixed != 0 || cands.iter().any(|c| c.takes == Takes::Gpus);
+        let shape = match shape {
+            Some(shape) if wants_gpus && devices.devices.iter().any(|d| d.gpu.is_some()) => {
+                Some(shape)
+            }
+            _ if wants_gpus => return Err(NodeReason::NoTopology),
+            _ => None,
+        };
+        let best = self.best_split(devices, shape, request, fixed, &cands)?;
         Ok(DraFit {
             node: node.to_string(),
-            pick,
+            pick: best.pick.clone(),
             fixed,
-            claims: self.allocations(node, devices, existing, &cands, &per),
+            claims: self.allocations(node, devices, existing, &cands, &best),
         })
     }
 
@@ -161,24 +156,27 @@ impl DraPod {
                     pool: r.pool.clone(),
                     device: r.device.clone(),
                 };
-                let gpu = if inventory.config.handles(&r.driver) {
-                    match inventory.node(node).and_then(|n| n.device(&id)) {
-                        Some(d) => d.gpu,
-                        None => {
-                            return Err(match inventory.find(&id) {
-                                Some((other, _)) => NodeReason::ClaimElsewhere {
-                                    claim: claim.key.clone(),
-                                    node: other.to_string(),
-                                },
-                                None => NodeReason::ClaimDevicesMissing {
-                                    claim: claim.key.clone(),
-                                    device: Box::new(id),
-                                },
+                // A device published on another node pins the claim there;
+                // one published nowhere (a GPU driver's device gone, or a
+                // device reachable from many nodes, which gputopo does not
+                // read) is judged by the allocation's node selector alone.
+                let gpu = match inventory.node(node).and_then(|n| n.device(&id)) {
+                    Some(d) => d.gpu,
+                    None => match inventory.find(&id) {
+                        Some((other, _)) => {
+                            return Err(NodeReason::ClaimElsewhere {
+                                claim: claim.key.clone(),
+                                node: other.to_string(),
                             });
                         }
-                    }
-                } else {
-                    None
+                        None if inventory.config.handles(&r.driver) => {
+                            return Err(NodeReason::ClaimDevicesMissing {
+                                claim: claim.key.clone(),
+                                device: Box::new(id),
+                            });
+                        }
+                        None => None,
+                    },
                 };
                 fixed |= gpu.map_or(0, |g| 1 << g);
                 devices.push(AssignedDevice {
@@ -214,7 +212,7 @@ impl DraPod {
             }
             for (ri, _) in claim.requests.iter().enumerate() {
                 let c = candidates(inventory, devices, &env, &values, claim, ci, ri)?;
-                if c.mode == Mode::All {
+                if c.mode == Mode::All && c.takes == Takes::Gpus {
                     if c.mask & (all_fixed | fixed) != 0 {
                         let gpu = (c.mask & (all_fixed | fixed)).trailing_zeros();
                         return Err(all_unavailable(
@@ -234,60 +232,33 @@ impl DraPod {
     }
 
     /// The best whole GPU set over the constraints' value combinations
-    /// (`fixed` GPUs included), and per candidate request the GPUs of the set
-    /// it gets; or the first reason a combination failed.
+    /// (`fixed` GPUs included), with per candidate request the GPUs of the
+    /// set it gets and the other drivers' devices closest to that set; or
+    /// the first reason a combination failed.
     fn best_split(
         &self,
         devices: &NodeDevices,
-        shape: &NodeShape,
+        shape: Option<&NodeShape>,
         request: &SetRequest,
         fixed: u32,
         cands: &[Candidates],
-    ) -> Result<(SetPick, Vec<u32>), NodeReason> {
+    ) -> Result<Split, NodeReason> {
         let combos = constraint_combinations(self, devices, cands)?;
-        let mut best: Option<(SetPick, Vec<u32>)> = None;
+        let mut best: Option<Split> = None;
         let mut first_error: Option<NodeReason> = None;
         let mut too_few = None;
-        for masks in combos {
-            let count_reqs: Vec<usize> = (0..cands.len())
-                .filter(|&i| matches!(cands[i].mode, Mode::Count(_)))
-                .collect();
-            let counts: Vec<u32> = count_reqs
-                .iter()
-                .map(|&i| match cands[i].mode {
-                    Mode::Count(n) => n,
-                    Mode::All => 0,
-                })
-                .collect();
-            let req_masks: Vec<u32> = count_reqs.iter().map(|&i| masks[i]).collect();
-            if let Some(i) = (0..counts.len()).find(|&i| req_masks[i].count_ones() < counts[i]) {
-                too_few.get_or_insert(count_reqs[i]);
-                continue;
-            }
-            // `All` requests under a constraint keep only the devices of this value.
-            if cands
-                .iter()
-                .enumerate()
-                .any(|(i, c)| c.mode == Mode::All && masks[i] != c.mask)
-            {
-                continue;
-            }
-            match solve(shape, request, fixed, &counts, &req_masks) {
-                Ok((pick, splits)) => {
-                    let mut per = vec![0u32; cands.len()];
-                    for (j, &i) in count_reqs.iter().enumerate() {
-                        per[i] = splits[j];
-                    }
-                    for (i, c) in cands.iter().enumerate() {
-                        if c.mode == Mode::All {
-                            per[i] = c.mask;
-                        }
-                    }
-                    if best.as_ref().is_none_or(|(b, _)| better(&pick, b)) {
-                        best = Some((pick, per));
+        for combo in combos {
+            match self.split_one(devices, shape, request, fixed, cands, &combo) {
+                Ok(split) => {
+                    if best.as_ref().is_none_or(|b| better(&split.pick, &b.pick)) {
+                        best = Some(split);
                     }
                 }
-                Err(e) => {
+                Err(SplitFailure::TooFew(i)) => {
+                    too_few.get_or_insert(i);
+                }
+                Err(SplitFailure::Skip) => {}
+                Err(SplitFailure::Node(e)) => {
                     first_error.get_or_insert(e);
                 }
             }
@@ -297,15 +268,74 @@ impl DraPod {
                 return Err(e);
             }
             let i = too_few.unwrap_or(0);
-            return Err(match self.claims[cands[i].claim].constraints.first() {
-                Some(c) => NodeReason::ConstraintUnsatisfiable {
-                    claim: self.claims[cands[i].claim].key.clone(),
+            let claim = cands.get(i).map(|c| &self.claims[c.claim]);
+            return Err(match claim.and_then(|c| Some((c, c.constraints.first()?))) {
+                Some((claim, c)) => NodeReason::ConstraintUnsatisfiable {
+                    claim: claim.key.clone(),
                     attribute: c.attribute.clone(),
                 },
                 None => NodeReason::NoSplit { gpus: request.gpus },
             });
         };
         Ok(best)
+    }
+
+    /// One combination of constraint values: the GPU set, its split, and
+    /// the other devices; or why this combination fails.
+    fn split_one(
+        &self,
+        devices: &NodeDevices,
+        shape: Option<&NodeShape>,
+        request: &SetRequest,
+        fixed: u32,
+        cands: &[Candidates],
+        combo: &Combination,
+    ) -> Result<Split, SplitFailure> {
+        let count_reqs: Vec<usize> = (0..cands.len())
+            .filter(|&i| cands[i].takes == Takes::Gpus && matches!(cands[i].mode, Mode::Count(_)))
+            .collect();
+        let count = |i: usize| match cands[i].mode {
+            Mode::Count(n) => n,
+            Mode::All => 0,
+        };
+        let counts: Vec<u32> = count_reqs.iter().map(|&i| count(i)).collect();
+        let req_masks: Vec<u32> = count_reqs.iter().map(|&i| combo.masks[i]).collect();
+        if let Some(j) = (0..counts.len()).find(|&j| req_masks[j].count_ones() < counts[j]) {
+            return Err(SplitFailure::TooFew(count_reqs[j]));
+        }
+        for (i, c) in cands.iter().enumerate() {
+            match (c.takes, c.mode) {
+                // `All` requests under a constraint keep only the devices of this value.
+                (Takes::Gpus, Mode::All) if combo.masks[i] != c.mask => {
+                    return Err(SplitFailure::Skip);
+                }
+                (Takes::Others, Mode::All) if combo.others[i] != c.others => {
+                    return Err(SplitFailure::Skip);
+                }
+                (Takes::Others, Mode::Count(n)) if (combo.others[i].len() as u32) < n => {
+                    return Err(SplitFailure::TooFew(i));
+                }
+                _ => {}
+            }
+        }
+        let (pick, splits) = match shape {
+            Some(shape) => {
+                solve(shape, request, fixed, &counts, &req_masks).map_err(SplitFailure::Node)?
+            }
+            None => (SetPick::empty(), Vec::new()),
+        };
+        let mut gpus = vec![0u32; cands.len()];
+        for (j, &i) in count_reqs.iter().enumerate() {
+            gpus[i] = splits[j];
+        }
+        for (i, c) in cands.iter().enumerate() {
+            if c.takes == Takes::Gpus && c.mode == Mode::All {
+                gpus[i] = c.mask;
+            }
+        }
+        let others = others::choose(devices, pick.gpus, cands, &combo.others)
+            .ok_or(SplitFailure::Node(NodeReason::NotDistinct))?;
+        Ok(Split { pick, gpus, others })
     }
 
     /// One allocation per claim, in the pod's order: an allocated claim as it
@@ -317,7 +347,7 @@ impl DraPod {
         devices: &NodeDevices,
         mut existing: BTreeMap<usize, Vec<AssignedDevice>>,
         cands: &[Candidates],
-        per: &[u32],
+        split: &Split,
     ) -> Vec<ClaimAllocation> {
         let mut claims = Vec::with_capacity(self.claims.len());
         for (ci, claim) in self.claims.iter().enumerate() {
@@ -329,7 +359,16 @@ impl DraPod {
             let mut results = Vec::new();
             for (i, c) in cands.iter().enumerate().filter(|(_, c)| c.claim == ci) {
                 let plan = &claim.requests[c.request];
-                let mut gpus = per[i];
+                for &d in &split.others[i] {
+                    let d = &devices.devices[d];
+                    results.push(result_for(&plan.name, &d.id, &plan.tolerations));
+                    assigned.push(AssignedDevice {
+                        request: plan.name.clone(),
+                        device: d.id.clone(),
+                        gpu: None,
+                    });
+                }
+                let mut gpus = split.gpus[i];
                 while gpus != 0 {
                     let gpu = gpus.trailing_zeros();
                     gpus &= gpus - 1;
@@ -356,6 +395,24 @@ impl DraPod {
         }
         claims
     }
+}
+
+/// One combination's answer: the pod's GPU set and, per candidate request,
+/// its GPUs and its other drivers' devices.
+struct Split {
+    pick: SetPick,
+    gpus: Vec<u32>,
+    others: Vec<Vec<usize>>,
+}
+
+/// Why one combination of constraint values gives no split.
+enum SplitFailure {
+    /// Candidate request `i` has too few devices with these values.
+    TooFew(usize),
+    /// Not a candidate (an `All` request losing devices to a constraint, or
+    /// other devices that cannot be made distinct).
+    Skip,
+    Node(NodeReason),
 }
 
 fn allocation(

@@ -1,7 +1,7 @@
 //! One request's candidate devices on one node: the published devices that
-//! match every selector, are free (no other claim, no scheduler hold),
-//! untainted for the request, and on the node's GPU topology, as a GPU mask;
-//! or why there are too few.
+//! match every selector, are free (no other claim, no scheduler hold) and
+//! untainted for the request; GPUs on the node's topology as a GPU mask,
+//! other drivers' devices as a list; or why there are too few.
 
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, Mode};
@@ -10,13 +10,36 @@ use super::error::{CelError, NodeReason};
 use super::inventory::{DraInventory, NodeDevices};
 use gputopo_api::k8s_openapi::api::resource::v1::DeviceToleration;
 
+/// What a request takes on this node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Takes {
+    /// GPUs of the topology: chosen with the pod's GPU set. A request whose
+    /// selectors match any GPU here takes GPUs only.
+    Gpus,
+    /// Other drivers' devices: chosen after the GPU set, closest to it.
+    Others,
+}
+
 /// One request of an unallocated claim, as matched on this node.
 pub(super) struct Candidates {
     pub(super) claim: usize,
     pub(super) request: usize,
     pub(super) mode: Mode,
-    /// Candidate GPUs.
+    pub(super) takes: Takes,
+    /// Candidate GPUs (`Takes::Gpus`).
     pub(super) mask: u32,
+    /// Candidate devices, indices into the node's devices (`Takes::Others`).
+    pub(super) others: Vec<usize>,
+}
+
+impl Candidates {
+    /// How many candidates it has.
+    fn count(&self) -> u32 {
+        match self.takes {
+            Takes::Gpus => self.mask.count_ones(),
+            Takes::Others => self.others.len() as u32,
+        }
+    }
 }
 
 /// Whether every `NoSchedule`/`NoExecute` taint of the device is tolerated.
@@ -84,8 +107,12 @@ pub(super) fn candidates(
     let held = inventory.held_on(&devices.node);
     let (mut matching, mut busy, mut tainted, mut unplaced) = (0u32, 0u32, 0u32, 0u32);
     let mut mask = 0u32;
-    let mut unusable: Option<(&DraDevice, &'static str)> = None;
-    for (d, value) in devices.devices.iter().zip(values) {
+    let mut others = Vec::new();
+    let mut matched_gpu = false;
+    // Per kind taken: the first matching device that cannot be used, and why.
+    let mut unusable_gpu: Option<(&DraDevice, &'static str)> = None;
+    let mut unusable_other: Option<(&DraDevice, &'static str)> = None;
+    for (i, (d, value)) in devices.devices.iter().zip(values).enumerate() {
         let value = value.as_ref().map_err(|e| NodeReason::CelRuntime {
             object: format!("ResourceSlice of {}", devices.node),
             field: "spec.devices".to_string(),
@@ -111,6 +138,12 @@ pub(super) fn candidates(
             continue;
         }
         matching += 1;
+        matched_gpu |= d.gpu.is_some();
+        let unusable = if d.is_other() {
+            &mut unusable_other
+        } else {
+            &mut unusable_gpu
+        };
         if inventory.is_busy(d) || d.gpu.is_some_and(|g| held & (1 << g) != 0) {
             busy += 1;
             unusable.get_or_insert((d, "allocated to another claim or held by the scheduler"));
@@ -119,11 +152,30 @@ pub(super) fn candidates(
             unusable.get_or_insert((d, "tainted (or has binding conditions)"));
         } else if let Some(gpu) = d.gpu {
             mask |= 1 << gpu;
+        } else if d.is_other() {
+            others.push(i);
         } else {
             unplaced += 1;
             unusable.get_or_insert((d, "not on the node's GPU topology"));
         }
     }
+    let takes = if matched_gpu || others.is_empty() && unusable_other.is_none() {
+        Takes::Gpus
+    } else {
+        Takes::Others
+    };
+    let (unusable, mask, others) = match takes {
+        Takes::Gpus => (unusable_gpu, mask, Vec::new()),
+        Takes::Others => (unusable_other, 0, others),
+    };
+    let found = Candidates {
+        claim: ci,
+        request: ri,
+        mode: plan.mode,
+        takes,
+        mask,
+        others,
+    };
     let too_few = |wanted| NodeReason::TooFewDevices {
         claim: claim.key.clone(),
         request: plan.name.clone(),
@@ -134,7 +186,7 @@ pub(super) fn candidates(
         unplaced,
     };
     match plan.mode {
-        Mode::Count(n) if mask.count_ones() < n => Err(too_few(n)),
+        Mode::Count(n) if found.count() < n => Err(too_few(n)),
         Mode::All if matching == 0 => Err(too_few(1)),
         Mode::All if !devices.unusable_pools.is_empty() => Err(NodeReason::PoolNotReady {
             claim: claim.key.clone(),
@@ -148,18 +200,8 @@ pub(super) fn candidates(
                 device: Box::new(d.id.clone()),
                 why,
             }),
-            None => Ok(Candidates {
-                claim: ci,
-                request: ri,
-                mode: Mode::All,
-                mask,
-            }),
+            None => Ok(found),
         },
-        mode => Ok(Candidates {
-            claim: ci,
-            request: ri,
-            mode,
-            mask,
-        }),
+        Mode::Count(_) => Ok(found),
     }
 }

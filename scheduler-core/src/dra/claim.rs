@@ -3,7 +3,7 @@
 //! `matchAttribute` constraints, its configuration (passed through), or the
 //! allocation it already has.
 
-use super::cel::Selector;
+use super::cel::{CelEnv, DeviceValue, Selector};
 use super::device::claim_key;
 use super::error::{ClaimError, ClaimErrorKind};
 use gputopo_api::k8s_openapi::api::core::v1::{NodeSelector, Pod};
@@ -57,6 +57,19 @@ pub fn pod_claim_names(pod: &Pod) -> Result<Vec<String>, ClaimError> {
     Ok(names)
 }
 
+impl RequestPlan {
+    /// Whether the request's class selects any of `devices` (a selector
+    /// failing on a device is no match here): how a request for GPUs is
+    /// told from one for another driver's devices before any node is seen.
+    pub fn class_selects_any(&self, env: &CelEnv, devices: &[DeviceValue]) -> bool {
+        devices.iter().any(|d| {
+            self.selectors[..self.class_selectors]
+                .iter()
+                .all(|s| s.matches(env, d).unwrap_or(false))
+        })
+    }
+}
+
 /// How many devices a request takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -76,6 +89,8 @@ pub struct RequestPlan {
     pub mode: Mode,
     /// The class's selectors, then the request's: all must match.
     pub selectors: Vec<Selector>,
+    /// How many of `selectors` are the class's.
+    pub class_selectors: usize,
     pub tolerations: Vec<DeviceToleration>,
 }
 
@@ -357,6 +372,7 @@ fn request_plan(
             format!("{field}.cel.expression"),
         )?);
     }
+    let class_selectors = selectors.len();
     for (j, s) in exactly.selectors.iter().flatten().enumerate() {
         let field = format!("{ex}.selectors[{j}]");
         let cel = s
@@ -375,6 +391,7 @@ fn request_plan(
         class: exactly.device_class_name.clone(),
         mode,
         selectors,
+        class_selectors,
         tolerations: exactly.tolerations.clone().unwrap_or_default(),
     })
 }

@@ -32,12 +32,18 @@ impl fmt::Display for DeviceId {
     }
 }
 
-/// One published device of a configured driver on a node.
+/// One published device on a node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DraDevice {
     pub id: DeviceId,
-    /// The GPU index in the node's `GpuTopology`; `None` when the topology
-    /// does not know the device (a warning says why): it is never allocated.
+    /// Its driver is one of the configured GPU drivers ([`super::DraConfig`]):
+    /// the device is a GPU placed on the topology, or not allocated by
+    /// gputopo. Other drivers' devices (IMEX channels, NICs) are allocated
+    /// as upstream's structured allocator does.
+    pub gpu_driver: bool,
+    /// The GPU index in the node's `GpuTopology`; `None` for another
+    /// driver's device, or a GPU driver's device the topology does not know
+    /// (a warning says why), which is never allocated.
     pub gpu: Option<u32>,
     /// As published: names without a domain belong to the driver's domain.
     pub attributes: BTreeMap<String, DeviceAttribute>,
@@ -50,6 +56,12 @@ pub struct DraDevice {
 }
 
 impl DraDevice {
+    /// A device of a driver gputopo does not place by topology: allocated
+    /// outside the GPU set.
+    pub fn is_other(&self) -> bool {
+        !self.gpu_driver
+    }
+
     /// An attribute by fully qualified name (`gpu.nvidia.com/productName`,
     /// `resource.kubernetes.io/pcieRoot`), as upstream looks it up: the exact
     /// name, else the bare name when the domain is the device's driver.

@@ -138,8 +138,8 @@ pub enum ClaimErrorKind {
 /// `FailedScheduling` message counts over nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeReason {
-    /// No usable device of the configured drivers is published for the node.
-    NoDevices { drivers: String },
+    /// No usable device of any driver is published for the node.
+    NoDevices,
     /// The node's devices exist but none is known to its `GpuTopology`.
     NoTopology,
     /// A request matches too few free, placeable devices here.
@@ -195,6 +195,8 @@ pub enum NodeReason {
     NoGpuSet(NoFitReason),
     /// GPU sets remain, but none can be split over the requests as their selectors demand.
     NoSplit { gpus: u32 },
+    /// The requests for other drivers' devices cannot each get distinct devices.
+    NotDistinct,
     /// The constrained search would visit too many subsets (nodes above 16 GPUs).
     SearchTooLarge,
 }
@@ -203,7 +205,7 @@ impl NodeReason {
     /// The phrase for an aggregated `FailedScheduling` message.
     pub fn summary(&self) -> String {
         match self {
-            NodeReason::NoDevices { .. } => "no DRA GPU devices".to_string(),
+            NodeReason::NoDevices => "no DRA devices".to_string(),
             NodeReason::NoTopology => "DRA devices not on the topology".to_string(),
             NodeReason::TooFewDevices { claim, request, .. } => {
                 format!("too few free devices for {claim} request {request}")
@@ -231,6 +233,7 @@ impl NodeReason {
             NodeReason::NoSplit { gpus } => {
                 format!("no {gpus}-GPU set meets every request's selectors")
             }
+            NodeReason::NotDistinct => "too few distinct devices for the claims".to_string(),
             NodeReason::SearchTooLarge => "GPU search too large for DRA".to_string(),
         }
     }
@@ -239,9 +242,8 @@ impl NodeReason {
 impl fmt::Display for NodeReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NodeReason::NoDevices { drivers } => write!(
-                f,
-                "no usable device of driver {drivers} is published for this node (no node-local ResourceSlice, or its pool is incomplete or invalid)"
+            NodeReason::NoDevices => f.write_str(
+                "no usable DRA device is published for this node (no node-local ResourceSlice, or its pools are incomplete or invalid)",
             ),
             NodeReason::NoTopology => f.write_str(
                 "the node's DRA devices are not known to its GpuTopology (no GpuTopology, or no device's uuid matches), so gputopo cannot place them",
@@ -314,6 +316,9 @@ impl fmt::Display for NodeReason {
             NodeReason::NoSplit { gpus } => write!(
                 f,
                 "no {gpus}-GPU set meeting the pod's constraints can be split over its requests as their selectors demand"
+            ),
+            NodeReason::NotDistinct => f.write_str(
+                "the pod's requests for devices of drivers other than the GPU drivers cannot each get distinct devices here",
             ),
             NodeReason::SearchTooLarge => f.write_str(
                 "the pod's requests need a constrained GPU-set search larger than gputopo runs (more than 2^20 subsets)",

@@ -1,10 +1,12 @@
-//! The device model: ResourceSlices of the configured drivers, per node, each
-//! device mapped to a GPU index of the node's `GpuTopology`; and which devices
-//! are busy, from every ResourceClaim's `status.allocation`.
+//! The device model: node-local ResourceSlices of every driver, per node;
+//! the configured GPU drivers' devices mapped to GPU indices of the node's
+//! `GpuTopology`, other drivers' devices (IMEX channels, NICs) kept as they
+//! are published; and which devices are busy, from every ResourceClaim's
+//! `status.allocation`.
 
 use super::device::{DeviceId, DraDevice, claim_key};
 use crate::snapshot::Snapshot;
-use gputopo_api::GpuTopology;
+use gputopo_api::{GpuTopology, Nic};
 use gputopo_api::k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -12,7 +14,8 @@ use std::fmt;
 /// NVIDIA's DRA driver for GPUs (`k8s-dra-driver-gpu`).
 pub const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
 
-/// Which DRA drivers publish GPUs gputopo places.
+/// Which DRA drivers publish GPUs gputopo places by topology (other
+/// drivers' devices are allocated as upstream's allocator does).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DraConfig {
     /// Driver names, e.g. `gpu.nvidia.com` (the default).
@@ -54,9 +57,31 @@ pub struct NodeDevices {
     pub mapping: GpuMapping,
     /// Pools of this node not used, with why (`driver/pool: reason`).
     pub unusable_pools: Vec<String>,
+    /// What the node's `GpuTopology` says about where its GPUs and NICs sit:
+    /// how other drivers' devices are put close to the pod's GPUs.
+    pub wiring: Wiring,
+}
+
+/// The node's GPU NUMA nodes and NIC links from its `GpuTopology`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Wiring {
+    /// NUMA node per GPU index, where known.
+    pub gpu_numa: BTreeMap<u32, i64>,
+    pub nics: Vec<Nic>,
 }
 
 impl NodeDevices {
+    /// A node that publishes nothing.
+    pub fn empty(node: &str) -> NodeDevices {
+        NodeDevices {
+            node: node.to_string(),
+            devices: Vec::new(),
+            mapping: GpuMapping::NoTopology,
+            unusable_pools: Vec::new(),
+            wiring: Wiring::default(),
+        }
+    }
+
     /// The device placed on `gpu`.
     pub fn device_on(&self, gpu: u32) -> Option<&DraDevice> {
         self.devices.iter().find(|d| d.gpu == Some(gpu))
@@ -140,6 +165,9 @@ pub struct DraInventory {
     busy: BTreeMap<DeviceId, String>,
     /// `(driver, pool, counter set)` consumed by an allocated device.
     busy_counters: BTreeSet<(String, String, String)>,
+    /// One placed GPU per driver and product: what tells whether a device
+    /// class selects GPUs at all ([`DraInventory::gpu_samples`]).
+    gpu_samples: Vec<DraDevice>,
     /// Per node, GPUs the scheduler's snapshot holds by other means (a
     /// device-plugin pod, a gang's reservation, a preemptor's nomination):
     /// not candidates for a claim either.
@@ -154,9 +182,10 @@ struct PoolSlices<'a> {
 }
 
 impl DraInventory {
-    /// Reads the slices of the configured drivers, places each device on its
-    /// node's `GpuTopology` (`topologies`, named after their nodes), and marks
-    /// the devices every claim's `status.allocation` holds as busy.
+    /// Reads the slices of every driver, places each device of a configured
+    /// GPU driver on its node's `GpuTopology` (`topologies`, named after
+    /// their nodes), and marks the devices every claim's
+    /// `status.allocation` holds as busy.
     ///
     /// As upstream: only the newest generation of a pool counts; a pool whose
     /// slice count differs from `resourceSliceCount` is incomplete and a pool
@@ -174,7 +203,7 @@ impl DraInventory {
             config: config.clone(),
             ..DraInventory::default()
         };
-        let pools = newest_pools(config, slices, &mut inv.warnings);
+        let pools = newest_pools(slices, &mut inv.warnings);
         inv.add_pools(pools);
         inv.place_devices(topologies);
         inv.mark_busy(claims);
@@ -204,6 +233,7 @@ impl DraInventory {
                 .iter()
                 .flat_map(|s| s.spec.devices.iter().flatten())
                 .collect();
+            let gpu_driver = self.config.handles(&driver);
             let entry = self.node_entry(&node);
             for device in devices {
                 entry.devices.push(DraDevice {
@@ -212,6 +242,7 @@ impl DraInventory {
                         pool: pool.clone(),
                         device: device.name.clone(),
                     },
+                    gpu_driver,
                     gpu: None,
                     attributes: device.attributes.clone().unwrap_or_default(),
                     capacity: device.capacity.clone().unwrap_or_default(),
@@ -251,6 +282,20 @@ impl DraInventory {
             );
         }
         self.warnings.extend(warnings);
+        let mut seen = BTreeSet::new();
+        for d in self.nodes.values().flat_map(|n| &n.devices) {
+            if d.gpu.is_some()
+                && seen.insert((d.id.driver.clone(), d.string_attribute("productName")))
+            {
+                self.gpu_samples.push(d.clone());
+            }
+        }
+    }
+
+    /// One placed GPU per driver and product, for telling whether a device
+    /// class selects GPUs.
+    pub fn gpu_samples(&self) -> &[DraDevice] {
+        &self.gpu_samples
     }
 
     /// Devices in any claim's `status.allocation` (admin access excluded,
@@ -293,15 +338,10 @@ impl DraInventory {
     fn node_entry(&mut self, node: &str) -> &mut NodeDevices {
         self.nodes
             .entry(node.to_string())
-            .or_insert_with(|| NodeDevices {
-                node: node.to_string(),
-                devices: Vec::new(),
-                mapping: GpuMapping::NoTopology,
-                unusable_pools: Vec::new(),
-            })
+            .or_insert_with(|| NodeDevices::empty(node))
     }
 
-    /// A node's devices; `None` when no slice of a configured driver names it.
+    /// A node's devices; `None` when no usable slice names it.
     pub fn node(&self, node: &str) -> Option<&NodeDevices> {
         self.nodes.get(node)
     }
@@ -388,19 +428,15 @@ impl DraInventory {
     }
 }
 
-/// The configured drivers' node-local slices, grouped by pool, keeping only
-/// each pool's newest generation; other slices are a warning.
+/// Node-local slices, grouped by pool, keeping only each pool's newest
+/// generation; other slices are a warning.
 fn newest_pools<'a>(
-    config: &DraConfig,
     slices: impl IntoIterator<Item = &'a ResourceSlice>,
     warnings: &mut Vec<DraWarning>,
 ) -> BTreeMap<(String, String), PoolSlices<'a>> {
     let mut pools: BTreeMap<(String, String), PoolSlices<'a>> = BTreeMap::new();
     for slice in slices {
         let spec = &slice.spec;
-        if !config.handles(&spec.driver) {
-            continue;
-        }
         let name = slice.metadata.name.clone().unwrap_or_default();
         let node_local = spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
         if !node_local || spec.per_device_node_selection == Some(true) {
@@ -416,7 +452,7 @@ fn newest_pools<'a>(
             warnings.push(DraWarning::UnsupportedSlice {
                 slice: name,
                 reason: format!(
-                    "{what}: only node-local slices (spec.nodeName) are placed on a node's GPU topology"
+                    "{what}: only node-local slices (spec.nodeName) are read; devices reachable from many nodes are not allocated by gputopo"
                 ),
             });
             continue;
@@ -477,14 +513,15 @@ fn pool_problem(group: &PoolSlices<'_>) -> Option<String> {
     None
 }
 
-/// Maps each device of `node` to a topology GPU: by `uuid`, or by `index`
-/// when the topology names no UUID. Devices that are not whole GPUs (`type`
-/// other than `gpu`), that match no GPU, or that match one already taken are
-/// left unplaced with a warning.
+/// Maps each device of a GPU driver on `node` to a topology GPU: by `uuid`,
+/// or by `index` when the topology names no UUID. Devices that are not whole
+/// GPUs (`type` other than `gpu`), that match no GPU, or that match one
+/// already taken are left unplaced with a warning. Other drivers' devices
+/// are not placed.
 fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut Vec<DraWarning>) {
     let Some(topology) = topology else {
         node.mapping = GpuMapping::NoTopology;
-        for d in &node.devices {
+        for d in node.devices.iter().filter(|d| d.gpu_driver) {
             warnings.push(DraWarning::UnplacedDevice {
                 node: node.node.clone(),
                 device: d.id.clone(),
@@ -494,6 +531,16 @@ fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut 
         return;
     };
     let gpus = &topology.spec.gpus;
+    node.wiring = Wiring {
+        gpu_numa: gpus
+            .iter()
+            .filter_map(|g| Some((g.index, i64::from(g.numa_node?))))
+            .collect(),
+        nics: topology.spec.nics.clone(),
+    };
+    if !node.devices.iter().any(|d| d.gpu_driver) {
+        return;
+    }
     let by_uuid = gpus.iter().any(|g| g.uuid.is_some());
     node.mapping = if by_uuid {
         GpuMapping::Uuid
@@ -504,7 +551,7 @@ fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut 
         GpuMapping::Index
     };
     let mut taken = BTreeSet::new();
-    for d in &mut node.devices {
+    for d in node.devices.iter_mut().filter(|d| d.gpu_driver) {
         let kind = d.string_attribute("type");
         let found: Result<u32, UnplacedReason> = if kind.is_some_and(|t| t != "gpu") {
             Err(UnplacedReason::NotAGpu {

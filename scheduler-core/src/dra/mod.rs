@@ -59,6 +59,7 @@ mod error;
 mod extended;
 mod inventory;
 pub mod matching;
+mod others;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
@@ -74,8 +75,9 @@ pub use extended::{
 };
 pub use inventory::{
     DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices,
-    UnplacedReason, hold_snapshot,
+    UnplacedReason, Wiring, hold_snapshot,
 };
+pub use others::{NUMA_NODE, PCIE_ROOT};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.
 pub const CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";

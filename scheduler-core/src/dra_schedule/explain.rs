@@ -25,7 +25,7 @@ pub fn explain_claims(
     pod: &PendingPod,
     config: &SchedulerConfig,
 ) -> Explanation {
-    let judged = dra.judged(pod);
+    let judged = dra.judged(pod, inventory);
     let judge = DraJudge::new(snapshot, inventory, dra, &judged, config).deciding_alone();
     let mut feasible = Vec::new();
     let mut rejected = Vec::new();

@@ -56,7 +56,7 @@ pub fn schedule_claim_gang(
     let judged: Vec<PendingPod> = members
         .iter()
         .zip(claims)
-        .map(|(p, d)| d.judged(p))
+        .map(|(p, d)| d.judged(p, inventory))
         .collect();
     let placements = match schedule_gang(&dra_only, &judged, config) {
         GangDecision::Placed(p) => p,

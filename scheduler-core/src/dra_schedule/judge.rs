@@ -52,6 +52,7 @@ impl DraRejection {
                     | NodeReason::AllDeviceUnavailable { .. }
                     | NodeReason::NoGpuSet(_)
                     | NodeReason::NoSplit { .. }
+                    | NodeReason::NotDistinct
             ),
             DraRejection::DevicePluginNode => false,
         }

@@ -124,7 +124,7 @@ pub fn review_allocation<'c>(
     }
     let id = snapshot.node_id(node)?;
     let shape = snapshot.node(id).shape()?;
-    let as_pod = judged.judged(pod);
+    let as_pod = judged.judged(pod, inventory);
     let judge = DraJudge::new(snapshot, inventory, &judged, &as_pod, config);
     let (best, _) = judge.judge(id).ok()?;
     let request = SetRequest::new(mask.count_ones(), as_pod.request.collective);

@@ -13,7 +13,7 @@ use super::judge::{DraJudge, rank};
 use crate::config::SchedulerConfig;
 use crate::dra::DraFit;
 use crate::dra::DraInventory;
-use crate::dra::{DraPod, Mode};
+use crate::dra::{CelEnv, DeviceValue, DraPod, Mode};
 use crate::pod::PendingPod;
 use crate::schedule::{Placement, message_from_counts};
 use crate::score::ScoreParts;
@@ -44,13 +44,22 @@ pub enum DraDecision {
 
 impl DraPod {
     /// GPUs the pod's unallocated `ExactCount` requests take: what the node
-    /// filter checks free GPUs against. (`All` requests and allocated claims
-    /// take fixed devices, checked by [`DraPod::fit`].)
-    pub fn counted_gpus(&self) -> u32 {
+    /// filter checks free GPUs against. A request counts when its class
+    /// selects GPUs (one of `inventory`'s GPU samples); requests for other
+    /// drivers' devices (channels, NICs) do not. (`All` requests and
+    /// allocated claims take fixed devices, checked by [`DraPod::fit`].)
+    pub fn counted_gpus(&self, inventory: &DraInventory) -> u32 {
+        let env = CelEnv::default();
+        let samples: Vec<DeviceValue> = inventory
+            .gpu_samples()
+            .iter()
+            .filter_map(|d| DeviceValue::new(&env, d).ok())
+            .collect();
         self.claims
             .iter()
             .filter(|c| c.allocated.is_none())
             .flat_map(|c| &c.requests)
+            .filter(|r| r.class_selects_any(&env, &samples))
             .map(|r| match r.mode {
                 Mode::Count(n) => n,
                 Mode::All => 0,
@@ -60,9 +69,9 @@ impl DraPod {
 
     /// `pod` as the node filter and the gang rule see it: asking for the
     /// claims' GPU count, whole, and not for the device plugin's resource.
-    pub fn judged(&self, pod: &PendingPod) -> PendingPod {
+    pub fn judged(&self, pod: &PendingPod, inventory: &DraInventory) -> PendingPod {
         let mut judged = pod.clone();
-        judged.request.gpus = self.counted_gpus();
+        judged.request.gpus = self.counted_gpus(inventory);
         judged.request.gpu_share = None;
         judged.requests.gpus = 0;
         judged
@@ -105,7 +114,7 @@ fn decide(
     config: &SchedulerConfig,
     dra_nodes_only: bool,
 ) -> DraDecision {
-    let judged = dra.judged(pod);
+    let judged = dra.judged(pod, inventory);
     let mut judge = DraJudge::new(snapshot, inventory, dra, &judged, config).deciding_alone();
     if dra_nodes_only {
         judge = judge.extended_only();

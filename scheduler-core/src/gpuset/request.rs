@@ -249,6 +249,30 @@ pub struct SetPick {
 }
 
 impl SetPick {
+    /// No GPU, on a node whose wiring is not looked at: a pod whose claims
+    /// ask only for other drivers' devices.
+    pub fn empty() -> SetPick {
+        let slot = |size| LeftoverSlot {
+            size,
+            best_ring: None,
+            sets: 0,
+        };
+        SetPick {
+            gpus: 0,
+            bottleneck: None,
+            numa_nodes: 0,
+            leftover: Leftover {
+                gpus: 0,
+                slots: [slot(8), slot(4), slot(2)],
+            },
+            score: 100,
+            decided_by: DecidedBy::OnlyCandidate,
+            runner_up: None,
+            candidates: 1,
+            method: Method::Exact,
+        }
+    }
+
     pub fn gpu_indices(&self) -> Vec<u32> {
         indices(self.gpus)
     }

@@ -99,6 +99,8 @@ impl Cycle {
         hold_snapshot(inventory, &work.snapshot);
         let t = Instant::now();
         let decision = schedule_claims(&work.snapshot, inventory, &dra, pending, core);
+        let judged = matches!(decision, DraDecision::Unschedulable { .. })
+            .then(|| dra.judged(pending, inventory));
         work.decided(t);
         match decision {
             DraDecision::Placed(placed) => PodStep::BindClaims(placed),
@@ -109,7 +111,7 @@ impl Cycle {
                 // the resourceclaim controller when they stop, and the pod
                 // fits once the watch shows it.
                 PodStep::Preempt {
-                    judged: Box::new(dra.judged(pending)),
+                    judged: Box::new(judged.unwrap_or_else(|| pending.clone())),
                     message,
                 }
             }

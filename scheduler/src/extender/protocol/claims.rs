@@ -120,7 +120,9 @@ impl<'a> Judge<'a> {
 pub fn judged_pod(pending: &PendingPod, claims: &PodClaims) -> PendingPod {
     match claims {
         PodClaims::Unjudged => pending.clone(),
-        PodClaims::Claims { dra, .. } | PodClaims::Extended { dra, .. } => dra.judged(pending),
+        PodClaims::Claims { dra, inventory } | PodClaims::Extended { dra, inventory } => {
+            dra.judged(pending, inventory)
+        }
     }
 }
 
