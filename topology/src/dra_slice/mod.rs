@@ -1,12 +1,21 @@
-//! The ResourceSlice NVIDIA's DRA driver (`gpu.nvidia.com`,
-//! `cmd/gpu-kubelet-plugin`, `GpuInfo.GetDevice()`) publishes for a node,
-//! built from the node's `GpuTopology` spec: one node-local slice, pool
-//! named after the node, one device `gpu-<index>` per GPU with the
-//! attributes `type`, `uuid`, `productName`, `brand`, `architecture`,
-//! `cudaComputeCapability`, `driverVersion`, `cudaDriverVersion`,
-//! `resource.kubernetes.io/pciBusID`, `resource.kubernetes.io/pcieRoot` and
-//! the capacity `memory`. Simulated nodes (tests, the demo, the side by
-//! side) publish this where a real node runs the driver.
+//! The ResourceSlices DRA drivers publish for a node, built from the
+//! node's `GpuTopology` spec. Simulated nodes (tests, the demo, the side by
+//! side) publish these where a real node runs the drivers.
+//!
+//! Here, NVIDIA's GPU driver (`gpu.nvidia.com`, `cmd/gpu-kubelet-plugin`,
+//! `GpuInfo.GetDevice()`): one node-local slice, pool named after the node,
+//! one device `gpu-<index>` per GPU with the attributes `type`, `uuid`,
+//! `productName`, `brand`, `architecture`, `cudaComputeCapability`,
+//! `driverVersion`, `cudaDriverVersion`, `resource.kubernetes.io/pciBusID`,
+//! `resource.kubernetes.io/pcieRoot` and the capacity `memory`. Beside it,
+//! in `others.rs`, NVIDIA's ComputeDomain driver (IMEX channels) and a NIC
+//! driver (dranet).
+
+mod others;
+
+pub use others::{
+    COMPUTE_DOMAIN_DRIVER, NIC_DRIVER, compute_domain_resource_slice, nic_resource_slice,
+};
 
 use gputopo_api::GpuTopologySpec;
 use serde_json::{Value, json};
@@ -113,7 +122,7 @@ pub fn nvidia_resource_slice(node: &str, spec: &GpuTopologySpec, facts: &DriverF
 /// The PCIe root complex a GPU hangs off: from its PCI bus id when known
 /// (`pci<domain>:<bus rounded down to the root port's range>`), else one
 /// root per NUMA node, else one per four GPUs.
-fn pcie_root(index: u32, bus: Option<&str>, numa: Option<i32>) -> String {
+pub(crate) fn pcie_root(index: u32, bus: Option<&str>, numa: Option<i32>) -> String {
     match (bus, numa) {
         (Some(bus), _) => {
             let b = u32::from_str_radix(bus.split(':').nth(1).unwrap_or("0"), 16).unwrap_or(0);
