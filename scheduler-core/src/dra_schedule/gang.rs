@@ -3,17 +3,20 @@
 //! model, all or nothing) chooses each member's node among the nodes whose
 //! GPUs are published through DRA, with each member seen as asking for its
 //! claims' GPU count; then each member's claims are fitted on its node, in
-//! member order, each member's devices held for the next. Every member
-//! fits, or none is placed.
+//! member order, each member's devices held for the next. Where members
+//! packed on one node do not all fit (a node has one IMEX channel), the
+//! gang is placed again with one member per node. Every member fits, or
+//! none is placed.
 
 use super::schedule::DraPlacement;
 use crate::config::{SchedulerConfig, TopologyManagerPolicy};
 use crate::dra::DraInventory;
 use crate::dra::DraPod;
 use crate::dra::hold_snapshot;
-use crate::gang_schedule::{GangDecision, schedule_gang};
+use crate::gang_schedule::{GangDecision, schedule_gang, schedule_gang_apart};
 use crate::gpuset::SetRequest;
 use crate::pod::PendingPod;
+use crate::schedule::Placement;
 use crate::snapshot::Snapshot;
 use std::collections::BTreeMap;
 
@@ -62,6 +65,41 @@ pub fn schedule_claim_gang(
         GangDecision::Placed(p) => p,
         GangDecision::Waiting { message } => return ClaimGangDecision::Waiting { message },
     };
+    let shares_a_node = {
+        let mut nodes: Vec<&str> = placements.iter().map(|p| p.node.as_str()).collect();
+        nodes.sort_unstable();
+        nodes.windows(2).any(|w| w[0] == w[1])
+    };
+    match fit_members(snapshot, inventory, members, claims, placements, config) {
+        Ok(placed) => ClaimGangDecision::Placed(placed),
+        // Members packed on one node may want devices the node has one of
+        // (an IMEX channel): try again with one member per node.
+        Err(message) if shares_a_node => {
+            match schedule_gang_apart(&dra_only, &judged, config) {
+                GangDecision::Placed(apart) => {
+                    match fit_members(snapshot, inventory, members, claims, apart, config) {
+                        Ok(placed) => ClaimGangDecision::Placed(placed),
+                        Err(_) => ClaimGangDecision::Waiting { message },
+                    }
+                }
+                GangDecision::Waiting { .. } => ClaimGangDecision::Waiting { message },
+            }
+        }
+        Err(message) => ClaimGangDecision::Waiting { message },
+    }
+}
+
+/// Each member's claims fitted on the node the gang rule chose for it, in
+/// member order, each member's devices (GPUs and other drivers') held for
+/// the next; or the message for the first member that does not fit.
+fn fit_members(
+    snapshot: &Snapshot,
+    inventory: &DraInventory,
+    members: &[PendingPod],
+    claims: &[DraPod],
+    placements: Vec<Placement>,
+    config: &SchedulerConfig,
+) -> Result<Vec<DraPlacement>, String> {
     let mut inventory = inventory.clone();
     hold_snapshot(&mut inventory, snapshot);
     // GPUs fitted for earlier members, per node.
@@ -69,9 +107,7 @@ pub fn schedule_claim_gang(
     let mut out = Vec::with_capacity(members.len());
     for ((pending, dra), mut placement) in members.iter().zip(claims).zip(placements) {
         let Some(id) = snapshot.node_id(&placement.node) else {
-            return ClaimGangDecision::Waiting {
-                message: format!("node {} is gone", placement.node),
-            };
+            return Err(format!("node {} is gone", placement.node));
         };
         let node = snapshot.node(id);
         let extra = taken.get(&placement.node).copied().unwrap_or(0);
@@ -81,24 +117,25 @@ pub fn schedule_claim_gang(
                 == TopologyManagerPolicy::SingleNumaNode,
             ..SetRequest::from_gpu_request(&pending.request)
         };
-        let fit = match dra.fit(
-            &inventory,
-            &placement.node,
-            node.shape().map(|s| s.as_ref()),
-            &request,
-        ) {
-            Ok(fit) => fit,
-            Err(reason) => {
-                return ClaimGangDecision::Waiting {
-                    message: format!(
-                        "gang member {} fits node {} by the gang rule, but not its claims: {reason}",
-                        pending.key(),
-                        placement.node
-                    ),
-                };
-            }
-        };
+        let fit = dra
+            .fit(
+                &inventory,
+                &placement.node,
+                node.shape().map(|s| s.as_ref()),
+                &request,
+            )
+            .map_err(|reason| {
+                format!(
+                    "gang member {} fits node {} by the gang rule, but not its claims: {reason}",
+                    pending.key(),
+                    placement.node
+                )
+            })?;
         *taken.entry(placement.node.clone()).or_default() |= fit.pick.gpus;
+        for claim in fit.to_write() {
+            let ids: Vec<_> = claim.devices.iter().map(|d| d.device.clone()).collect();
+            inventory.assume_allocated(&claim.key, &ids);
+        }
         let gpus = fit.gpus();
         placement.gpu_uuids = node.gpu_uuids(&gpus);
         placement.gpus = gpus;
@@ -108,5 +145,5 @@ pub fn schedule_claim_gang(
             .push_str(&format!("; devices {}", fit.devices_text()));
         out.push(DraPlacement { placement, fit });
     }
-    ClaimGangDecision::Placed(out)
+    Ok(out)
 }

@@ -52,6 +52,25 @@ pub fn schedule_gang(
     members: &[PendingPod],
     config: &SchedulerConfig,
 ) -> GangDecision {
+    decide(snapshot, members, config, false)
+}
+
+/// [`schedule_gang`] with at most one GPU member per node: for members
+/// whose other devices a node holds one of (an IMEX channel).
+pub fn schedule_gang_apart(
+    snapshot: &Snapshot,
+    members: &[PendingPod],
+    config: &SchedulerConfig,
+) -> GangDecision {
+    decide(snapshot, members, config, true)
+}
+
+fn decide(
+    snapshot: &Snapshot,
+    members: &[PendingPod],
+    config: &SchedulerConfig,
+    apart: bool,
+) -> GangDecision {
     let Some(first) = members.first() else {
         return waiting("a gang with no members cannot be placed".to_string());
     };
@@ -64,6 +83,7 @@ pub fn schedule_gang(
             .unwrap_or_else(|| first.key()),
         members,
         config,
+        apart,
     };
     let contexts: Vec<PodContext<'_>> = members
         .iter()
@@ -102,6 +122,8 @@ struct Gang<'a> {
     name: String,
     members: &'a [PendingPod],
     config: &'a SchedulerConfig,
+    /// At most one GPU member per node, whatever the members' rules say.
+    apart: bool,
 }
 
 impl Gang<'_> {
@@ -137,7 +159,9 @@ impl Gang<'_> {
             GangSpec::each(requests.clone())
         }
         .with_strategy(lead.pod.request.placement_strategy);
-        let spec = if apart_per_node(snapshot, gpu_members.iter().map(|&i| &members[i])) {
+        let spec = if self.apart
+            || apart_per_node(snapshot, gpu_members.iter().map(|&i| &members[i]))
+        {
             spec.at_most_per_node(1)
         } else {
             spec
