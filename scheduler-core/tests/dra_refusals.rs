@@ -85,16 +85,39 @@ fn an_unsupported_cel_function_is_refused_naming_it() {
 }
 
 #[test]
-fn first_available_is_refused_naming_the_field() {
+fn a_subrequest_asking_consumable_capacity_is_refused_naming_its_field() {
     let prioritized = claim(
         "prio",
         json!({"requests": [{"name": "gpus", "firstAvailable": [
         {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
-        {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 2}]}]}),
+        {"name": "small", "deviceClassName": "gpu.nvidia.com",
+         "capacity": {"requests": {"memory": "10Gi"}}}]}]}),
     );
     let err = parse_error(&prioritized);
-    assert_eq!(err.field, "spec.devices.requests[0].firstAvailable");
-    assert_eq!(err.kind, ClaimErrorKind::FirstAvailable);
+    assert_eq!(
+        err.field,
+        "spec.devices.requests[0].firstAvailable[1].capacity"
+    );
+    assert_eq!(err.kind, ClaimErrorKind::Capacity);
+}
+
+#[test]
+fn a_subrequest_of_an_unknown_class_is_refused_naming_its_field() {
+    let prioritized = claim(
+        "prio",
+        json!({"requests": [{"name": "gpus", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+        {"name": "small", "deviceClassName": "no-such-class"}]}]}),
+    );
+    let err = parse_error(&prioritized);
+    assert_eq!(
+        err.field,
+        "spec.devices.requests[0].firstAvailable[1].deviceClassName"
+    );
+    assert_eq!(
+        err.kind,
+        ClaimErrorKind::DeviceClassNotFound("no-such-class".into())
+    );
 }
 
 #[test]

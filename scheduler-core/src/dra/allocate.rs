@@ -22,6 +22,13 @@ use gputopo_api::k8s_openapi::api::resource::v1::{
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+/// Upstream's most subrequests per `firstAvailable`
+/// (`FirstAvailableDeviceRequestMaxSize`), which its score counts down from.
+const FIRST_AVAILABLE_MAX: u32 = 8;
+
+/// The most combinations of subrequests tried per node.
+pub const MAX_CHOICES: usize = 512;
+
 /// The pod's claims placed on one node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DraFit {
@@ -34,6 +41,11 @@ pub struct DraFit {
     pub fixed: u32,
     /// One per claim, in the pod's order.
     pub claims: Vec<ClaimAllocation>,
+    /// Upstream's prioritized-list score before normalizing: per
+    /// `firstAvailable` request, 8 minus the chosen subrequest's index (0
+    /// without `firstAvailable`). Nodes that give the preferred
+    /// subrequests win.
+    pub preference: u32,
 }
 
 impl DraFit {
@@ -91,7 +103,47 @@ impl DraPod {
     /// (`None` without `GpuTopology`), `request` the pod's GPU-set request
     /// from its `gputopo.dev/*` annotations with the node's `single_numa_node`
     /// (`request.gpus` is ignored: the claims say how many).
+    ///
+    /// With `firstAvailable`, the combinations of subrequests are tried in
+    /// upstream's order and the first that fits wins (each judged with the
+    /// topology objective).
     pub fn fit(
+        &self,
+        inventory: &DraInventory,
+        node: &str,
+        shape: Option<&NodeShape>,
+        request: &SetRequest,
+    ) -> Result<DraFit, NodeReason> {
+        if !self.has_alternatives() {
+            return self.fit_exact(inventory, node, shape, request);
+        }
+        let choices = self.choices();
+        if choices.len() > MAX_CHOICES {
+            return Err(NodeReason::SearchTooLarge);
+        }
+        let mut first_error = None;
+        for choice in choices {
+            match self
+                .with_choice(&choice)
+                .fit_exact(inventory, node, shape, request)
+            {
+                Ok(mut fit) => {
+                    fit.preference = choice
+                        .iter()
+                        .map(|c| FIRST_AVAILABLE_MAX.saturating_sub(c.subrequest as u32))
+                        .sum();
+                    return Ok(fit);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_error.unwrap_or(NodeReason::SearchTooLarge))
+    }
+
+    /// [`DraPod::fit`] for the requests as they are (no alternatives tried).
+    fn fit_exact(
         &self,
         inventory: &DraInventory,
         node: &str,
@@ -125,6 +177,7 @@ impl DraPod {
             pick: best.pick.clone(),
             fixed,
             claims: self.allocations(node, devices, existing, &cands, &best),
+            preference: 0,
         })
     }
 

@@ -68,7 +68,9 @@ pub(super) fn constraint_combinations(
             let covered: Vec<usize> = cands
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| c.claim == ci && constraint.requests.contains(&c.request))
+                .filter(|(_, c)| {
+                    c.claim == ci && constraint.covers(c.request, &claim.requests[c.request])
+                })
                 .map(|(i, _)| i)
                 .collect();
             let value_of = |d: &super::device::DraDevice| {

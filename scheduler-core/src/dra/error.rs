@@ -65,10 +65,8 @@ pub enum ClaimErrorKind {
         "admin access is not allocated by gputopo (it grants a device another pod may hold; gputopo allocates devices exclusively); accepted: adminAccess unset or false"
     )]
     AdminAccess,
-    #[error(
-        "prioritized alternatives (firstAvailable) are not supported: gputopo chooses one GPU set for the whole pod and does not rank alternatives; accepted: `exactly`"
-    )]
-    FirstAvailable,
+    #[error("both `exactly` and `firstAvailable` are set; accepted: one of them")]
+    ExactlyAndFirstAvailable,
     #[error("a request without `exactly` (unknown request type); accepted: `exactly`")]
     NoExactly,
     #[error(

@@ -61,11 +61,11 @@ mod inventory;
 pub mod matching;
 mod others;
 
-pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
+pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, MAX_CHOICES, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
 pub use claim::{
-    Allocated, ClaimPlan, DraPod, MAX_DEVICES_PER_CLAIM, MatchConstraint, Mode, RequestPlan,
-    pod_claim_names,
+    Allocated, Choice, ClaimPlan, DraPod, MAX_DEVICES_PER_CLAIM, MatchConstraint, Mode,
+    RequestPlan, pod_claim_names,
 };
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
 pub use device::{DeviceId, DraDevice, claim_key};

@@ -190,12 +190,14 @@ impl<'a> DraJudge<'a> {
     }
 }
 
-/// `a` (with node score `ap`) against `b`: the GPU set's quality first
-/// (bottleneck, then NUMA span), then the node score. `Equal` for a tie:
-/// callers keep the node whose name sorts first.
+/// `a` (with node score `ap`) against `b`: the preferred `firstAvailable`
+/// subrequests first, then the GPU set's quality (bottleneck, then NUMA
+/// span), then the node score. `Equal` for a tie: callers keep the node
+/// whose name sorts first.
 pub fn rank(a: &DraFit, ap: &ScoreParts, b: &DraFit, bp: &ScoreParts) -> Ordering {
-    set_quality(a)
-        .cmp(&set_quality(b))
+    a.preference
+        .cmp(&b.preference)
+        .then(set_quality(a).cmp(&set_quality(b)))
         .then(ap.total.total_cmp(&bp.total))
 }
 

@@ -13,7 +13,7 @@ use super::judge::{DraJudge, rank};
 use crate::config::SchedulerConfig;
 use crate::dra::DraFit;
 use crate::dra::DraInventory;
-use crate::dra::{CelEnv, DeviceValue, DraPod, Mode};
+use crate::dra::{CelEnv, DeviceValue, DraPod, Mode, RequestPlan};
 use crate::pod::PendingPod;
 use crate::schedule::{Placement, message_from_counts};
 use crate::score::ScoreParts;
@@ -55,14 +55,20 @@ impl DraPod {
             .iter()
             .filter_map(|d| DeviceValue::new(&env, d).ok())
             .collect();
+        let gpus = |r: &RequestPlan| match r.mode {
+            Mode::Count(n) if r.class_selects_any(&env, &samples) => n,
+            _ => 0,
+        };
         self.claims
             .iter()
             .filter(|c| c.allocated.is_none())
-            .flat_map(|c| &c.requests)
-            .filter(|r| r.class_selects_any(&env, &samples))
-            .map(|r| match r.mode {
-                Mode::Count(n) => n,
-                Mode::All => 0,
+            .flat_map(|c| {
+                c.requests.iter().enumerate().map(|(i, r)| match c.first_available.get(&i) {
+                    // The fewest any subrequest takes: the filter must not
+                    // refuse a node where a later one fits.
+                    Some(subs) => subs.iter().map(gpus).min().unwrap_or(0),
+                    None => gpus(r),
+                })
             })
             .fold(0u32, u32::saturating_add)
     }

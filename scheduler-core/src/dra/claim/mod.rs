@@ -1,15 +1,20 @@
 //! A pod's ResourceClaims read into what gputopo allocates: per claim its
-//! requests (class and claim selectors compiled, count or all), its
-//! `matchAttribute` constraints, its configuration (passed through), or the
-//! allocation it already has.
+//! requests (class and claim selectors compiled, count or all; a
+//! `firstAvailable` request's subrequests in order), its `matchAttribute`
+//! constraints, its configuration (passed through), or the allocation it
+//! already has. Requests are read in `request.rs`, constraints and
+//! configuration in `config.rs`.
+
+mod config;
+mod request;
 
 use super::cel::{CelEnv, DeviceValue, Selector};
 use super::device::claim_key;
 use super::error::{ClaimError, ClaimErrorKind};
 use gputopo_api::k8s_openapi::api::core::v1::{NodeSelector, Pod};
 use gputopo_api::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceClass, DeviceConstraint, DeviceRequest,
-    DeviceRequestAllocationResult, DeviceToleration, ExactDeviceRequest, ResourceClaim,
+    DeviceAllocationConfiguration, DeviceClaimConfiguration, DeviceClass,
+    DeviceClassConfiguration, DeviceRequestAllocationResult, DeviceToleration, ResourceClaim,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,9 +84,12 @@ pub enum Mode {
     All,
 }
 
-/// One `spec.devices.requests[i]` of a claim, ready to match devices.
+/// One `spec.devices.requests[i]` of a claim (or one subrequest of its
+/// `firstAvailable`), ready to match devices.
 #[derive(Clone, Debug)]
 pub struct RequestPlan {
+    /// The request's name; `<request>/<subrequest>` for a subrequest, as
+    /// the allocation result names it.
     pub name: String,
     /// `spec.devices.requests[i]`.
     pub field: String,
@@ -99,10 +107,23 @@ pub struct RequestPlan {
 pub struct MatchConstraint {
     /// Fully qualified attribute name.
     pub attribute: String,
-    /// Indices into the claim's requests it applies to (all when the constraint names none).
-    pub requests: Vec<usize>,
+    /// The claim's requests it applies to (all when the constraint names
+    /// none): the index, and the subrequest (`<request>/<subrequest>`)
+    /// when it names one, in which case it applies only when that one is
+    /// chosen.
+    pub requests: Vec<(usize, Option<String>)>,
     /// `spec.devices.constraints[i]`.
     pub field: String,
+}
+
+impl MatchConstraint {
+    /// Whether it applies to request `index` as `plan` (the chosen
+    /// subrequest, where it has several).
+    pub fn covers(&self, index: usize, plan: &RequestPlan) -> bool {
+        self.requests
+            .iter()
+            .any(|(i, sub)| *i == index && sub.as_ref().is_none_or(|s| *s == plan.name))
+    }
 }
 
 /// One claim of the pod.
@@ -113,12 +134,20 @@ pub struct ClaimPlan {
     pub namespace: String,
     pub name: String,
     pub uid: Option<String>,
+    /// The requests as chosen: a `firstAvailable` request as its first
+    /// subrequest until [`DraPod::with_choice`] picks another.
     pub requests: Vec<RequestPlan>,
+    /// Per request with `firstAvailable`, its subrequests in order.
+    pub first_available: BTreeMap<usize, Vec<RequestPlan>>,
     pub constraints: Vec<MatchConstraint>,
     /// `status.allocation.devices.config` to write, as upstream builds it:
     /// each used class's config once (`FromClass`), then the claim's own
     /// (`FromClaim`); a config for every request has no `requests`.
     pub config: Vec<DeviceAllocationConfiguration>,
+    /// The claim's own configs and its classes', to build `config` again
+    /// for another choice of subrequests.
+    claim_config: Vec<DeviceClaimConfiguration>,
+    class_config: BTreeMap<String, Vec<DeviceClassConfiguration>>,
     /// The allocation it already has (a claim shared through `reservedFor`):
     /// its devices are fixed and the pod must go where they are.
     pub allocated: Option<Allocated>,
@@ -218,8 +247,11 @@ impl ClaimPlan {
             name: name.to_string(),
             uid: claim.metadata.uid.clone(),
             requests: Vec::new(),
+            first_available: BTreeMap::new(),
             constraints: Vec::new(),
             config: Vec::new(),
+            claim_config: Vec::new(),
+            class_config: BTreeMap::new(),
             allocated: None,
         };
         if claim.metadata.deletion_timestamp.is_some() {
@@ -266,6 +298,7 @@ impl ClaimPlan {
         }
         let mut total: u64 = 0;
         let mut seen = BTreeSet::new();
+        let mut alternatives = Vec::with_capacity(requests.len());
         for (i, request) in requests.iter().enumerate() {
             if !seen.insert(request.name.clone()) {
                 return Err(ClaimError::new(
@@ -274,11 +307,21 @@ impl ClaimPlan {
                     ClaimErrorKind::DuplicateRequest(request.name.clone()),
                 ));
             }
-            let request = request_plan(&object, i, request, classes)?;
-            if let Mode::Count(n) = request.mode {
-                total += u64::from(n);
+            let plans = request::request_plans(&object, i, request, classes)?;
+            // The most any subrequest takes counts against the claim's limit.
+            total += plans
+                .iter()
+                .map(|p| match p.mode {
+                    Mode::Count(n) => u64::from(n),
+                    Mode::All => 0,
+                })
+                .max()
+                .unwrap_or(0);
+            plan.requests.push(plans[0].clone());
+            if request.first_available.as_ref().is_some_and(|f| !f.is_empty()) {
+                plan.first_available.insert(i, plans.clone());
             }
-            plan.requests.push(request);
+            alternatives.push(plans);
         }
         if total > MAX_DEVICES_PER_CLAIM {
             return Err(ClaimError::new(
@@ -288,243 +331,93 @@ impl ClaimPlan {
             ));
         }
         for (i, c) in devices.constraints.iter().flatten().enumerate() {
-            let constraint = match_constraint(&object, i, c, &plan.requests)?;
+            let constraint = config::match_constraint(&object, i, c, &alternatives)?;
             plan.constraints.push(constraint);
         }
+        plan.claim_config = devices.config.unwrap_or_default();
+        for r in alternatives.iter().flatten() {
+            if let Some(class) = classes.get(r.class.as_str()) {
+                let configs = class.spec.iter().flat_map(|s| s.config.clone()).flatten();
+                plan.class_config
+                    .entry(r.class.clone())
+                    .or_insert_with(|| configs.collect());
+            }
+        }
         plan.config =
-            allocation_config(&plan.requests, &devices.config.unwrap_or_default(), classes);
+            config::allocation_config(&plan.requests, &plan.claim_config, &plan.class_config);
         Ok(plan)
     }
 }
 
-/// One request of a claim read: what gputopo cannot honour exactly refused
-/// with the field named, its count or `All`, and its class's and its own
-/// selectors compiled.
-fn request_plan(
-    object: &str,
-    i: usize,
-    request: &DeviceRequest,
-    classes: &BTreeMap<&str, &DeviceClass>,
-) -> Result<RequestPlan, ClaimError> {
-    let field = format!("spec.devices.requests[{i}]");
-    if request
-        .first_available
-        .as_ref()
-        .is_some_and(|f| !f.is_empty())
-    {
-        return Err(ClaimError::new(
-            object,
-            format!("{field}.firstAvailable"),
-            ClaimErrorKind::FirstAvailable,
-        ));
-    }
-    let Some(exactly) = &request.exactly else {
-        return Err(ClaimError::new(object, field, ClaimErrorKind::NoExactly));
-    };
-    let ex = format!("{field}.exactly");
-    if exactly.admin_access == Some(true) {
-        return Err(ClaimError::new(
-            object,
-            format!("{ex}.adminAccess"),
-            ClaimErrorKind::AdminAccess,
-        ));
-    }
-    if exactly.capacity.is_some() {
-        return Err(ClaimError::new(
-            object,
-            format!("{ex}.capacity"),
-            ClaimErrorKind::Capacity,
-        ));
-    }
-    let mode = request_mode(object, &ex, exactly)?;
-    if exactly.device_class_name.is_empty() {
-        return Err(ClaimError::new(
-            object,
-            format!("{ex}.deviceClassName"),
-            ClaimErrorKind::NoDeviceClass,
-        ));
-    }
-    let class = classes
-        .get(exactly.device_class_name.as_str())
-        .ok_or_else(|| {
-            ClaimError::new(
-                object,
-                format!("{ex}.deviceClassName"),
-                ClaimErrorKind::DeviceClassNotFound(exactly.device_class_name.clone()),
-            )
-        })?;
-    let class_object = format!("DeviceClass {}", exactly.device_class_name);
-    let mut selectors = Vec::new();
-    for (j, s) in class
-        .spec
-        .iter()
-        .flat_map(|s| s.selectors.iter().flatten())
-        .enumerate()
-    {
-        let field = format!("spec.selectors[{j}]");
-        let cel = s
-            .cel
-            .as_ref()
-            .ok_or_else(|| ClaimError::new(&class_object, &field, ClaimErrorKind::NoCel))?;
-        selectors.push(Selector::compile(
-            &cel.expression,
-            &class_object,
-            format!("{field}.cel.expression"),
-        )?);
-    }
-    let class_selectors = selectors.len();
-    for (j, s) in exactly.selectors.iter().flatten().enumerate() {
-        let field = format!("{ex}.selectors[{j}]");
-        let cel = s
-            .cel
-            .as_ref()
-            .ok_or_else(|| ClaimError::new(object, &field, ClaimErrorKind::NoCel))?;
-        selectors.push(Selector::compile(
-            &cel.expression,
-            object,
-            format!("{field}.cel.expression"),
-        )?);
-    }
-    Ok(RequestPlan {
-        name: request.name.clone(),
-        field,
-        class: exactly.device_class_name.clone(),
-        mode,
-        selectors,
-        class_selectors,
-        tolerations: exactly.tolerations.clone().unwrap_or_default(),
-    })
+
+/// One subrequest chosen for a `firstAvailable` request: claim, request,
+/// subrequest (its index in the list).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub claim: usize,
+    pub request: usize,
+    pub subrequest: usize,
 }
 
-/// `allocationMode` and `count` of a request (`ExactCount` by default).
-fn request_mode(object: &str, ex: &str, exactly: &ExactDeviceRequest) -> Result<Mode, ClaimError> {
-    Ok(match exactly.allocation_mode.as_deref() {
-        None | Some("") | Some("ExactCount") => {
-            let count = exactly.count.unwrap_or(1);
-            if !(1..=MAX_DEVICES_PER_CLAIM as i64).contains(&count) {
-                return Err(ClaimError::new(
-                    object,
-                    format!("{ex}.count"),
-                    ClaimErrorKind::Count(count),
-                ));
-            }
-            Mode::Count(count as u32)
-        }
-        Some("All") => {
-            if exactly.count.is_some() {
-                return Err(ClaimError::new(
-                    object,
-                    format!("{ex}.count"),
-                    ClaimErrorKind::CountWithAll,
-                ));
-            }
-            Mode::All
-        }
-        Some(other) => {
-            return Err(ClaimError::new(
-                object,
-                format!("{ex}.allocationMode"),
-                ClaimErrorKind::AllocationMode(other.to_string()),
-            ));
-        }
-    })
-}
+impl DraPod {
+    /// Whether any pending claim has a `firstAvailable` request.
+    pub fn has_alternatives(&self) -> bool {
+        self.claims
+            .iter()
+            .any(|c| c.allocated.is_none() && !c.first_available.is_empty())
+    }
 
-/// One `matchAttribute` constraint of a claim, its request names resolved
-/// to indices (none named: every request).
-fn match_constraint(
-    object: &str,
-    i: usize,
-    c: &DeviceConstraint,
-    requests: &[RequestPlan],
-) -> Result<MatchConstraint, ClaimError> {
-    let field = format!("spec.devices.constraints[{i}]");
-    if c.distinct_attribute.is_some() {
-        return Err(ClaimError::new(
-            object,
-            format!("{field}.distinctAttribute"),
-            ClaimErrorKind::DistinctAttribute,
-        ));
+    /// Every combination of subrequests, in the order upstream's allocator
+    /// tries them (claim by claim, request by request, each request's
+    /// subrequests in order, the first request varying slowest).
+    pub fn choices(&self) -> Vec<Vec<Choice>> {
+        let axes: Vec<(usize, usize, usize)> = self
+            .claims
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.allocated.is_none())
+            .flat_map(|(ci, c)| c.first_available.iter().map(move |(&ri, s)| (ci, ri, s.len())))
+            .collect();
+        let mut out = vec![Vec::new()];
+        for (claim, request, n) in axes {
+            out = out
+                .into_iter()
+                .flat_map(|prefix: Vec<Choice>| {
+                    (0..n).map(move |subrequest| {
+                        let mut next = prefix.clone();
+                        next.push(Choice {
+                            claim,
+                            request,
+                            subrequest,
+                        });
+                        next
+                    })
+                })
+                .collect();
+        }
+        out
     }
-    let Some(attribute) = &c.match_attribute else {
-        return Err(ClaimError::new(object, field, ClaimErrorKind::NoConstraint));
-    };
-    if !attribute.contains('/') {
-        return Err(ClaimError::new(
-            object,
-            format!("{field}.matchAttribute"),
-            ClaimErrorKind::UnqualifiedAttribute(attribute.clone()),
-        ));
-    }
-    let names = c.requests.clone().unwrap_or_default();
-    let mut indices = Vec::new();
-    for (j, n) in names.iter().enumerate() {
-        let index = requests.iter().position(|r| &r.name == n).ok_or_else(|| {
-            ClaimError::new(
-                object,
-                format!("{field}.requests[{j}]"),
-                ClaimErrorKind::UnknownRequest(n.clone()),
-            )
-        })?;
-        indices.push(index);
-    }
-    if indices.is_empty() {
-        indices = (0..requests.len()).collect();
-    }
-    Ok(MatchConstraint {
-        attribute: attribute.clone(),
-        requests: indices,
-        field,
-    })
-}
 
-/// Upstream's `status.allocation.devices.config`: the configs of each used
-/// class once, tagged with the requests using it; then the claim's configs
-/// that name no request or a request of the claim; a config that applies to
-/// every request loses its `requests` (empty means all).
-fn allocation_config(
-    requests: &[RequestPlan],
-    claim_config: &[gputopo_api::k8s_openapi::api::resource::v1::DeviceClaimConfiguration],
-    classes: &BTreeMap<&str, &DeviceClass>,
-) -> Vec<DeviceAllocationConfiguration> {
-    let mut out: Vec<DeviceAllocationConfiguration> = Vec::new();
-    let mut class_ranges: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for r in requests {
-        if let Some(&(start, end)) = class_ranges.get(r.class.as_str()) {
-            for c in &mut out[start..end] {
-                c.requests.get_or_insert_with(Vec::new).push(r.name.clone());
-            }
-            continue;
-        }
-        let start = out.len();
-        if let Some(class) = classes.get(r.class.as_str()) {
-            for c in class.spec.iter().flat_map(|s| s.config.iter().flatten()) {
-                out.push(DeviceAllocationConfiguration {
-                    opaque: c.opaque.clone(),
-                    requests: Some(vec![r.name.clone()]),
-                    source: "FromClass".to_string(),
-                });
+    /// The pod with `choice`'s subrequests in place of their requests.
+    pub fn with_choice(&self, choice: &[Choice]) -> DraPod {
+        let mut pod = self.clone();
+        for c in choice {
+            let claim = &mut pod.claims[c.claim];
+            if let Some(plan) = claim
+                .first_available
+                .get(&c.request)
+                .and_then(|subs| subs.get(c.subrequest))
+            {
+                claim.requests[c.request] = plan.clone();
             }
         }
-        class_ranges.insert(r.class.as_str(), (start, out.len()));
-    }
-    for c in claim_config {
-        let names = c.requests.clone().unwrap_or_default();
-        if names.is_empty() || requests.iter().any(|r| names.contains(&r.name)) {
-            out.push(DeviceAllocationConfiguration {
-                opaque: c.opaque.clone(),
-                requests: c.requests.clone(),
-                source: "FromClaim".to_string(),
-            });
+        for claim in &mut pod.claims {
+            claim.config = config::allocation_config(
+                &claim.requests,
+                &claim.claim_config,
+                &claim.class_config,
+            );
         }
+        pod
     }
-    for c in &mut out {
-        if c.requests
-            .as_ref()
-            .is_some_and(|r| r.len() == requests.len())
-        {
-            c.requests = None;
-        }
-    }
-    out
 }
