@@ -207,7 +207,7 @@ fn a_claim_pods_nodes_are_filtered_by_its_claims_fit() {
             .failed_and_unresolvable_nodes
             .get("plugin-dgx1")
             .map(String::as_str),
-        Some("no DRA GPU devices"),
+        Some("no DRA devices"),
         "{result:?}"
     );
 
