@@ -57,14 +57,21 @@ fn gang(with_channel: bool) -> Gang {
         topologies.push(topo);
     }
     let snapshot = builder.build().expect("a snapshot");
-    let mut inventory =
-        DraInventory::build(&DraConfig::default(), &slices, &topologies, &[] as &[ResourceClaim]);
+    let mut inventory = DraInventory::build(
+        &DraConfig::default(),
+        &slices,
+        &topologies,
+        &[] as &[ResourceClaim],
+    );
     hold_snapshot(&mut inventory, &snapshot);
     let mut members = Vec::new();
     let mut claims = Vec::new();
     for i in 0..2 {
         let gpu_claim = claim(&format!("gpus-{i}"), json!({"requests": [gpus("gpus", 4)]}));
-        let imex = claim(&format!("imex-{i}"), json!({"requests": [channel("channel")]}));
+        let imex = claim(
+            &format!("imex-{i}"),
+            json!({"requests": [channel("channel")]}),
+        );
         let mut uses = vec![format!("gpus-{i}")];
         if with_channel {
             uses.push(format!("imex-{i}"));
@@ -78,7 +85,10 @@ fn gang(with_channel: bool) -> Gang {
         let all = [gpu_claim, imex];
         let dra = DraPod::from_pod(
             &p,
-            |_, name| all.iter().find(|c| c.metadata.name.as_deref() == Some(name)),
+            |_, name| {
+                all.iter()
+                    .find(|c| c.metadata.name.as_deref() == Some(name))
+            },
             &classes(),
         )
         .expect("read");
@@ -130,8 +140,7 @@ fn without_channels_the_gang_rule_packs_both_members_on_one_node() {
 #[test]
 fn members_with_their_own_channel_claims_go_one_per_node() {
     let g = gang(true);
-    let decision =
-        schedule_claim_gang(&g.snapshot, &g.inventory, &g.members, &g.claims, &g.config);
+    let decision = schedule_claim_gang(&g.snapshot, &g.inventory, &g.members, &g.claims, &g.config);
     let ClaimGangDecision::Placed(placed) = decision else {
         panic!("the gang fits: {decision:?}")
     };
@@ -140,9 +149,15 @@ fn members_with_their_own_channel_claims_go_one_per_node() {
     for p in &placed {
         let channel = &p.fit.claims[1].devices[0];
         assert_eq!(
-            (channel.device.driver.as_str(), channel.device.device.as_str()),
+            (
+                channel.device.driver.as_str(),
+                channel.device.device.as_str()
+            ),
             ("compute-domain.nvidia.com", "channel-0")
         );
-        assert_eq!(channel.device.pool, p.placement.node, "the member's own node's channel");
+        assert_eq!(
+            channel.device.pool, p.placement.node,
+            "the member's own node's channel"
+        );
     }
 }

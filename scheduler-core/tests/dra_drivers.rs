@@ -202,12 +202,18 @@ fn the_channel_is_one_per_node_so_a_second_pod_is_refused_naming_it() {
             busy,
             ..
         } => {
-            assert_eq!((claim.as_str(), request.as_str()), ("default/imex", "channel"));
+            assert_eq!(
+                (claim.as_str(), request.as_str()),
+                ("default/imex", "channel")
+            );
             assert_eq!((*matching, *busy), (1, 1));
         }
         other => panic!("{other}"),
     }
-    assert!(err.to_string().contains("1 allocated to other claims"), "{err}");
+    assert!(
+        err.to_string().contains("1 allocated to other claims"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -234,7 +240,10 @@ fn a_pod_asking_only_a_channel_fits_a_node_without_gpus_and_counts_no_gpu() {
 #[test]
 fn only_requests_whose_class_selects_gpus_count_as_gpus() {
     let claims = [
-        claim("train", json!({"requests": [gpus("gpus", 2), nics("nics", 2)]})),
+        claim(
+            "train",
+            json!({"requests": [gpus("gpus", 2), nics("nics", 2)]}),
+        ),
         claim("imex", json!({"requests": [channel("channel")]})),
     ];
     let dra = read_pod(&["train", "imex"], &claims);
@@ -252,7 +261,10 @@ fn a_pcie_root_no_free_nic_shares_with_free_gpus_refuses_the_node() {
         .iter()
         .flatten()
         .filter(|d| {
-            let name = d.attributes.as_ref().and_then(|a| a.get("dra.net/rdmaDevice"));
+            let name = d
+                .attributes
+                .as_ref()
+                .and_then(|a| a.get("dra.net/rdmaDevice"));
             let name = name.and_then(|a| a.string.as_deref()).unwrap_or_default();
             !["mlx5_4", "mlx5_5", "mlx5_10", "mlx5_11"].contains(&name)
         })
@@ -283,7 +295,10 @@ fn a_pcie_root_no_free_nic_shares_with_free_gpus_refuses_the_node() {
     );
 
     // Without the constraint a storage NIC will do.
-    let loose = [claim("train", json!({"requests": [gpus("gpus", 1), nics("nics", 1)]}))];
+    let loose = [claim(
+        "train",
+        json!({"requests": [gpus("gpus", 1), nics("nics", 1)]}),
+    )];
     let fit = fit_on(&inv, "dgx-a100", &["train"], &loose).expect("it fits");
     assert_eq!(fit.claims[0].devices.len(), 2);
 }
@@ -299,8 +314,8 @@ fn a_shared_channel_claim_allocated_on_another_node_pins_the_pod_there() {
     let mut slices = all_slices(&DGX_A100);
     slices.extend(all_slices(&DGX1_V100));
     let inv = inventory(&slices, std::slice::from_ref(&shared));
-    let err = fit_on(&inv, "dgx-a100", &["imex"], std::slice::from_ref(&shared))
-        .expect_err("elsewhere");
+    let err =
+        fit_on(&inv, "dgx-a100", &["imex"], std::slice::from_ref(&shared)).expect_err("elsewhere");
     assert_eq!(
         err,
         NodeReason::ClaimElsewhere {
@@ -308,7 +323,7 @@ fn a_shared_channel_claim_allocated_on_another_node_pins_the_pod_there() {
             node: "dgx1-v100".into()
         }
     );
-    let fit = fit_on(&inv, "dgx1-v100", &["imex"], std::slice::from_ref(&shared))
-        .expect("its own node");
+    let fit =
+        fit_on(&inv, "dgx1-v100", &["imex"], std::slice::from_ref(&shared)).expect("its own node");
     assert!(fit.to_write().next().is_none(), "nothing to allocate");
 }

@@ -48,7 +48,11 @@ fn read(claims: &[ResourceClaim]) -> (PendingPod, DraPod) {
     let pod = pod("trainer", &["prio"], json!({}));
     let dra = DraPod::from_pod(
         &pod,
-        |_, name| claims.iter().find(|c| c.metadata.name.as_deref() == Some(name)),
+        |_, name| {
+            claims
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name))
+        },
         &classes(),
     )
     .expect("the claims are read");
@@ -85,7 +89,11 @@ fn the_first_subrequest_that_fits_is_taken_and_named_with_its_request() {
     let fit = fit_on("dgx-a100", &[big_or_small()]);
     assert_eq!(requests(&fit), vec!["gpus/big"; 8]);
     assert_eq!(fit.preference, 8);
-    assert_eq!(written_config(&fit), Value::Null, "the big class has no config");
+    assert_eq!(
+        written_config(&fit),
+        Value::Null,
+        "the big class has no config"
+    );
 
     // One GPU taken: eight no longer fit, two time-sliced ones do.
     let fit = fit_on("dgx-a100", &[big_or_small(), busy("dgx-a100", 3)]);
@@ -143,8 +151,7 @@ fn a_node_giving_the_preferred_subrequest_beats_a_better_wired_one_giving_a_late
     let mut inv = DraInventory::build(&DraConfig::default(), &slices, &topologies, &all);
     hold_snapshot(&mut inv, &snapshot);
     let (pod, dra) = read(&all);
-    let DraDecision::Placed(placed) = schedule_claims(&snapshot, &inv, &dra, &pod, &config)
-    else {
+    let DraDecision::Placed(placed) = schedule_claims(&snapshot, &inv, &dra, &pod, &config) else {
         panic!("it fits somewhere")
     };
     assert_ne!(placed.placement.node, "dgx-a100");

@@ -50,7 +50,11 @@ fn committed_channel_and_nic_slices_match_the_recorded_dgx_a100() {
         let committed = check(rel, &fixture_yaml(m, what, object));
         read.push(serde_yaml::from_str::<ResourceSlice>(&committed).expect("a ResourceSlice"));
     }
-    assert_eq!(read, all_slices(m)[1..], "the committed slices read back as the builders'");
+    assert_eq!(
+        read,
+        all_slices(m)[1..],
+        "the committed slices read back as the builders'"
+    );
 }
 
 #[test]

@@ -322,13 +322,15 @@ impl DraPod {
             }
             let i = too_few.unwrap_or(0);
             let claim = cands.get(i).map(|c| &self.claims[c.claim]);
-            return Err(match claim.and_then(|c| Some((c, c.constraints.first()?))) {
-                Some((claim, c)) => NodeReason::ConstraintUnsatisfiable {
-                    claim: claim.key.clone(),
-                    attribute: c.attribute.clone(),
+            return Err(
+                match claim.and_then(|c| Some((c, c.constraints.first()?))) {
+                    Some((claim, c)) => NodeReason::ConstraintUnsatisfiable {
+                        claim: claim.key.clone(),
+                        attribute: c.attribute.clone(),
+                    },
+                    None => NodeReason::NoSplit { gpus: request.gpus },
                 },
-                None => NodeReason::NoSplit { gpus: request.gpus },
-            });
+            );
         };
         Ok(best)
     }

@@ -6,8 +6,8 @@
 
 use super::device::{DeviceId, DraDevice, claim_key};
 use crate::snapshot::Snapshot;
-use gputopo_api::{GpuTopology, Nic};
 use gputopo_api::k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
+use gputopo_api::{GpuTopology, Nic};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 

@@ -31,10 +31,11 @@ pub(super) fn closeness(devices: &NodeDevices, chosen: u32, device: &DraDevice) 
             .filter(move |g| chosen & (1 << g) != 0)
             .filter_map(|g| devices.device_on(g).map(|d| (g, d)))
     };
-    if let Some(root) = device.attribute(PCIE_ROOT).and_then(|a| a.string.as_deref())
-        && gpus().any(|(_, g)| {
-            g.attribute(PCIE_ROOT).and_then(|a| a.string.as_deref()) == Some(root)
-        })
+    if let Some(root) = device
+        .attribute(PCIE_ROOT)
+        .and_then(|a| a.string.as_deref())
+        && gpus()
+            .any(|(_, g)| g.attribute(PCIE_ROOT).and_then(|a| a.string.as_deref()) == Some(root))
     {
         return 0;
     }

@@ -74,17 +74,15 @@ pub fn schedule_claim_gang(
         Ok(placed) => ClaimGangDecision::Placed(placed),
         // Members packed on one node may want devices the node has one of
         // (an IMEX channel): try again with one member per node.
-        Err(message) if shares_a_node => {
-            match schedule_gang_apart(&dra_only, &judged, config) {
-                GangDecision::Placed(apart) => {
-                    match fit_members(snapshot, inventory, members, claims, apart, config) {
-                        Ok(placed) => ClaimGangDecision::Placed(placed),
-                        Err(_) => ClaimGangDecision::Waiting { message },
-                    }
+        Err(message) if shares_a_node => match schedule_gang_apart(&dra_only, &judged, config) {
+            GangDecision::Placed(apart) => {
+                match fit_members(snapshot, inventory, members, claims, apart, config) {
+                    Ok(placed) => ClaimGangDecision::Placed(placed),
+                    Err(_) => ClaimGangDecision::Waiting { message },
                 }
-                GangDecision::Waiting { .. } => ClaimGangDecision::Waiting { message },
             }
-        }
+            GangDecision::Waiting { .. } => ClaimGangDecision::Waiting { message },
+        },
         Err(message) => ClaimGangDecision::Waiting { message },
     }
 }

@@ -63,12 +63,15 @@ impl DraPod {
             .iter()
             .filter(|c| c.allocated.is_none())
             .flat_map(|c| {
-                c.requests.iter().enumerate().map(|(i, r)| match c.first_available.get(&i) {
-                    // The fewest any subrequest takes: the filter must not
-                    // refuse a node where a later one fits.
-                    Some(subs) => subs.iter().map(gpus).min().unwrap_or(0),
-                    None => gpus(r),
-                })
+                c.requests
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| match c.first_available.get(&i) {
+                        // The fewest any subrequest takes: the filter must not
+                        // refuse a node where a later one fits.
+                        Some(subs) => subs.iter().map(gpus).min().unwrap_or(0),
+                        None => gpus(r),
+                    })
             })
             .fold(0u32, u32::saturating_add)
     }

@@ -159,13 +159,12 @@ impl Gang<'_> {
             GangSpec::each(requests.clone())
         }
         .with_strategy(lead.pod.request.placement_strategy);
-        let spec = if self.apart
-            || apart_per_node(snapshot, gpu_members.iter().map(|&i| &members[i]))
-        {
-            spec.at_most_per_node(1)
-        } else {
-            spec
-        };
+        let spec =
+            if self.apart || apart_per_node(snapshot, gpu_members.iter().map(|&i| &members[i])) {
+                spec.at_most_per_node(1)
+            } else {
+                spec
+            };
         let candidates = nodes.len();
         let mixed = lead
             .pod

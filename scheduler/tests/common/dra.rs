@@ -3,8 +3,11 @@
 //! claims, templates, pods using them, and reading allocations back.
 
 use super::*;
+use gputopo_api::GpuTopologySpec;
 use gputopo_testenv::TestEnv;
-use gputopo_topology::dra_slice::{DriverFacts, nvidia_resource_slice};
+use gputopo_topology::dra_slice::{
+    DriverFacts, compute_domain_resource_slice, nic_resource_slice, nvidia_resource_slice,
+};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
@@ -25,7 +28,7 @@ pub async fn dra_node(
     product: &str,
     group: &str,
     device_plugin: bool,
-) {
+) -> GpuTopologySpec {
     let (_, topology) =
         fixture_node_with(env, name, fixture, &[("e2e-group", group)], device_plugin).await;
     let client = env.client().await;
@@ -38,22 +41,67 @@ pub async fn dra_node(
         .create(&PostParams::default(), &slice)
         .await
         .unwrap_or_else(|e| panic!("creating the ResourceSlice of {name}: {e}"));
+    device_class(
+        &client,
+        CLASS,
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+    )
+    .await;
+    topology.spec
+}
+
+/// A DeviceClass of one CEL selector, unless it exists.
+pub async fn device_class(client: &kube::Client, name: &str, expression: &str) {
     let class: DeviceClass = serde_json::from_value(json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": CLASS},
-        "spec": {"selectors": [{"cel": {"expression":
-            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]}
     }))
     .expect("a class");
-    match Api::<DeviceClass>::all(client)
+    match Api::<DeviceClass>::all(client.clone())
         .create(&PostParams::default(), &class)
         .await
     {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("creating DeviceClass {CLASS}: {e}"),
+        Err(e) => panic!("creating DeviceClass {name}: {e}"),
     }
+}
+
+/// The ComputeDomain driver's default-channel class, as its Helm chart writes it.
+pub const CHANNEL_CLASS: &str = "compute-domain-default-channel.nvidia.com";
+/// dranet's RDMA NICs, as its NVIDIA guide selects them.
+pub const NIC_CLASS: &str = "dranet-rdma";
+
+/// Beside the GPU slice of node `name`: the ComputeDomain driver's slice
+/// (`channel-0`, `daemon-0`) and dranet's NICs from `spec`, with their
+/// classes. The ComputeDomain controller and its IMEX daemons need GPUs
+/// and do not run here: the objects are shaped as their sources build them.
+pub async fn other_drivers(env: &TestEnv, name: &str, spec: &GpuTopologySpec) {
+    let client = env.client().await;
+    let slices = Api::<ResourceSlice>::all(client.clone());
+    let mut objects = vec![compute_domain_resource_slice(name)];
+    objects.extend(nic_resource_slice(name, spec));
+    for object in objects {
+        let slice: ResourceSlice = serde_json::from_value(object).expect("a slice");
+        slices
+            .create(&PostParams::default(), &slice)
+            .await
+            .unwrap_or_else(|e| panic!("creating a ResourceSlice of {name}: {e}"));
+    }
+    device_class(
+        &client,
+        CHANNEL_CLASS,
+        "device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == 'channel' && device.attributes['compute-domain.nvidia.com'].id == 0",
+    )
+    .await;
+    device_class(
+        &client,
+        NIC_CLASS,
+        "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true",
+    )
+    .await;
 }
 
 pub fn request(count: u32) -> Value {

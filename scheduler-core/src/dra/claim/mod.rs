@@ -13,8 +13,8 @@ use super::device::claim_key;
 use super::error::{ClaimError, ClaimErrorKind};
 use gputopo_api::k8s_openapi::api::core::v1::{NodeSelector, Pod};
 use gputopo_api::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceClaimConfiguration, DeviceClass,
-    DeviceClassConfiguration, DeviceRequestAllocationResult, DeviceToleration, ResourceClaim,
+    DeviceAllocationConfiguration, DeviceClaimConfiguration, DeviceClass, DeviceClassConfiguration,
+    DeviceRequestAllocationResult, DeviceToleration, ResourceClaim,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -318,7 +318,11 @@ impl ClaimPlan {
                 .max()
                 .unwrap_or(0);
             plan.requests.push(plans[0].clone());
-            if request.first_available.as_ref().is_some_and(|f| !f.is_empty()) {
+            if request
+                .first_available
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+            {
                 plan.first_available.insert(i, plans.clone());
             }
             alternatives.push(plans);
@@ -349,7 +353,6 @@ impl ClaimPlan {
     }
 }
 
-
 /// One subrequest chosen for a `firstAvailable` request: claim, request,
 /// subrequest (its index in the list).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -376,7 +379,11 @@ impl DraPod {
             .iter()
             .enumerate()
             .filter(|(_, c)| c.allocated.is_none())
-            .flat_map(|(ci, c)| c.first_available.iter().map(move |(&ri, s)| (ci, ri, s.len())))
+            .flat_map(|(ci, c)| {
+                c.first_available
+                    .iter()
+                    .map(move |(&ri, s)| (ci, ri, s.len()))
+            })
             .collect();
         let mut out = vec![Vec::new()];
         for (claim, request, n) in axes {
