@@ -7,6 +7,7 @@ use super::candidates::{Candidates, Takes, all_unavailable, candidates};
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, DraPod, Mode};
 use super::constraint::{Combination, constraint_combinations};
+use super::counters::Counters;
 use super::device::DeviceId;
 use super::error::NodeReason;
 use super::inventory::{DraInventory, NodeDevices};
@@ -171,7 +172,12 @@ impl DraPod {
             _ if wants_gpus => return Err(NodeReason::NoTopology),
             _ => None,
         };
-        let best = self.best_split(devices, shape, request, fixed, &cands)?;
+        let node_view = NodeView {
+            devices,
+            counters: inventory.counters(),
+            shape,
+        };
+        let best = self.best_split(&node_view, request, fixed, &cands)?;
         Ok(DraFit {
             node: node.to_string(),
             pick: best.pick.clone(),
@@ -290,18 +296,17 @@ impl DraPod {
     /// the first reason a combination failed.
     fn best_split(
         &self,
-        devices: &NodeDevices,
-        shape: Option<&NodeShape>,
+        node: &NodeView<'_>,
         request: &SetRequest,
         fixed: u32,
         cands: &[Candidates],
     ) -> Result<Split, NodeReason> {
-        let combos = constraint_combinations(self, devices, cands)?;
+        let combos = constraint_combinations(self, node.devices, cands)?;
         let mut best: Option<Split> = None;
         let mut first_error: Option<NodeReason> = None;
         let mut too_few = None;
         for combo in combos {
-            match self.split_one(devices, shape, request, fixed, cands, &combo) {
+            match self.split_one(node, request, fixed, cands, &combo) {
                 Ok(split) => {
                     if best.as_ref().is_none_or(|b| better(&split.pick, &b.pick)) {
                         best = Some(split);
@@ -339,8 +344,7 @@ impl DraPod {
     /// the other devices; or why this combination fails.
     fn split_one(
         &self,
-        devices: &NodeDevices,
-        shape: Option<&NodeShape>,
+        node: &NodeView<'_>,
         request: &SetRequest,
         fixed: u32,
         cands: &[Candidates],
@@ -373,7 +377,7 @@ impl DraPod {
                 _ => {}
             }
         }
-        let (pick, splits) = match shape {
+        let (pick, splits) = match node.shape {
             Some(shape) => {
                 solve(shape, request, fixed, &counts, &req_masks).map_err(SplitFailure::Node)?
             }
@@ -388,7 +392,7 @@ impl DraPod {
                 gpus[i] = c.mask;
             }
         }
-        let others = others::choose(devices, pick.gpus, cands, &combo.others)
+        let others = others::choose(node.devices, node.counters, pick.gpus, cands, &combo.others)
             .ok_or(SplitFailure::Node(NodeReason::NotDistinct))?;
         Ok(Split { pick, gpus, others })
     }
@@ -450,6 +454,14 @@ impl DraPod {
         }
         claims
     }
+}
+
+/// One node as a decision sees it: its devices, the pools' counters, and
+/// its topology where the pod asks GPUs.
+struct NodeView<'a> {
+    devices: &'a NodeDevices,
+    counters: &'a Counters,
+    shape: Option<&'a NodeShape>,
 }
 
 /// One combination's answer: the pod's GPU set and, per candidate request,

@@ -3,6 +3,7 @@
 //! allocation names a device ([`DeviceId`]) and how a claim is keyed
 //! ([`claim_key`]). Everything else in `dra` reads these.
 
+use super::counters::Consumption;
 use gputopo_api::k8s_openapi::api::resource::v1::{
     DeviceAttribute, DeviceCapacity, DeviceTaint, ResourceClaim,
 };
@@ -49,8 +50,14 @@ pub struct DraDevice {
     pub attributes: BTreeMap<String, DeviceAttribute>,
     pub capacity: BTreeMap<String, DeviceCapacity>,
     pub taints: Vec<DeviceTaint>,
-    /// Counter sets the device consumes from (partitionable devices).
-    pub counter_sets: Vec<String>,
+    /// What it consumes from its pool's counter sets (partitionable devices).
+    pub consumes: Vec<Consumption>,
+    /// A GPU driver's device that is not a whole GPU (`type` `mig`,
+    /// `vfio`…): allocated beside the GPU set, like other drivers' devices.
+    pub partition: bool,
+    /// For a partition, the GPU it is part of (its `parentUUID` on the
+    /// topology): held from whole-GPU use while the partition is allocated.
+    pub parent_gpu: Option<u32>,
     /// The device has binding conditions (not allocated by gputopo).
     pub binding_conditions: bool,
 }
@@ -59,7 +66,7 @@ impl DraDevice {
     /// A device of a driver gputopo does not place by topology: allocated
     /// outside the GPU set.
     pub fn is_other(&self) -> bool {
-        !self.gpu_driver
+        !self.gpu_driver || self.partition
     }
 
     /// An attribute by fully qualified name (`gpu.nvidia.com/productName`,

@@ -4,7 +4,10 @@
 //! are published; and which devices are busy, from every ResourceClaim's
 //! `status.allocation`.
 
+use super::counters::{Counters, consumptions, pool_counters};
 use super::device::{DeviceId, DraDevice, claim_key};
+pub use super::place::UnplacedReason;
+use super::place::place;
 use crate::snapshot::Snapshot;
 use gputopo_api::k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use gputopo_api::{GpuTopology, Nic};
@@ -95,25 +98,6 @@ impl NodeDevices {
     }
 }
 
-/// Why a device is not placed on a GPU index of the node's topology.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum UnplacedReason {
-    #[error("the node has no GpuTopology")]
-    NoTopology,
-    #[error("type {kind}: gputopo places whole GPUs only")]
-    NotAGpu { kind: String },
-    #[error("no uuid attribute")]
-    NoUuid,
-    #[error("uuid {uuid} is not in the node's GpuTopology")]
-    UnknownUuid { uuid: String },
-    #[error("no index attribute, and the GpuTopology names no UUID to match")]
-    NoIndex,
-    #[error("index {index} is not in the node's GpuTopology")]
-    UnknownIndex { index: i64 },
-    #[error("GPU {gpu} is already another device's")]
-    GpuTaken { gpu: u32 },
-}
-
 /// Something the inventory left out, for the snapshot's warnings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DraWarning {
@@ -163,8 +147,8 @@ pub struct DraInventory {
     nodes: BTreeMap<String, NodeDevices>,
     /// Allocated devices (admin access excluded, as upstream), with the claim holding each.
     busy: BTreeMap<DeviceId, String>,
-    /// `(driver, pool, counter set)` consumed by an allocated device.
-    busy_counters: BTreeSet<(String, String, String)>,
+    /// Every pool's counter sets, less what allocated devices consume.
+    counters: Counters,
     /// One placed GPU per driver and product: what tells whether a device
     /// class selects GPUs at all ([`DraInventory::gpu_samples`]).
     gpu_samples: Vec<DraDevice>,
@@ -234,9 +218,26 @@ impl DraInventory {
                 .flat_map(|s| s.spec.devices.iter().flatten())
                 .collect();
             let gpu_driver = self.config.handles(&driver);
+            let sets = match pool_counters(&group.slices, &devices) {
+                Ok(sets) => sets,
+                Err(reason) => {
+                    self.warnings.push(DraWarning::UnusablePool {
+                        pool: pool_id.clone(),
+                        reason: reason.clone(),
+                    });
+                    self.node_entry(&node)
+                        .unusable_pools
+                        .push(format!("{pool_id}: {reason}"));
+                    continue;
+                }
+            };
+            for (set, values) in sets {
+                self.counters
+                    .declare((driver.clone(), pool.clone(), set), values);
+            }
             let entry = self.node_entry(&node);
             for device in devices {
-                entry.devices.push(DraDevice {
+                let mut d = DraDevice {
                     id: DeviceId {
                         driver: driver.clone(),
                         pool: pool.clone(),
@@ -247,17 +248,16 @@ impl DraInventory {
                     attributes: device.attributes.clone().unwrap_or_default(),
                     capacity: device.capacity.clone().unwrap_or_default(),
                     taints: device.taints.clone().unwrap_or_default(),
-                    counter_sets: device
-                        .consumes_counters
-                        .iter()
-                        .flatten()
-                        .map(|c| c.counter_set.clone())
-                        .collect(),
+                    consumes: consumptions(device),
+                    partition: false,
+                    parent_gpu: None,
                     binding_conditions: device
                         .binding_conditions
                         .as_ref()
                         .is_some_and(|c| !c.is_empty()),
-                });
+                };
+                d.partition = gpu_driver && d.string_attribute("type").is_some_and(|t| t != "gpu");
+                entry.devices.push(d);
             }
         }
     }
@@ -324,15 +324,18 @@ impl DraInventory {
                 );
             }
         }
-        let mut counters = BTreeSet::new();
-        for id in self.busy.keys() {
-            if let Some(device) = self.find(id).map(|(_, d)| d) {
-                for set in &device.counter_sets {
-                    counters.insert((id.driver.clone(), id.pool.clone(), set.clone()));
-                }
-            }
+        let busy: Vec<DeviceId> = self.busy.keys().cloned().collect();
+        for id in busy {
+            self.consume(&id);
         }
-        self.busy_counters = counters;
+    }
+
+    /// Takes what device `id` consumes from its pool's counter sets.
+    fn consume(&mut self, id: &DeviceId) {
+        let consumes = self.find(id).map(|(_, d)| d.consumes.clone());
+        if let Some(consumes) = consumes.filter(|c| !c.is_empty()) {
+            self.counters.consume(&id.driver, &id.pool, &consumes);
+        }
     }
 
     fn node_entry(&mut self, node: &str) -> &mut NodeDevices {
@@ -362,17 +365,20 @@ impl DraInventory {
         self.busy.get(id).map(String::as_str)
     }
 
-    /// Allocated, or sharing a counter set with an allocated device (a MIG
-    /// partition of a GPU makes the whole GPU busy, and the reverse).
+    /// Allocated, or no longer fitting its pool's counters (a MIG partition
+    /// in use keeps the whole GPU out, and the reverse).
     pub fn is_busy(&self, device: &DraDevice) -> bool {
         self.busy.contains_key(&device.id)
-            || device.counter_sets.iter().any(|set| {
-                self.busy_counters.contains(&(
-                    device.id.driver.clone(),
-                    device.id.pool.clone(),
-                    set.clone(),
-                ))
-            })
+            || !device.consumes.is_empty()
+                && !self
+                    .counters
+                    .fits(&device.id.driver, &device.id.pool, &device.consumes)
+    }
+
+    /// The counter sets less what allocated devices consume: a decision
+    /// choosing several partitions takes from a copy.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// GPUs of `node` that no claim may take now, whatever the claims say
@@ -397,7 +403,13 @@ impl DraInventory {
         let mut out: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
         for n in self.nodes.values() {
             for d in &n.devices {
-                let Some(gpu) = d.gpu else { continue };
+                // A partition in use holds the GPU it is part of.
+                let Some(gpu) = d.gpu.or(d.parent_gpu) else {
+                    continue;
+                };
+                if d.gpu.is_none() && !self.busy.contains_key(&d.id) {
+                    continue;
+                }
                 let holder = match self.busy.get(&d.id) {
                     Some(claim) => claim.as_str(),
                     None if self.is_busy(d) => "a shared counter set",
@@ -418,11 +430,8 @@ impl DraInventory {
     /// caller's assume cache after writing an allocation.
     pub fn assume_allocated(&mut self, claim: &str, devices: &[DeviceId]) {
         for id in devices {
-            self.busy.insert(id.clone(), claim.to_string());
-            let sets = self.find(id).map(|(_, d)| d.counter_sets.clone());
-            for set in sets.into_iter().flatten() {
-                self.busy_counters
-                    .insert((id.driver.clone(), id.pool.clone(), set));
+            if self.busy.insert(id.clone(), claim.to_string()).is_none() {
+                self.consume(id);
             }
         }
     }
@@ -511,85 +520,4 @@ fn pool_problem(group: &PoolSlices<'_>) -> Option<String> {
         }
     }
     None
-}
-
-/// Maps each device of a GPU driver on `node` to a topology GPU: by `uuid`,
-/// or by `index` when the topology names no UUID. Devices that are not whole
-/// GPUs (`type` other than `gpu`), that match no GPU, or that match one
-/// already taken are left unplaced with a warning. Other drivers' devices
-/// are not placed.
-fn place(node: &mut NodeDevices, topology: Option<&GpuTopology>, warnings: &mut Vec<DraWarning>) {
-    let Some(topology) = topology else {
-        node.mapping = GpuMapping::NoTopology;
-        for d in node.devices.iter().filter(|d| d.gpu_driver) {
-            warnings.push(DraWarning::UnplacedDevice {
-                node: node.node.clone(),
-                device: d.id.clone(),
-                reason: UnplacedReason::NoTopology,
-            });
-        }
-        return;
-    };
-    let gpus = &topology.spec.gpus;
-    node.wiring = Wiring {
-        gpu_numa: gpus
-            .iter()
-            .filter_map(|g| Some((g.index, i64::from(g.numa_node?))))
-            .collect(),
-        nics: topology.spec.nics.clone(),
-    };
-    if !node.devices.iter().any(|d| d.gpu_driver) {
-        return;
-    }
-    let by_uuid = gpus.iter().any(|g| g.uuid.is_some());
-    node.mapping = if by_uuid {
-        GpuMapping::Uuid
-    } else {
-        warnings.push(DraWarning::IndexFallback {
-            node: node.node.clone(),
-        });
-        GpuMapping::Index
-    };
-    let mut taken = BTreeSet::new();
-    for d in node.devices.iter_mut().filter(|d| d.gpu_driver) {
-        let kind = d.string_attribute("type");
-        let found: Result<u32, UnplacedReason> = if kind.is_some_and(|t| t != "gpu") {
-            Err(UnplacedReason::NotAGpu {
-                kind: kind.unwrap_or_default().to_string(),
-            })
-        } else if by_uuid {
-            match d.string_attribute("uuid") {
-                None => Err(UnplacedReason::NoUuid),
-                Some(uuid) => gpus
-                    .iter()
-                    .find(|g| g.uuid.as_deref() == Some(uuid))
-                    .map(|g| g.index)
-                    .ok_or_else(|| UnplacedReason::UnknownUuid {
-                        uuid: uuid.to_string(),
-                    }),
-            }
-        } else {
-            match d.int_attribute("index") {
-                None => Err(UnplacedReason::NoIndex),
-                Some(index) => gpus
-                    .iter()
-                    .find(|g| i64::from(g.index) == index)
-                    .map(|g| g.index)
-                    .ok_or(UnplacedReason::UnknownIndex { index }),
-            }
-        };
-        match found {
-            Ok(gpu) if taken.insert(gpu) => d.gpu = Some(gpu),
-            Ok(gpu) => warnings.push(DraWarning::UnplacedDevice {
-                node: node.node.clone(),
-                device: d.id.clone(),
-                reason: UnplacedReason::GpuTaken { gpu },
-            }),
-            Err(reason) => warnings.push(DraWarning::UnplacedDevice {
-                node: node.node.clone(),
-                device: d.id.clone(),
-                reason,
-            }),
-        }
-    }
 }

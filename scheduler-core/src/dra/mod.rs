@@ -54,12 +54,14 @@ mod candidates;
 mod cel;
 mod claim;
 mod constraint;
+mod counters;
 mod device;
 mod error;
 mod extended;
 mod inventory;
 pub mod matching;
 mod others;
+mod place;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, MAX_CHOICES, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
@@ -68,6 +70,7 @@ pub use claim::{
     RequestPlan, pod_claim_names,
 };
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
+pub use counters::{Consumption, Counters};
 pub use device::{DeviceId, DraDevice, claim_key};
 pub use error::{CelError, ClaimError, ClaimErrorKind, NodeReason};
 pub use extended::{

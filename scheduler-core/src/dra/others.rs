@@ -13,6 +13,7 @@
 
 use super::candidates::{Candidates, Takes};
 use super::claim::Mode;
+use super::counters::Counters;
 use super::device::DraDevice;
 use super::inventory::NodeDevices;
 use gputopo_api::LinkType;
@@ -85,22 +86,37 @@ fn nic_link(devices: &NodeDevices, chosen: u32, device: &DraDevice) -> Option<u8
 
 /// Per candidate request, the other drivers' devices it gets (node device
 /// indices; empty for GPU requests): `All` requests every candidate, count
-/// requests distinct devices closest to `chosen`. `None` when the requests
-/// cannot all be given distinct devices.
+/// requests distinct devices closest to `chosen`, all within their pools'
+/// counters (`counters`, less what the chosen GPUs consume). `None` when
+/// the requests cannot all be given such devices.
 pub(super) fn choose(
     devices: &NodeDevices,
+    counters: &Counters,
     chosen: u32,
     cands: &[Candidates],
     others: &[Vec<usize>],
 ) -> Option<Vec<Vec<usize>>> {
     let mut out = vec![Vec::new(); cands.len()];
     let mut taken = BTreeSet::new();
+    let mut ledger = counters.clone();
+    let mut gpus = chosen;
+    while gpus != 0 {
+        let gpu = gpus.trailing_zeros();
+        gpus &= gpus - 1;
+        if let Some(d) = devices.device_on(gpu) {
+            ledger.consume(&d.id.driver, &d.id.pool, &d.consumes);
+        }
+    }
     for (i, c) in cands.iter().enumerate() {
         if c.takes == Takes::Others && c.mode == Mode::All {
             for &d in &others[i] {
-                if !taken.insert(d) {
+                let device = &devices.devices[d];
+                if !taken.insert(d)
+                    || !ledger.fits(&device.id.driver, &device.id.pool, &device.consumes)
+                {
                     return None;
                 }
+                ledger.consume(&device.id.driver, &device.id.pool, &device.consumes);
             }
             out[i] = others[i].clone();
         }
@@ -122,7 +138,23 @@ pub(super) fn choose(
             slots.push((i, list.clone()));
         }
     }
-    let owner = match_slots(&slots)?;
+    let shares_counters = slots
+        .iter()
+        .flat_map(|(_, list)| list)
+        .any(|&d| !devices.devices[d].consumes.is_empty());
+    let owner = if shares_counters {
+        let mut search = CounterSearch {
+            devices,
+            slots: &slots,
+            steps: 0,
+        };
+        let mut picked = Vec::with_capacity(slots.len());
+        search
+            .assign(0, &mut ledger, &mut taken, &mut picked)
+            .then(|| picked.into_iter().enumerate().collect::<Vec<_>>())?
+    } else {
+        match_slots(&slots)?
+    };
     for (slot, device) in owner {
         out[slots[slot].0].push(device);
     }
@@ -130,6 +162,56 @@ pub(super) fn choose(
         list.sort_unstable();
     }
     Some(out)
+}
+
+/// The most devices tried in one search for slots whose devices share
+/// counters, before the node is given up as too large a search.
+const MAX_COUNTER_STEPS: u32 = 100_000;
+
+/// Slots whose devices consume shared counters (MIG partitions): a
+/// depth-first search in slot order, each slot trying its devices closest
+/// first, keeping the counters' sums within their values as upstream's
+/// allocator does.
+struct CounterSearch<'a> {
+    devices: &'a NodeDevices,
+    slots: &'a [(usize, Vec<usize>)],
+    steps: u32,
+}
+
+impl CounterSearch<'_> {
+    fn assign(
+        &mut self,
+        slot: usize,
+        ledger: &mut Counters,
+        taken: &mut BTreeSet<usize>,
+        picked: &mut Vec<usize>,
+    ) -> bool {
+        if slot == self.slots.len() {
+            return true;
+        }
+        for &d in &self.slots[slot].1 {
+            self.steps += 1;
+            if self.steps > MAX_COUNTER_STEPS {
+                return false;
+            }
+            let device = &self.devices.devices[d];
+            let (driver, pool) = (&device.id.driver, &device.id.pool);
+            if taken.contains(&d) || !ledger.fits(driver, pool, &device.consumes) {
+                continue;
+            }
+            let before = ledger.clone();
+            ledger.consume(driver, pool, &device.consumes);
+            taken.insert(d);
+            picked.push(d);
+            if self.assign(slot + 1, ledger, taken, picked) {
+                return true;
+            }
+            picked.pop();
+            taken.remove(&d);
+            *ledger = before;
+        }
+        false
+    }
 }
 
 /// A device per slot, each from the slot's list, all distinct: slots in

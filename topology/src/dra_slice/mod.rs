@@ -8,16 +8,19 @@
 //! `productName`, `brand`, `architecture`, `cudaComputeCapability`,
 //! `driverVersion`, `cudaDriverVersion`, `resource.kubernetes.io/pciBusID`,
 //! `resource.kubernetes.io/pcieRoot` and the capacity `memory`. Beside it,
-//! in `others.rs`, NVIDIA's ComputeDomain driver (IMEX channels) and a NIC
-//! driver (dranet).
+//! in `mig.rs`, the same driver with dynamic MIG (partitionable devices and
+//! shared counters), and in `others.rs`, NVIDIA's ComputeDomain driver
+//! (IMEX channels) and a NIC driver (dranet).
 
+mod mig;
 mod others;
 
+pub use mig::{A100_40GB_MIG, MigProfile, nvidia_mig_resource_slices};
 pub use others::{
     COMPUTE_DOMAIN_DRIVER, NIC_DRIVER, compute_domain_resource_slice, nic_resource_slice,
 };
 
-use gputopo_api::GpuTopologySpec;
+use gputopo_api::{GpuInfo, GpuTopologySpec};
 use serde_json::{Value, json};
 
 /// NVIDIA's DRA driver name.
@@ -69,43 +72,7 @@ impl DriverFacts {
 
 /// The slice (`resource.k8s.io/v1` JSON) for node `node` with `spec`.
 pub fn nvidia_resource_slice(node: &str, spec: &GpuTopologySpec, facts: &DriverFacts) -> Value {
-    let devices: Vec<Value> = spec
-        .gpus
-        .iter()
-        .map(|g| {
-            let brand = if facts.product.contains("GeForce") {
-                "GeForce"
-            } else {
-                "Nvidia"
-            };
-            let mut attributes = json!({
-                "type": {"string": "gpu"},
-                "productName": {"string": facts.product},
-                "brand": {"string": brand},
-                "architecture": {"string": facts.architecture},
-                "cudaComputeCapability": {"version": facts.compute_capability},
-                "driverVersion": {"version": "570.133.20"},
-                "cudaDriverVersion": {"version": "12.8.0"},
-                "resource.kubernetes.io/pcieRoot": {"string": pcie_root(g.index, g.pci_bus_id.as_deref(), g.numa_node)},
-            });
-            if let Some(uuid) = &g.uuid {
-                attributes["uuid"] = json!({"string": uuid});
-            }
-            if let Some(bus) = &g.pci_bus_id {
-                attributes["resource.kubernetes.io/pciBusID"] =
-                    json!({"string": standard_bus_id(bus)});
-            }
-            if facts.publish_index {
-                attributes["index"] = json!({"int": g.index});
-                attributes["minor"] = json!({"int": g.index});
-            }
-            json!({
-                "name": format!("gpu-{}", g.index),
-                "attributes": attributes,
-                "capacity": {"memory": {"value": facts.memory}},
-            })
-        })
-        .collect();
+    let devices: Vec<Value> = spec.gpus.iter().map(|g| gpu_device(g, facts)).collect();
     json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -116,6 +83,47 @@ pub fn nvidia_resource_slice(node: &str, spec: &GpuTopologySpec, facts: &DriverF
             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
             "devices": devices,
         },
+    })
+}
+
+/// The attributes every device of GPU `g` carries (the GPU's and its MIG
+/// partitions'), `type` aside.
+fn common_attributes(g: &GpuInfo, facts: &DriverFacts) -> Value {
+    let brand = if facts.product.contains("GeForce") {
+        "GeForce"
+    } else {
+        "Nvidia"
+    };
+    let mut attributes = json!({
+        "productName": {"string": facts.product},
+        "brand": {"string": brand},
+        "architecture": {"string": facts.architecture},
+        "cudaComputeCapability": {"version": facts.compute_capability},
+        "driverVersion": {"version": "570.133.20"},
+        "cudaDriverVersion": {"version": "12.8.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": pcie_root(g.index, g.pci_bus_id.as_deref(), g.numa_node)},
+    });
+    if let Some(bus) = &g.pci_bus_id {
+        attributes["resource.kubernetes.io/pciBusID"] = json!({"string": standard_bus_id(bus)});
+    }
+    attributes
+}
+
+/// The whole GPU `g` as the driver publishes it.
+fn gpu_device(g: &GpuInfo, facts: &DriverFacts) -> Value {
+    let mut attributes = common_attributes(g, facts);
+    attributes["type"] = json!({"string": "gpu"});
+    if let Some(uuid) = &g.uuid {
+        attributes["uuid"] = json!({"string": uuid});
+    }
+    if facts.publish_index {
+        attributes["index"] = json!({"int": g.index});
+        attributes["minor"] = json!({"int": g.index});
+    }
+    json!({
+        "name": format!("gpu-{}", g.index),
+        "attributes": attributes,
+        "capacity": {"memory": {"value": facts.memory}},
     })
 }
 
