@@ -82,20 +82,6 @@ fn trainer(name: &str, scheduler: &str, group: &str, train: &str) -> Pod {
     .expect("a pod")
 }
 
-async fn named_claim(client: &kube::Client, ns: &str, name: &str, devices: Value) {
-    let c: ResourceClaim = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"devices": devices},
-    }))
-    .expect("a claim");
-    Api::<ResourceClaim>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &c)
-        .await
-        .unwrap_or_else(|e| panic!("creating claim {name}: {e}"));
-}
-
 /// Every claim the pod uses, once each is allocated and reserved for it.
 async fn allocated_claims(client: &kube::Client, ns: &str, pod: &Pod) -> Vec<ResourceClaim> {
     let name = pod.metadata.name.clone().expect("a name");

@@ -6,7 +6,8 @@ use super::*;
 use gputopo_api::GpuTopologySpec;
 use gputopo_testenv::TestEnv;
 use gputopo_topology::dra_slice::{
-    DriverFacts, compute_domain_resource_slice, nic_resource_slice, nvidia_resource_slice,
+    A100_40GB_MIG, DriverFacts, compute_domain_resource_slice, nic_resource_slice,
+    nvidia_mig_resource_slices, nvidia_resource_slice,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
@@ -120,6 +121,54 @@ pub async fn template(client: &kube::Client, ns: &str, name: &str, request: Valu
         .create(&PostParams::default(), &t)
         .await
         .unwrap_or_else(|e| panic!("creating template {name}: {e}"));
+}
+
+/// A claim named `name` whose `spec.devices` is `devices`.
+pub async fn named_claim(client: &kube::Client, ns: &str, name: &str, devices: Value) {
+    let c: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": devices},
+    }))
+    .expect("a claim");
+    Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &c)
+        .await
+        .unwrap_or_else(|e| panic!("creating claim {name}: {e}"));
+}
+
+/// NVIDIA's MIG class (its Helm chart).
+pub const MIG_CLASS: &str = "mig.nvidia.com";
+
+/// A kwok node from `fixture` in `group` whose GPUs NVIDIA's driver
+/// publishes with dynamic MIG (A100 40GB profiles: a counters slice, then
+/// a slice per GPU), with the MIG class.
+pub async fn mig_node(env: &TestEnv, name: &str, fixture: &str, group: &str) {
+    let (_, topology) = fixture_node_with(env, name, fixture, &[("e2e-group", group)], false).await;
+    let client = env.client().await;
+    let mut facts = DriverFacts::for_product("NVIDIA A100-SXM4-40GB", "40Gi").expect("known");
+    facts.publish_index = topology.spec.gpus.iter().all(|g| g.uuid.is_none());
+    let slices = Api::<ResourceSlice>::all(client.clone());
+    for object in nvidia_mig_resource_slices(name, &topology.spec, &facts, A100_40GB_MIG) {
+        let slice: ResourceSlice = serde_json::from_value(object).expect("a slice");
+        slices
+            .create(&PostParams::default(), &slice)
+            .await
+            .unwrap_or_else(|e| panic!("creating a MIG ResourceSlice of {name}: {e}"));
+    }
+    device_class(
+        &client,
+        CLASS,
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+    )
+    .await;
+    device_class(
+        &client,
+        MIG_CLASS,
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+    )
+    .await;
 }
 
 pub async fn claim(client: &kube::Client, ns: &str, name: &str, request: Value) -> ResourceClaim {
