@@ -85,20 +85,24 @@ fn an_unsupported_cel_function_is_refused_naming_it() {
 }
 
 #[test]
-fn a_subrequest_asking_consumable_capacity_is_refused_naming_its_field() {
+fn a_capacity_request_that_is_no_quantity_is_refused_naming_its_field() {
     let prioritized = claim(
         "prio",
         json!({"requests": [{"name": "gpus", "firstAvailable": [
         {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
         {"name": "small", "deviceClassName": "gpu.nvidia.com",
-         "capacity": {"requests": {"memory": "10Gi"}}}]}]}),
+         "capacity": {"requests": {"memory": "ten gigabytes"}}}]}]}),
     );
     let err = parse_error(&prioritized);
     assert_eq!(
         err.field,
-        "spec.devices.requests[0].firstAvailable[1].capacity"
+        "spec.devices.requests[0].firstAvailable[1].capacity.requests[memory]"
     );
-    assert_eq!(err.kind, ClaimErrorKind::Capacity);
+    assert!(
+        matches!(err.kind, ClaimErrorKind::CapacityQuantity(_)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("ten gigabytes"), "{err}");
 }
 
 #[test]

@@ -7,18 +7,16 @@ use super::candidates::{Candidates, Takes, all_unavailable, candidates};
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, DraPod, Mode};
 use super::constraint::{Combination, constraint_combinations};
-use super::counters::Counters;
 use super::device::DeviceId;
 use super::error::NodeReason;
 use super::inventory::{DraInventory, NodeDevices};
 use super::matching::split;
 use super::others;
+pub use super::results::pin;
+use super::results::{result_for, share};
 use crate::gpuset::{NodeShape, SetPick, SetRequest, constrained_subsets};
-use gputopo_api::k8s_openapi::api::core::v1::{
-    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-};
 use gputopo_api::k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, DeviceToleration,
+    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult,
 };
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -87,6 +85,17 @@ pub struct ClaimAllocation {
     pub devices: Vec<AssignedDevice>,
     /// `status.allocation` to write; `None` when the claim was allocated already.
     pub allocation: Option<AllocationResult>,
+}
+
+impl ClaimAllocation {
+    /// The results this decision writes (none for a claim allocated already).
+    pub fn written_results(&self) -> &[DeviceRequestAllocationResult] {
+        self.allocation
+            .as_ref()
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_deref())
+            .unwrap_or_default()
+    }
 }
 
 /// One device of a claim's allocation.
@@ -174,7 +183,7 @@ impl DraPod {
         };
         let node_view = NodeView {
             devices,
-            counters: inventory.counters(),
+            inventory,
             shape,
         };
         let best = self.best_split(&node_view, request, fixed, &cands)?;
@@ -392,8 +401,19 @@ impl DraPod {
                 gpus[i] = c.mask;
             }
         }
-        let others = others::choose(node.devices, node.counters, pick.gpus, cands, &combo.others)
-            .ok_or(SplitFailure::Node(NodeReason::NotDistinct))?;
+        let asks: Vec<&BTreeMap<String, i128>> = cands
+            .iter()
+            .map(|c| &self.claims[c.claim].requests[c.request].capacity)
+            .collect();
+        let others = others::choose(
+            node.devices,
+            node.inventory,
+            pick.gpus,
+            cands,
+            &asks,
+            &combo.others,
+        )
+        .ok_or(SplitFailure::Node(NodeReason::NotDistinct))?;
         Ok(Split { pick, gpus, others })
     }
 
@@ -420,7 +440,11 @@ impl DraPod {
                 let plan = &claim.requests[c.request];
                 for &d in &split.others[i] {
                     let d = &devices.devices[d];
-                    results.push(result_for(&plan.name, &d.id, &plan.tolerations));
+                    let mut result = result_for(&plan.name, &d.id, &plan.tolerations);
+                    if d.multi {
+                        share(&mut result, d, &plan.capacity, &claim.key, results.len());
+                    }
+                    results.push(result);
                     assigned.push(AssignedDevice {
                         request: plan.name.clone(),
                         device: d.id.clone(),
@@ -456,11 +480,11 @@ impl DraPod {
     }
 }
 
-/// One node as a decision sees it: its devices, the pools' counters, and
-/// its topology where the pod asks GPUs.
+/// One node as a decision sees it: its devices, the inventory (counters,
+/// shared devices' use), and its topology where the pod asks GPUs.
 struct NodeView<'a> {
     devices: &'a NodeDevices,
-    counters: &'a Counters,
+    inventory: &'a DraInventory,
     shape: Option<&'a NodeShape>,
 }
 
@@ -494,35 +518,6 @@ fn allocation(
         uid: claim.uid.clone(),
         devices,
         allocation,
-    }
-}
-
-fn result_for(
-    request: &str,
-    id: &DeviceId,
-    tolerations: &[DeviceToleration],
-) -> DeviceRequestAllocationResult {
-    DeviceRequestAllocationResult {
-        request: request.to_string(),
-        driver: id.driver.clone(),
-        pool: id.pool.clone(),
-        device: id.device.clone(),
-        tolerations: (!tolerations.is_empty()).then(|| tolerations.to_vec()),
-        ..DeviceRequestAllocationResult::default()
-    }
-}
-
-/// `metadata.name In [node]`: how upstream pins an allocation of node-local devices.
-pub fn pin(node: &str) -> NodeSelector {
-    NodeSelector {
-        node_selector_terms: vec![NodeSelectorTerm {
-            match_expressions: None,
-            match_fields: Some(vec![NodeSelectorRequirement {
-                key: "metadata.name".to_string(),
-                operator: "In".to_string(),
-                values: Some(vec![node.to_string()]),
-            }]),
-        }],
     }
 }
 

@@ -3,6 +3,7 @@
 //! untainted for the request; GPUs on the node's topology as a GPU mask,
 //! other drivers' devices as a list; or why there are too few.
 
+use super::capacity;
 use super::cel::{CelEnv, DeviceValue};
 use super::claim::{ClaimPlan, Mode};
 use super::device::{DeviceId, DraDevice};
@@ -106,6 +107,7 @@ pub(super) fn candidates(
     let plan = &claim.requests[ri];
     let held = inventory.held_on(&devices.node);
     let (mut matching, mut busy, mut tainted, mut unplaced) = (0u32, 0u32, 0u32, 0u32);
+    let mut short = 0u32;
     let mut mask = 0u32;
     let mut others = Vec::new();
     let mut matched_gpu = false;
@@ -139,6 +141,20 @@ pub(super) fn candidates(
         }
         matching += 1;
         matched_gpu |= d.gpu.is_some();
+        // Consumable capacity: the device must serve what the request asks
+        // (a shared device beside what its allocations already consume).
+        if (d.multi || !plan.capacity.is_empty())
+            && !capacity::consumed(d, &plan.capacity).is_some_and(|taking| {
+                capacity::fits(
+                    d,
+                    d.multi.then(|| inventory.shared(&d.id)).flatten(),
+                    &taking,
+                )
+            })
+        {
+            short += 1;
+            continue;
+        }
         let unusable = if d.is_other() {
             &mut unusable_other
         } else {
@@ -184,6 +200,7 @@ pub(super) fn candidates(
         busy,
         tainted,
         unplaced,
+        short,
     };
     match plan.mode {
         Mode::Count(n) if found.count() < n => Err(too_few(n)),

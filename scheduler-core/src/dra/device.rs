@@ -58,6 +58,9 @@ pub struct DraDevice {
     /// For a partition, the GPU it is part of (its `parentUUID` on the
     /// topology): held from whole-GPU use while the partition is allocated.
     pub parent_gpu: Option<u32>,
+    /// `allowMultipleAllocations`: shared by claims up to its capacities,
+    /// allocated beside the GPU set like other drivers' devices.
+    pub multi: bool,
     /// The device has binding conditions (not allocated by gputopo).
     pub binding_conditions: bool,
 }
@@ -66,7 +69,7 @@ impl DraDevice {
     /// A device of a driver gputopo does not place by topology: allocated
     /// outside the GPU set.
     pub fn is_other(&self) -> bool {
-        !self.gpu_driver || self.partition
+        !self.gpu_driver || self.partition || self.multi
     }
 
     /// An attribute by fully qualified name (`gpu.nvidia.com/productName`,

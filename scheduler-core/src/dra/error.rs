@@ -69,10 +69,8 @@ pub enum ClaimErrorKind {
     ExactlyAndFirstAvailable,
     #[error("a request without `exactly` (unknown request type); accepted: `exactly`")]
     NoExactly,
-    #[error(
-        "consumable capacity (exactly.capacity) is not supported: gputopo allocates whole devices; accepted: capacity unset"
-    )]
-    Capacity,
+    #[error("{0}")]
+    CapacityQuantity(String),
     #[error("allocation mode {0:?} is unknown; accepted: ExactCount (the default) or All")]
     AllocationMode(String),
     #[error("count {0} is out of range; accepted: 1 to 32 (a claim holds at most 32 devices)")]
@@ -153,6 +151,9 @@ pub enum NodeReason {
         tainted: u32,
         /// Of those, not placed on the topology (named in the snapshot warnings).
         unplaced: u32,
+        /// Of those, without the capacity the request asks (or with it
+        /// consumed by the device's other allocations).
+        short: u32,
     },
     /// `allocationMode: All` and one of the devices it must take is not free.
     AllDeviceUnavailable {
@@ -254,8 +255,9 @@ impl fmt::Display for NodeReason {
                 busy,
                 tainted,
                 unplaced,
+                short,
             } => {
-                let usable = matching - busy - tainted - unplaced;
+                let usable = matching - busy - tainted - unplaced - short;
                 write!(
                     f,
                     "{claim} request {request} wants {wanted} device(s); {matching} match its class and selectors here"
@@ -263,8 +265,12 @@ impl fmt::Display for NodeReason {
                 if *matching > 0 {
                     write!(
                         f,
-                        " ({busy} allocated to other claims, {tainted} tainted, {unplaced} not on the topology, {usable} usable)"
+                        " ({busy} allocated to other claims, {tainted} tainted, {unplaced} not on the topology, "
                     )?;
+                    if *short > 0 {
+                        write!(f, "{short} without the capacity asked, ")?;
+                    }
+                    write!(f, "{usable} usable)")?;
                 }
                 Ok(())
             }

@@ -4,11 +4,13 @@
 //! are published; and which devices are busy, from every ResourceClaim's
 //! `status.allocation`.
 
+use super::capacity::{self, Amounts};
 use super::counters::{Counters, consumptions, pool_counters};
 use super::device::{DeviceId, DraDevice, claim_key};
 pub use super::place::UnplacedReason;
 use super::place::place;
 use crate::snapshot::Snapshot;
+use gputopo_api::k8s_openapi::api::resource::v1::DeviceRequestAllocationResult;
 use gputopo_api::k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
 use gputopo_api::{GpuTopology, Nic};
 use std::collections::{BTreeMap, BTreeSet};
@@ -149,6 +151,12 @@ pub struct DraInventory {
     busy: BTreeMap<DeviceId, String>,
     /// Every pool's counter sets, less what allocated devices consume.
     counters: Counters,
+    /// Per shared device (`allowMultipleAllocations`), the capacity its
+    /// allocations consume.
+    shares: BTreeMap<DeviceId, Amounts>,
+    /// Results taken so far (claim, device, request, share): a claim seen
+    /// both in the watch and in the scheduler's assume cache counts once.
+    taken: BTreeSet<(String, DeviceId, String, Option<String>)>,
     /// One placed GPU per driver and product: what tells whether a device
     /// class selects GPUs at all ([`DraInventory::gpu_samples`]).
     gpu_samples: Vec<DraDevice>,
@@ -251,12 +259,15 @@ impl DraInventory {
                     consumes: consumptions(device),
                     partition: false,
                     parent_gpu: None,
+                    multi: device.allow_multiple_allocations == Some(true),
                     binding_conditions: device
                         .binding_conditions
                         .as_ref()
                         .is_some_and(|c| !c.is_empty()),
                 };
-                d.partition = gpu_driver && d.string_attribute("type").is_some_and(|t| t != "gpu");
+                d.partition = gpu_driver
+                    && !d.multi
+                    && d.string_attribute("type").is_some_and(|t| t != "gpu");
                 entry.devices.push(d);
             }
         }
@@ -305,29 +316,65 @@ impl DraInventory {
             let Some(allocation) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
                 continue;
             };
-            let key = claim_key(claim);
-            for result in allocation
+            let results: Vec<DeviceRequestAllocationResult> = allocation
                 .devices
                 .iter()
                 .flat_map(|d| d.results.iter().flatten())
-            {
-                if result.admin_access == Some(true) {
-                    continue;
+                .cloned()
+                .collect();
+            self.take(&claim_key(claim), &results);
+        }
+    }
+
+    /// Marks a claim's allocated devices as taken: an exclusive device busy
+    /// (and its counters consumed); a shared device's consumed capacity
+    /// added to its shares (its counters consumed by the first share, as
+    /// upstream skips the counter check for a device already in use).
+    /// Admin-access results take nothing, as upstream.
+    fn take(&mut self, claim: &str, results: &[DeviceRequestAllocationResult]) {
+        for result in results {
+            if result.admin_access == Some(true) {
+                continue;
+            }
+            let id = DeviceId {
+                driver: result.driver.clone(),
+                pool: result.pool.clone(),
+                device: result.device.clone(),
+            };
+            let seen = (
+                claim.to_string(),
+                id.clone(),
+                result.request.clone(),
+                result.share_id.clone(),
+            );
+            if !self.taken.insert(seen) {
+                continue;
+            }
+            let shared = result.share_id.is_some() || self.find(&id).is_some_and(|(_, d)| d.multi);
+            if shared {
+                let amounts: Amounts = result
+                    .consumed_capacity
+                    .iter()
+                    .flatten()
+                    .filter_map(|(name, q)| {
+                        let v = gputopo_api::quantity::parse_bytes(&q.0).ok()?;
+                        Some((name.clone(), v as i128))
+                    })
+                    .collect();
+                let first = !self.shares.contains_key(&id);
+                capacity::add(self.shares.entry(id.clone()).or_default(), &amounts);
+                if first {
+                    self.consume(&id);
                 }
-                self.busy.insert(
-                    DeviceId {
-                        driver: result.driver.clone(),
-                        pool: result.pool.clone(),
-                        device: result.device.clone(),
-                    },
-                    key.clone(),
-                );
+            } else if self.busy.insert(id.clone(), claim.to_string()).is_none() {
+                self.consume(&id);
             }
         }
-        let busy: Vec<DeviceId> = self.busy.keys().cloned().collect();
-        for id in busy {
-            self.consume(&id);
-        }
+    }
+
+    /// What a shared device's allocations consume, if any.
+    pub fn shared(&self, id: &DeviceId) -> Option<&Amounts> {
+        self.shares.get(id)
     }
 
     /// Takes what device `id` consumes from its pool's counter sets.
@@ -368,6 +415,13 @@ impl DraInventory {
     /// Allocated, or no longer fitting its pool's counters (a MIG partition
     /// in use keeps the whole GPU out, and the reverse).
     pub fn is_busy(&self, device: &DraDevice) -> bool {
+        if device.multi {
+            // Shared: only its counters can keep the first share out.
+            return !self.shares.contains_key(&device.id)
+                && !self
+                    .counters
+                    .fits(&device.id.driver, &device.id.pool, &device.consumes);
+        }
         self.busy.contains_key(&device.id)
             || !device.consumes.is_empty()
                 && !self
@@ -428,12 +482,8 @@ impl DraInventory {
 
     /// Marks a claim's devices busy, as a snapshot adds a bound pod: the
     /// caller's assume cache after writing an allocation.
-    pub fn assume_allocated(&mut self, claim: &str, devices: &[DeviceId]) {
-        for id in devices {
-            if self.busy.insert(id.clone(), claim.to_string()).is_none() {
-                self.consume(id);
-            }
-        }
+    pub fn assume_allocated(&mut self, claim: &str, results: &[DeviceRequestAllocationResult]) {
+        self.take(claim, results);
     }
 }
 

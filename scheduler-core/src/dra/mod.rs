@@ -50,7 +50,9 @@
 //! [`NodeShape::pick_constrained`]: crate::gpuset::NodeShape::pick_constrained
 
 mod allocate;
+mod assign;
 mod candidates;
+mod capacity;
 mod cel;
 mod claim;
 mod constraint;
@@ -62,6 +64,7 @@ mod inventory;
 pub mod matching;
 mod others;
 mod place;
+mod results;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, MAX_CHOICES, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};

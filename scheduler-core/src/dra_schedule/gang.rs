@@ -131,8 +131,7 @@ fn fit_members(
             })?;
         *taken.entry(placement.node.clone()).or_default() |= fit.pick.gpus;
         for claim in fit.to_write() {
-            let ids: Vec<_> = claim.devices.iter().map(|d| d.device.clone()).collect();
-            inventory.assume_allocated(&claim.key, &ids);
+            inventory.assume_allocated(&claim.key, claim.written_results());
         }
         let gpus = fit.gpus();
         placement.gpu_uuids = node.gpu_uuids(&gpus);

@@ -192,16 +192,7 @@ impl AssumedClaims {
                 .and_then(|s| s.allocation.as_ref())
                 .and_then(|a| a.devices.as_ref())
                 .and_then(|d| d.results.as_ref());
-            let ids: Vec<gputopo_scheduler_core::dra::DeviceId> = results
-                .into_iter()
-                .flatten()
-                .map(|r| gputopo_scheduler_core::dra::DeviceId {
-                    driver: r.driver.clone(),
-                    pool: r.pool.clone(),
-                    device: r.device.clone(),
-                })
-                .collect();
-            inventory.assume_allocated(key, &ids);
+            inventory.assume_allocated(key, results.map(Vec::as_slice).unwrap_or_default());
         }
     }
 }

@@ -99,6 +99,9 @@ pub struct RequestPlan {
     pub selectors: Vec<Selector>,
     /// How many of `selectors` are the class's.
     pub class_selectors: usize,
+    /// `capacity.requests`: what it consumes of a shared device (or asks a
+    /// whole device to have), in base units.
+    pub capacity: BTreeMap<String, i128>,
     pub tolerations: Vec<DeviceToleration>,
 }
 

@@ -93,12 +93,21 @@ fn plan(
     classes: &BTreeMap<&str, &DeviceClass>,
 ) -> Result<RequestPlan, ClaimError> {
     let ex = &wanted.field;
-    if wanted.capacity.is_some() {
-        return Err(ClaimError::new(
-            object,
-            format!("{ex}.capacity"),
-            ClaimErrorKind::Capacity,
-        ));
+    let mut capacity = BTreeMap::new();
+    for (name, q) in wanted
+        .capacity
+        .and_then(|c| c.requests.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let amount = gputopo_api::quantity::parse_bytes(&q.0).map_err(|e| {
+            ClaimError::new(
+                object,
+                format!("{ex}.capacity.requests[{name}]"),
+                ClaimErrorKind::CapacityQuantity(e.to_string()),
+            )
+        })?;
+        capacity.insert(name.clone(), amount as i128);
     }
     let mode = request_mode(object, ex, wanted.allocation_mode, wanted.count)?;
     if wanted.class.is_empty() {
@@ -137,6 +146,7 @@ fn plan(
         selectors,
         class_selectors,
         tolerations: wanted.tolerations.to_vec(),
+        capacity,
     })
 }
 

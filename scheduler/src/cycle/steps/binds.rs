@@ -280,8 +280,7 @@ fn assume_claims(
     }
     if let Some(inventory) = work.inventory.as_mut() {
         for claim in &fit.claims {
-            let ids: Vec<_> = claim.devices.iter().map(|d| d.device.clone()).collect();
-            inventory.assume_allocated(&claim.key, &ids);
+            inventory.assume_allocated(&claim.key, claim.written_results());
         }
     }
 }
@@ -442,12 +441,9 @@ impl ExtendedBind {
             .map(ClaimWrite::target)
             .unwrap_or_default();
         if let Some(inventory) = work.inventory.as_mut() {
-            let ids: Vec<_> = fit
-                .claims
-                .iter()
-                .flat_map(|c| c.devices.iter().map(|d| d.device.clone()))
-                .collect();
-            inventory.assume_allocated(&target, &ids);
+            for claim in &fit.claims {
+                inventory.assume_allocated(&target, claim.written_results());
+            }
         }
         let (pod, pending) = &self.member;
         holds.assume(&mut work.snapshot, pod, pending, placement, work.clock.now);
