@@ -48,26 +48,39 @@ fn fit(claims: &[ResourceClaim], uses: &[&str]) -> Result<DraFit, NodeReason> {
     let pod = pod("p", uses, json!({}));
     let dra = DraPod::from_pod(
         &pod,
-        |_, name| claims.iter().find(|c| c.metadata.name.as_deref() == Some(name)),
+        |_, name| {
+            claims
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name))
+        },
         &classes(),
     )
     .expect("read");
-    dra.fit(&inv, NODE, None, &SetRequest::from_gpu_request(&GpuRequest::default()))
+    dra.fit(
+        &inv,
+        NODE,
+        None,
+        &SetRequest::from_gpu_request(&GpuRequest::default()),
+    )
 }
 
 /// The claim as written: its allocation set from the fit.
 fn written(mut claim: ResourceClaim, fit: &DraFit) -> ResourceClaim {
     let allocation = fit.claims[0].allocation.clone().expect("allocated");
-    claim.status = Some(
-        serde_json::from_value(json!({"allocation": allocation})).expect("a status"),
-    );
+    claim.status =
+        Some(serde_json::from_value(json!({"allocation": allocation})).expect("a status"));
     claim
 }
 
 fn consumed(fit: &DraFit) -> (i128, String) {
     let result = &fit.claims[0].written_results()[0];
-    let amount = result.consumed_capacity.as_ref().expect("consumed")["bandwidth"].0.clone();
-    (amount.parse().expect("an integer"), result.share_id.clone().expect("a share id"))
+    let amount = result.consumed_capacity.as_ref().expect("consumed")["bandwidth"]
+        .0
+        .clone();
+    (
+        amount.parse().expect("an integer"),
+        result.share_id.clone().expect("a share id"),
+    )
 }
 
 #[test]
@@ -76,7 +89,10 @@ fn a_shared_device_serves_claims_until_its_capacity_is_spent() {
     let mut shares = Vec::new();
     // 35Gi rounds up to 40Gi (min 10Gi, step 10Gi): two fit in 100Gi, a third does not.
     for i in 0..3 {
-        let c = claim(&format!("c{i}"), json!({"requests": [bandwidth("net", "35Gi")]}));
+        let c = claim(
+            &format!("c{i}"),
+            json!({"requests": [bandwidth("net", "35Gi")]}),
+        );
         claims.push(c.clone());
         let uses = [format!("c{i}")];
         let result = fit(&claims, &[uses[0].as_str()]);
@@ -89,8 +105,14 @@ fn a_shared_device_serves_claims_until_its_capacity_is_spent() {
             *claims.last_mut().expect("it") = written(c, &f);
         } else {
             let err = result.expect_err("80Gi of 100Gi taken");
-            assert!(matches!(err, NodeReason::TooFewDevices { short: 1, .. }), "{err}");
-            assert!(err.to_string().contains("without the capacity asked"), "{err}");
+            assert!(
+                matches!(err, NodeReason::TooFewDevices { short: 1, .. }),
+                "{err}"
+            );
+            assert!(
+                err.to_string().contains("without the capacity asked"),
+                "{err}"
+            );
         }
     }
     assert_ne!(shares[0], shares[1], "each share its own id");
@@ -121,6 +143,9 @@ fn a_capacity_the_device_lacks_or_its_policy_refuses_is_short() {
                 "capacity": {"requests": {asked: amount}}}}]}),
         )];
         let err = fit(&c, &["c"]).expect_err("short");
-        assert!(matches!(err, NodeReason::TooFewDevices { short: 1, .. }), "{asked}: {err}");
+        assert!(
+            matches!(err, NodeReason::TooFewDevices { short: 1, .. }),
+            "{asked}: {err}"
+        );
     }
 }
