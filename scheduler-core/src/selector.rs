@@ -288,6 +288,30 @@ pub struct NodeAffinity {
 }
 
 impl NodeAffinity {
+    /// `affinity` (none: any node) and also one of `names`.
+    pub fn restricted_to(affinity: Option<&NodeAffinity>, names: Vec<String>) -> NodeAffinity {
+        let within = NameRequirement {
+            within: true,
+            names,
+        };
+        let terms = match affinity {
+            Some(a) => a
+                .terms
+                .iter()
+                .map(|t| {
+                    let mut t = t.clone();
+                    t.fields.push(within.clone());
+                    t
+                })
+                .collect(),
+            None => vec![SelectorTerm {
+                labels: Vec::new(),
+                fields: vec![within],
+            }],
+        };
+        NodeAffinity { terms }
+    }
+
     pub fn matches(&self, node: &str, labels: &BTreeMap<String, String>) -> bool {
         self.terms.iter().any(|t| t.matches(node, labels))
     }

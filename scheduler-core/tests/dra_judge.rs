@@ -189,7 +189,7 @@ fn a_claim_no_node_holds_is_unschedulable_with_counted_reasons() {
         u.message
     );
     assert!(e.rows.iter().all(|r| r.verdict == Verdict::Rejected));
-    let DraDecision::Unschedulable { message } =
+    let DraDecision::Unschedulable { message, .. } =
         schedule_claims(&w.snapshot, &w.inventory, &dra, &pod, &w.config)
     else {
         panic!("unschedulable")
@@ -291,5 +291,59 @@ fn one_device_is_nothing_to_review() {
             &w.config
         ),
         None
+    );
+}
+
+#[test]
+fn preemption_may_look_only_where_evictions_could_free_the_claims_devices() {
+    // Every GPU is another claim's; no node publishes a NIC.
+    let names: Vec<String> = (0..8).map(|i| format!("gpu-{i}")).collect();
+    let devices: Vec<(&str, &str)> = names.iter().map(|n| ("r", n.as_str())).collect();
+    let mut claims: Vec<ResourceClaim> = MACHINES
+        .iter()
+        .map(|m| {
+            let mut c = allocated(
+                claim("theirs", json!({"requests": [gpus("r", 8)]})),
+                m.node,
+                &devices,
+            );
+            c.metadata.name = Some(format!("theirs-{}", m.node));
+            c
+        })
+        .collect();
+    claims.push(claim("eight", json!({"requests": [gpus("gpus", 8)]})));
+    claims.push(claim(
+        "nic",
+        json!({"requests": [{"name": "nic", "exactly": {"deviceClassName": "dranet-rdma"}}]}),
+    ));
+    let w = world(claims);
+    let (pinned, dra) = w.pod(&["eight"]);
+    let DraDecision::Unschedulable { preemptible, .. } =
+        schedule_claims(&w.snapshot, &w.inventory, &dra, &pinned, &w.config)
+    else {
+        panic!("the DGX-1's GPUs are taken")
+    };
+    assert!(
+        preemptible.len() == 3,
+        "evicting the holders frees eight GPUs anywhere: {preemptible:?}"
+    );
+    let (pod, dra) = w.pod(&["nic"]);
+    let DraDecision::Unschedulable { preemptible, .. } =
+        schedule_claims(&w.snapshot, &w.inventory, &dra, &pod, &w.config)
+    else {
+        panic!("no NIC anywhere")
+    };
+    assert!(
+        preemptible.is_empty(),
+        "no eviction makes a NIC: {preemptible:?}"
+    );
+    let judged = dra.judged_for_preemption(&pod, &w.inventory, preemptible);
+    assert!(
+        !judged
+            .affinity
+            .as_ref()
+            .expect("restricted")
+            .matches("dgx1-v100", &Default::default()),
+        "preemption sees no node"
     );
 }

@@ -46,10 +46,17 @@ impl DraRejection {
     pub fn resolvable(&self) -> bool {
         match self {
             DraRejection::Node(r) => r.resolvable,
+            // Evictions free allocated devices, never missing ones.
+            DraRejection::Devices(NodeReason::TooFewDevices {
+                wanted,
+                matching,
+                tainted,
+                unplaced,
+                ..
+            }) => matching.saturating_sub(tainted + unplaced) >= *wanted,
             DraRejection::Devices(reason) => matches!(
                 reason,
-                NodeReason::TooFewDevices { .. }
-                    | NodeReason::AllDeviceUnavailable { .. }
+                NodeReason::AllDeviceUnavailable { .. }
                     | NodeReason::NoGpuSet(_)
                     | NodeReason::NoSplit { .. }
                     | NodeReason::NotDistinct

@@ -17,6 +17,7 @@ use crate::dra::{CelEnv, DeviceValue, DraPod, Mode, RequestPlan};
 use crate::pod::PendingPod;
 use crate::schedule::{Placement, message_from_counts};
 use crate::score::ScoreParts;
+use crate::selector::NodeAffinity;
 use crate::snapshot::{NodeId, Snapshot};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -39,6 +40,9 @@ pub enum DraDecision {
     /// reasons counted in kube-scheduler's style.
     Unschedulable {
         message: String,
+        /// Nodes where evicting pods could make room (their rejection is
+        /// resolvable): where preemption may look, and nowhere else.
+        preemptible: Vec<String>,
     },
 }
 
@@ -74,6 +78,24 @@ impl DraPod {
                     })
             })
             .fold(0u32, u32::saturating_add)
+    }
+
+    /// `pod` as preemption sees it: [`DraPod::judged`], kept to the nodes
+    /// where its claims could fit once victims are gone (`preemptible`,
+    /// from [`DraDecision::Unschedulable`]): a node without the pod's
+    /// NICs or channel is no place to nominate it.
+    pub fn judged_for_preemption(
+        &self,
+        pod: &PendingPod,
+        inventory: &DraInventory,
+        preemptible: Vec<String>,
+    ) -> PendingPod {
+        let mut judged = self.judged(pod, inventory);
+        judged.affinity = Some(NodeAffinity::restricted_to(
+            judged.affinity.as_ref(),
+            preemptible,
+        ));
+        judged
     }
 
     /// `pod` as the node filter and the gang rule see it: asking for the
@@ -131,6 +153,7 @@ fn decide(
     let mut best: Option<(DraFit, ScoreParts, NodeId)> = None;
     let mut feasible = 0usize;
     let mut phrases: HashMap<String, usize> = HashMap::new();
+    let mut preemptible = Vec::new();
     for i in 0..snapshot.len() {
         let id = NodeId(i as u32);
         match judge.judge(id) {
@@ -145,6 +168,9 @@ fn decide(
                 }
             }
             Err(rejection) => {
+                if rejection.resolvable() {
+                    preemptible.push(snapshot.node(id).name().to_string());
+                }
                 for phrase in rejection.summaries() {
                     *phrases.entry(phrase).or_default() += 1;
                 }
@@ -154,6 +180,7 @@ fn decide(
     let Some((fit, parts, id)) = best else {
         return DraDecision::Unschedulable {
             message: message_from_counts(snapshot.len(), phrases),
+            preemptible,
         };
     };
     let context = format!("best of {feasible} feasible of {} nodes", snapshot.len());

@@ -99,12 +99,16 @@ impl Cycle {
         hold_snapshot(inventory, &work.snapshot);
         let t = Instant::now();
         let decision = schedule_claims(&work.snapshot, inventory, &dra, pending, core);
-        let judged = matches!(decision, DraDecision::Unschedulable { .. })
-            .then(|| dra.judged(pending, inventory));
+        let judged = match &decision {
+            DraDecision::Unschedulable { preemptible, .. } => {
+                Some(dra.judged_for_preemption(pending, inventory, preemptible.clone()))
+            }
+            DraDecision::Placed(_) => None,
+        };
         work.decided(t);
         match decision {
             DraDecision::Placed(placed) => PodStep::BindClaims(placed),
-            DraDecision::Unschedulable { message } => {
+            DraDecision::Unschedulable { message, .. } => {
                 self.holds.restore(&mut work.snapshot, None, &own);
                 // Preemption frees GPUs as for a device-plugin pod of the
                 // claims' size; the claims of the victims are released by
@@ -169,7 +173,7 @@ impl Cycle {
             (Some(Decision::Placed(p)), DraDecision::Unschedulable { .. }) => {
                 PodStep::Bind(Box::new(p))
             }
-            (plugin, DraDecision::Unschedulable { message }) => {
+            (plugin, DraDecision::Unschedulable { message, .. }) => {
                 self.holds.restore(&mut work.snapshot, None, &own);
                 let message = match plugin {
                     Some(Decision::Unschedulable(u)) => format!(
