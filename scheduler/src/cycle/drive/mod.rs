@@ -122,11 +122,15 @@ impl Cycle {
                 self.bind_extended(writes, work, member, *ext, *placed)
                     .await;
             }
-            PodStep::Preempt { judged, message } => {
+            PodStep::Preempt {
+                judged,
+                message,
+                claims,
+            } => {
                 let (pod, pending) = member;
                 let members = [(pod, *judged)];
                 let outcome = self
-                    .preempt(writes, work, &members, core, preemption)
+                    .preempt(writes, work, &members, core, preemption, claims)
                     .await
                     .outcome(message);
                 let [(pod, _)] = members;
@@ -172,7 +176,7 @@ impl Cycle {
             }
             GangStep::Preempt { message } => {
                 let result = self
-                    .preempt(writes, work, &attempt.unit.members, core, preemption)
+                    .preempt(writes, work, &attempt.unit.members, core, preemption, false)
                     .await;
                 self.gang_unplaced(work, &attempt, result.outcome(message), core)
             }
@@ -214,8 +218,12 @@ impl Cycle {
         members: &[Member],
         core: &SchedulerConfig,
         preemption: &Preemption,
+        claims: bool,
     ) -> PreemptResult {
         let mut run = Preempting::new(work, members, core, preemption);
+        if claims {
+            run = run.for_claims();
+        }
         loop {
             match run.step(&mut self.holds, work) {
                 PreemptStep::Evict { victim, dry_run } => {

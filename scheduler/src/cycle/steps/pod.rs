@@ -38,6 +38,8 @@ pub enum PodStep {
     Preempt {
         judged: Box<PendingPod>,
         message: String,
+        /// The pod's claims did not fit (not only its GPU count).
+        claims: bool,
     },
 }
 
@@ -68,6 +70,7 @@ impl Cycle {
                 PodStep::Preempt {
                     judged: Box::new(pending.clone()),
                     message: u.message,
+                    claims: false,
                 }
             }
         }
@@ -117,6 +120,7 @@ impl Cycle {
                 PodStep::Preempt {
                     judged: Box::new(judged.unwrap_or_else(|| pending.clone())),
                     message,
+                    claims: true,
                 }
             }
         }
@@ -185,6 +189,7 @@ impl Cycle {
                 PodStep::Preempt {
                     judged: Box::new(pending.clone()),
                     message,
+                    claims: false,
                 }
             }
         })

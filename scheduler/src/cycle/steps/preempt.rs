@@ -71,6 +71,10 @@ pub struct Preempting<'p> {
     phase: Phase,
     /// The event due after the last eviction answered.
     event: Option<(Arc<Pod>, EventSpec)>,
+    /// A pod whose claims did not fit: a plan that evicts nothing is no
+    /// plan (the GPU count it is judged by fits already; what is short are
+    /// devices or constraints no eviction changes), so nothing is nominated.
+    needs_victims: bool,
 }
 
 impl<'p> Preempting<'p> {
@@ -96,7 +100,14 @@ impl<'p> Preempting<'p> {
             rounds: 0,
             phase,
             event: None,
+            needs_victims: false,
         }
+    }
+
+    /// For a pod with claims: see `needs_victims`.
+    pub fn for_claims(mut self) -> Self {
+        self.needs_victims = true;
+        self
     }
 
     /// The next write, or the end.
@@ -120,6 +131,11 @@ impl<'p> Preempting<'p> {
                         work.clock.wall,
                         &self.spared,
                     ) {
+                        Ok(plan) if self.needs_victims && plan.victims.is_empty() => {
+                            Phase::Done(PreemptResult::NoPlan(
+                                "evicting pods frees nothing the claims lack".to_string(),
+                            ))
+                        }
                         Ok(plan) => Phase::DryRun {
                             plan,
                             next: 0,

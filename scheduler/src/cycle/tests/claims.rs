@@ -360,3 +360,64 @@ fn a_failed_claim_write_in_a_gang_releases_every_claim_and_binds_none() {
         .collect();
     assert_eq!(released, ["ml/c0"]);
 }
+
+#[test]
+fn a_claim_pod_short_of_devices_no_eviction_frees_is_not_nominated() {
+    // n1 publishes one NIC, held by another claim; the snapshot's GPUs are
+    // free, so the GPU count the pod is judged by fits without eviction.
+    let mut w = dra_world(1);
+    let nic: ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": "n1-dra.net"},
+        "spec": {"driver": "dra.net", "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "nic-0", "attributes": {"dra.net/rdma": {"bool": true}}}]}
+    }))
+    .expect("a slice");
+    w.dra.slices.push(Arc::new(nic));
+    let class: DeviceClass = serde_json::from_value(json!({
+        "metadata": {"name": "nic"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'dra.net'"}}]}
+    }))
+    .expect("a class");
+    w.dra.classes.push(Arc::new(class));
+    let mut theirs = claim(
+        "theirs",
+        json!({"name": "n", "exactly": {"deviceClassName": "nic"}}),
+    );
+    theirs.status = Some(
+        serde_json::from_value(json!({"allocation": {"devices": {"results": [
+            {"request": "n", "driver": "dra.net", "pool": "n1", "device": "nic-0"}]}}}))
+        .expect("a status"),
+    );
+    w.dra.claims.push(Arc::new(theirs));
+    let mut both = claim("both", gpus(1));
+    both.spec
+        .as_mut()
+        .expect("spec")
+        .devices
+        .as_mut()
+        .expect("devices")
+        .requests
+        .as_mut()
+        .expect("requests")
+        .push(
+            serde_json::from_value(json!({"name": "nic", "exactly": {"deviceClassName": "nic"}}))
+                .expect("a request"),
+        );
+    w.dra.claims.push(Arc::new(both));
+    w.add(claim_pod("ddp", "both"));
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    let Some(Outcome::Unschedulable { message }) = report.outcome("ml/ddp") else {
+        panic!("not unschedulable: {:?}", report.outcomes);
+    };
+    assert!(message.contains("too few free devices"), "{message}");
+    assert!(
+        message.contains("evicting pods frees nothing the claims lack"),
+        "{message}"
+    );
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Nominate { .. })),
+        "{writes:?}"
+    );
+}

@@ -36,9 +36,15 @@ fn a_pod_that_fits_nowhere_goes_to_preemption_as_the_filter_saw_it() {
         let member = member_of(cycle, work, "ml/a");
         cycle.pod_step(work, &member, &core)
     });
-    let PodStep::Preempt { judged, message } = step else {
+    let PodStep::Preempt {
+        judged,
+        message,
+        claims,
+    } = step
+    else {
         panic!("{step:?}");
     };
+    assert!(!claims, "a device-plugin pod: any plan counts");
     assert_eq!((judged.name.as_str(), judged.priority), ("a", 5));
     assert_eq!(message, "0/2 nodes are available: 2 too few free GPUs.");
 }
