@@ -8,7 +8,8 @@
 //! scheduler writes is read back and checked against what its claim
 //! states (device kinds, one PCIe root under `matchAttribute`, MIG memory
 //! slices not overlapping, no exclusive device twice); gputopo must break
-//! none, and the figures (pods each placed) are printed for BENCHMARKS.md.
+//! none and place every pod kube-scheduler places, and the figures (pods
+//! each placed) are printed for BENCHMARKS.md.
 //!
 //! `GPUTOPO_DRA_DIFFERENTIAL_PODS` (default 30) pods per seed,
 //! `GPUTOPO_DRA_DIFFERENTIAL_SEEDS` (default 2) seeds.
@@ -19,7 +20,7 @@ use common::dra::*;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate, ResourceSlice};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -113,9 +114,14 @@ fn pod_for(name: &str, scheduler: &str, group: &str, channel: bool) -> Pod {
 }
 
 /// Bound (`Some(node)`) or reported unschedulable (`None`).
-async fn settle(pods: &Api<Pod>, name: &str, log: impl Fn() -> String) -> Option<String> {
+async fn settle(
+    pods: &Api<Pod>,
+    name: &str,
+    what: &str,
+    log: impl Fn() -> String,
+) -> Option<String> {
     wait_for(
-        &format!("{name} bound or unschedulable"),
+        &format!("{what}: {name} bound or unschedulable"),
         Duration::from_secs(90),
         || async {
             let pod = pods.get(name).await.ok()?;
@@ -273,27 +279,29 @@ async fn run(
         let name = format!("p{i}");
         named_claim(&client, &ns, &name, p.devices.clone()).await;
         create(&pods, &pod_for(&name, scheduler, &group, p.channel)).await;
-        placed.push(match settle(&pods, &name, log).await {
-            Some(node) => {
-                println!(
-                    "{tag} {name}: {}",
-                    node.rsplit('-').next().unwrap_or_default()
-                );
-                Ok(())
-            }
-            None => Err(pods
-                .get(&name)
-                .await
-                .ok()
-                .and_then(|p| {
-                    p.status?
-                        .conditions?
-                        .into_iter()
-                        .find(|c| c.type_ == "PodScheduled")
-                })
-                .and_then(|c| c.message)
-                .unwrap_or_default()),
-        });
+        placed.push(
+            match settle(&pods, &name, &format!("{tag} ({scheduler})"), log).await {
+                Some(node) => {
+                    println!(
+                        "{tag} {name}: {}",
+                        node.rsplit('-').next().unwrap_or_default()
+                    );
+                    Ok(())
+                }
+                None => Err(pods
+                    .get(&name)
+                    .await
+                    .ok()
+                    .and_then(|p| {
+                        p.status?
+                            .conditions?
+                            .into_iter()
+                            .find(|c| c.type_ == "PodScheduled")
+                    })
+                    .and_then(|c| c.message)
+                    .unwrap_or_default()),
+            },
+        );
     }
     let broken = violations(&client, &ns).await;
     assert!(
@@ -301,6 +309,10 @@ async fn run(
         "{tag} ({scheduler}): {broken:#?}\n{}",
         log()
     );
+    // Pending pods left behind would keep both schedulers busy in later runs.
+    pods.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("deleting the run's pods");
     placed
 }
 
@@ -342,9 +354,6 @@ async fn claim_pods_placed_by_gputopo_keep_every_claims_statement_as_kube_schedu
                     stream[i]
                 );
             }
-        }
-        if std::env::var_os("GPUTOPO_DRA_DIFFERENTIAL_LOG").is_some() {
-            println!("{}", s.log());
         }
         let kube = kube_runs.iter().filter(|r| r.is_ok()).count();
         let ours = our_runs.iter().filter(|r| r.is_ok()).count();
