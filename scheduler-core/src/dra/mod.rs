@@ -4,10 +4,11 @@
 //!
 //! # The pieces
 //!
-//! * [`DraInventory::build`]: ResourceSlices of the configured drivers
-//!   ([`DraConfig`], default `gpu.nvidia.com`) per node, each device placed on
-//!   a GPU index of the node's `GpuTopology` by its `uuid` attribute (by
-//!   `index` when the topology names no UUID); busy devices from every
+//! * [`DraInventory::build`]: node-local ResourceSlices of every driver;
+//!   the configured GPU drivers' GPUs ([`DraConfig`], default
+//!   `gpu.nvidia.com`) placed on a GPU index of the node's `GpuTopology` by
+//!   their `uuid` attribute (by `index` when the topology names no UUID);
+//!   busy devices, consumed counters and shared capacity from every
 //!   ResourceClaim's `status.allocation`, whoever allocated it.
 //! * [`DraPod::from_pod`] / [`DraPod::new`]: the pod's claims read: requests
 //!   (`exactly`: class, count or all, class and request CEL selectors),
@@ -27,9 +28,20 @@
 //! nodes, in a gang, explained, or reviewed after kube-scheduler allocated)
 //! are in [`crate::dra_schedule`], a level above.
 //!
+//! Other drivers' devices (IMEX channels, NICs), GPU partitions (MIG) and
+//! shared devices (consumable capacity) are allocated beside the GPU set,
+//! closest to it (`others.rs`), within their pools' counters
+//! (`counters.rs`) and capacities (`capacity.rs`), by the search in
+//! `assign.rs`. `firstAvailable` subrequests are tried in upstream's order
+//! ([`DraPod::fit`]).
+//!
 //! Files: `device.rs` (a device and the names of devices and claims), `cel.rs`,
-//! `error.rs`, `inventory.rs` (the devices per node, and which are busy), `claim.rs`, `extended.rs`,
-//! `candidates.rs`, `constraint.rs`, `matching.rs`, `allocate.rs`.
+//! `error.rs`, `inventory.rs` (the devices per node, and which are busy),
+//! `place.rs` (devices on the topology), `counters.rs`, `capacity.rs`,
+//! `claim/` (reading claims: requests, subrequests, constraints, config),
+//! `extended.rs`, `candidates.rs`, `constraint.rs`, `matching.rs` (the GPU
+//! split), `others.rs`, `assign.rs`, `allocate.rs`, `results.rs` (what an
+//! allocation lists).
 //!
 //! # What a caller writes, in order (as kube-scheduler's DRA plugin)
 //!
