@@ -9,8 +9,9 @@ use super::claim::{ClaimPlan, DraPod, Mode};
 use super::constraint::{Combination, constraint_combinations};
 use super::device::DeviceId;
 use super::error::NodeReason;
-use super::inventory::{DraInventory, NodeDevices};
+use super::inventory::DraInventory;
 use super::matching::split;
+use super::node_devices::NodeDevices;
 use super::others;
 pub use super::results::pin;
 use super::results::{result_for, share};
@@ -189,7 +190,7 @@ impl DraPod {
         let best = self.best_split(&node_view, request, fixed, &cands)?;
         Ok(DraFit {
             node: node.to_string(),
-            pick: best.pick.clone(),
+            pick: best.pick,
             fixed,
             claims: self.allocations(node, devices, existing, &cands, &best),
             preference: 0,

@@ -7,7 +7,8 @@
 use super::capacity::{self, Amounts};
 use super::counters::Counters;
 use super::device::DraDevice;
-use super::inventory::{DraInventory, NodeDevices};
+use super::inventory::DraInventory;
+use super::node_devices::NodeDevices;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// One device wanted by a request: its candidates in order of preference

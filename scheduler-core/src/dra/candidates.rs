@@ -5,10 +5,11 @@
 
 use super::capacity;
 use super::cel::{CelEnv, DeviceValue};
-use super::claim::{ClaimPlan, Mode};
+use super::claim::{ClaimPlan, Mode, RequestPlan};
 use super::device::{DeviceId, DraDevice};
 use super::error::{CelError, NodeReason};
-use super::inventory::{DraInventory, NodeDevices};
+use super::inventory::DraInventory;
+use super::node_devices::NodeDevices;
 use gputopo_api::k8s_openapi::api::resource::v1::DeviceToleration;
 
 /// What a request takes on this node.
@@ -94,6 +95,49 @@ pub(super) fn all_unavailable(
     }
 }
 
+/// Whether every selector of the request matches the device; a CEL runtime
+/// error is an error for the node, as upstream.
+fn selected(
+    env: &CelEnv,
+    plan: &RequestPlan,
+    devices: &NodeDevices,
+    d: &DraDevice,
+    value: &Result<DeviceValue, CelError>,
+) -> Result<bool, NodeReason> {
+    let value = value.as_ref().map_err(|e| NodeReason::CelRuntime {
+        object: format!("ResourceSlice of {}", devices.node),
+        field: "spec.devices".to_string(),
+        device: Box::new(d.id.clone()),
+        error: e.clone(),
+    })?;
+    for s in &plan.selectors {
+        let m = s
+            .matches(env, value)
+            .map_err(|error| NodeReason::CelRuntime {
+                object: s.object.clone(),
+                field: s.field.clone(),
+                device: Box::new(d.id.clone()),
+                error,
+            })?;
+        if !m {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Consumable capacity: whether the device serves what the request asks
+/// (a shared device beside what its allocations already consume).
+fn serves_capacity(inventory: &DraInventory, plan: &RequestPlan, d: &DraDevice) -> bool {
+    if !d.multi && plan.capacity.is_empty() {
+        return true;
+    }
+    capacity::consumed(d, &plan.capacity).is_some_and(|taking| {
+        let in_use = d.multi.then(|| inventory.shared(&d.id)).flatten();
+        capacity::fits(d, in_use, &taking)
+    })
+}
+
 /// The candidate GPUs of one request on the node, or why there are too few.
 pub(super) fn candidates(
     inventory: &DraInventory,
@@ -115,43 +159,12 @@ pub(super) fn candidates(
     let mut unusable_gpu: Option<(&DraDevice, &'static str)> = None;
     let mut unusable_other: Option<(&DraDevice, &'static str)> = None;
     for (i, (d, value)) in devices.devices.iter().zip(values).enumerate() {
-        let value = value.as_ref().map_err(|e| NodeReason::CelRuntime {
-            object: format!("ResourceSlice of {}", devices.node),
-            field: "spec.devices".to_string(),
-            device: Box::new(d.id.clone()),
-            error: e.clone(),
-        })?;
-        let mut ok = true;
-        for s in &plan.selectors {
-            let m = s
-                .matches(env, value)
-                .map_err(|error| NodeReason::CelRuntime {
-                    object: s.object.clone(),
-                    field: s.field.clone(),
-                    device: Box::new(d.id.clone()),
-                    error,
-                })?;
-            if !m {
-                ok = false;
-                break;
-            }
-        }
-        if !ok {
+        if !selected(env, plan, devices, d, value)? {
             continue;
         }
         matching += 1;
         matched_gpu |= d.gpu.is_some();
-        // Consumable capacity: the device must serve what the request asks
-        // (a shared device beside what its allocations already consume).
-        if (d.multi || !plan.capacity.is_empty())
-            && !capacity::consumed(d, &plan.capacity).is_some_and(|taking| {
-                capacity::fits(
-                    d,
-                    d.multi.then(|| inventory.shared(&d.id)).flatten(),
-                    &taking,
-                )
-            })
-        {
+        if !serves_capacity(inventory, plan, d) {
             short += 1;
             continue;
         }

@@ -3,7 +3,7 @@
 use super::candidates::Candidates;
 use super::claim::DraPod;
 use super::error::NodeReason;
-use super::inventory::NodeDevices;
+use super::node_devices::NodeDevices;
 use gputopo_api::k8s_openapi::api::resource::v1::DeviceAttribute;
 use std::collections::BTreeMap;
 

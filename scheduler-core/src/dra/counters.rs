@@ -100,11 +100,32 @@ impl Counters {
     }
 }
 
+/// Why a pool's counters cannot be used (the pool is then not used, as
+/// upstream refuses an invalid pool).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CounterError {
+    #[error("counter {counter}: {error}")]
+    Quantity { counter: String, error: String },
+    #[error("duplicate counter set name {0}")]
+    DuplicateSet(String),
+    #[error("device {device} consumes from counter set {set}, which the pool does not declare")]
+    UnknownSet { device: String, set: String },
+    #[error("device {device} consumes counter {counter}, not in counter set {set}")]
+    UnknownCounter {
+        device: String,
+        counter: String,
+        set: String,
+    },
+}
+
 /// A counter's value in base units, or why it cannot be read.
-fn amount(name: &str, c: &Counter) -> Result<i128, String> {
+fn amount(name: &str, c: &Counter) -> Result<i128, CounterError> {
     gputopo_api::quantity::parse_bytes(&c.value.0)
         .map(|v| v as i128)
-        .map_err(|e| format!("counter {name}: {e}"))
+        .map_err(|e| CounterError::Quantity {
+            counter: name.to_string(),
+            error: e.to_string(),
+        })
 }
 
 /// The pool's counter sets (from every slice of the pool: in 1.35+ they sit
@@ -114,7 +135,7 @@ fn amount(name: &str, c: &Counter) -> Result<i128, String> {
 pub(super) fn pool_counters(
     slices: &[&ResourceSlice],
     devices: &[&Device],
-) -> Result<BTreeMap<String, BTreeMap<String, i128>>, String> {
+) -> Result<BTreeMap<String, BTreeMap<String, i128>>, CounterError> {
     let mut sets: BTreeMap<String, BTreeMap<String, i128>> = BTreeMap::new();
     for set in slices
         .iter()
@@ -124,25 +145,26 @@ pub(super) fn pool_counters(
             .counters
             .iter()
             .map(|(name, c)| Ok((name.clone(), amount(name, c)?)))
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, CounterError>>()?;
         if sets.insert(set.name.clone(), values).is_some() {
-            return Err(format!("duplicate counter set name {}", set.name));
+            return Err(CounterError::DuplicateSet(set.name.clone()));
         }
     }
     for d in devices {
         for c in d.consumes_counters.iter().flatten() {
             let Some(set) = sets.get(&c.counter_set) else {
-                return Err(format!(
-                    "device {} consumes from counter set {}, which the pool does not declare",
-                    d.name, c.counter_set
-                ));
+                return Err(CounterError::UnknownSet {
+                    device: d.name.clone(),
+                    set: c.counter_set.clone(),
+                });
             };
             for (name, counter) in &c.counters {
                 if !set.contains_key(name) {
-                    return Err(format!(
-                        "device {} consumes counter {name}, not in counter set {}",
-                        d.name, c.counter_set
-                    ));
+                    return Err(CounterError::UnknownCounter {
+                        device: d.name.clone(),
+                        counter: name.clone(),
+                        set: c.counter_set.clone(),
+                    });
                 }
                 amount(name, counter)?;
             }

@@ -74,6 +74,7 @@ mod error;
 mod extended;
 mod inventory;
 pub mod matching;
+mod node_devices;
 mod others;
 mod place;
 mod results;
@@ -85,16 +86,14 @@ pub use claim::{
     RequestPlan, pod_claim_names,
 };
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
-pub use counters::{Consumption, Counters};
+pub use counters::{Consumption, CounterError, Counters};
 pub use device::{DeviceId, DraDevice, claim_key};
 pub use error::{CelError, ClaimError, ClaimErrorKind, NodeReason};
 pub use extended::{
     EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedClaim, extended_claim, extended_resource_class,
 };
-pub use inventory::{
-    DraConfig, DraInventory, DraWarning, GpuMapping, NVIDIA_GPU_DRIVER, NodeDevices,
-    UnplacedReason, Wiring, hold_snapshot,
-};
+pub use inventory::{DraConfig, DraInventory, NVIDIA_GPU_DRIVER, hold_snapshot};
+pub use node_devices::{DraWarning, GpuMapping, NodeDevices, UnplacedReason, Wiring};
 pub use others::{NUMA_NODE, PCIE_ROOT};
 
 /// The claim finalizer kube-scheduler adds before writing an allocation.

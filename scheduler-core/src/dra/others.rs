@@ -17,7 +17,7 @@ use super::capacity::Amounts;
 use super::claim::Mode;
 use super::device::DraDevice;
 use super::inventory::DraInventory;
-use super::inventory::NodeDevices;
+use super::node_devices::NodeDevices;
 use gputopo_api::LinkType;
 use std::collections::BTreeSet;
 

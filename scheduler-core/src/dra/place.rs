@@ -3,26 +3,9 @@
 //! their `parentUUID`, and the node's wiring (GPU NUMA nodes, NICs) kept
 //! for putting other devices close to the pod's GPUs.
 
-use super::inventory::{DraWarning, GpuMapping, NodeDevices, Wiring};
+use super::node_devices::{DraWarning, GpuMapping, NodeDevices, UnplacedReason, Wiring};
 use gputopo_api::GpuTopology;
 use std::collections::BTreeSet;
-
-/// Why a device is not placed on a GPU index of the node's topology.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum UnplacedReason {
-    #[error("the node has no GpuTopology")]
-    NoTopology,
-    #[error("no uuid attribute")]
-    NoUuid,
-    #[error("uuid {uuid} is not in the node's GpuTopology")]
-    UnknownUuid { uuid: String },
-    #[error("no index attribute, and the GpuTopology names no UUID to match")]
-    NoIndex,
-    #[error("index {index} is not in the node's GpuTopology")]
-    UnknownIndex { index: i64 },
-    #[error("GPU {gpu} is already another device's")]
-    GpuTaken { gpu: u32 },
-}
 
 /// Maps each whole GPU of a GPU driver on `node` to a topology GPU: by
 /// `uuid`, or by `index` when the topology names no UUID; one that matches

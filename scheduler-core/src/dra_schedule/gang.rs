@@ -12,6 +12,7 @@ use super::schedule::DraPlacement;
 use crate::config::{SchedulerConfig, TopologyManagerPolicy};
 use crate::dra::DraInventory;
 use crate::dra::DraPod;
+use crate::dra::NodeReason;
 use crate::dra::hold_snapshot;
 use crate::gang_schedule::{GangDecision, schedule_gang, schedule_gang_apart};
 use crate::gpuset::SetRequest;
@@ -70,7 +71,9 @@ pub fn schedule_claim_gang(
         nodes.sort_unstable();
         nodes.windows(2).any(|w| w[0] == w[1])
     };
-    match fit_members(snapshot, inventory, members, claims, placements, config) {
+    match fit_members(snapshot, inventory, members, claims, placements, config)
+        .map_err(|e| e.to_string())
+    {
         Ok(placed) => ClaimGangDecision::Placed(placed),
         // Members packed on one node may want devices the node has one of
         // (an IMEX channel): try again with one member per node.
@@ -87,6 +90,19 @@ pub fn schedule_claim_gang(
     }
 }
 
+/// Why a member the gang rule placed cannot have its claims there.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+enum MemberMisfit {
+    #[error("node {node} is gone")]
+    NodeGone { node: String },
+    #[error("gang member {member} fits node {node} by the gang rule, but not its claims: {reason}")]
+    Claims {
+        member: String,
+        node: String,
+        reason: NodeReason,
+    },
+}
+
 /// Each member's claims fitted on the node the gang rule chose for it, in
 /// member order, each member's devices (GPUs and other drivers') held for
 /// the next; or the message for the first member that does not fit.
@@ -97,7 +113,7 @@ fn fit_members(
     claims: &[DraPod],
     placements: Vec<Placement>,
     config: &SchedulerConfig,
-) -> Result<Vec<DraPlacement>, String> {
+) -> Result<Vec<DraPlacement>, MemberMisfit> {
     let mut inventory = inventory.clone();
     hold_snapshot(&mut inventory, snapshot);
     // GPUs fitted for earlier members, per node.
@@ -105,7 +121,9 @@ fn fit_members(
     let mut out = Vec::with_capacity(members.len());
     for ((pending, dra), mut placement) in members.iter().zip(claims).zip(placements) {
         let Some(id) = snapshot.node_id(&placement.node) else {
-            return Err(format!("node {} is gone", placement.node));
+            return Err(MemberMisfit::NodeGone {
+                node: placement.node.clone(),
+            });
         };
         let node = snapshot.node(id);
         let extra = taken.get(&placement.node).copied().unwrap_or(0);
@@ -122,12 +140,10 @@ fn fit_members(
                 node.shape().map(|s| s.as_ref()),
                 &request,
             )
-            .map_err(|reason| {
-                format!(
-                    "gang member {} fits node {} by the gang rule, but not its claims: {reason}",
-                    pending.key(),
-                    placement.node
-                )
+            .map_err(|reason| MemberMisfit::Claims {
+                member: pending.key(),
+                node: placement.node.clone(),
+                reason,
             })?;
         *taken.entry(placement.node.clone()).or_default() |= fit.pick.gpus;
         for claim in fit.to_write() {
