@@ -99,7 +99,7 @@ enum MemberMisfit {
     Claims {
         member: String,
         node: String,
-        reason: NodeReason,
+        reason: Box<NodeReason>,
     },
 }
 
@@ -143,7 +143,7 @@ fn fit_members(
             .map_err(|reason| MemberMisfit::Claims {
                 member: pending.key(),
                 node: placement.node.clone(),
-                reason,
+                reason: Box::new(reason),
             })?;
         *taken.entry(placement.node.clone()).or_default() |= fit.pick.gpus;
         for claim in fit.to_write() {
