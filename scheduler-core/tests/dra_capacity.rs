@@ -46,16 +46,7 @@ fn bandwidth(name: &str, amount: &str) -> Value {
 fn fit(claims: &[ResourceClaim], uses: &[&str]) -> Result<DraFit, NodeReason> {
     let inv = DraInventory::build(&DraConfig::default(), &[shared_nic()], [], claims);
     let pod = pod("p", uses, json!({}));
-    let dra = DraPod::from_pod(
-        &pod,
-        |_, name| {
-            claims
-                .iter()
-                .find(|c| c.metadata.name.as_deref() == Some(name))
-        },
-        &classes(),
-    )
-    .expect("read");
+    let dra = read_claims(&pod, claims, &classes());
     dra.fit(
         &inv,
         NODE,

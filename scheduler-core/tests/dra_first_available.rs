@@ -46,16 +46,7 @@ fn busy(node: &str, gpu: u32) -> ResourceClaim {
 
 fn read(claims: &[ResourceClaim]) -> (PendingPod, DraPod) {
     let pod = pod("trainer", &["prio"], json!({}));
-    let dra = DraPod::from_pod(
-        &pod,
-        |_, name| {
-            claims
-                .iter()
-                .find(|c| c.metadata.name.as_deref() == Some(name))
-        },
-        &classes(),
-    )
-    .expect("the claims are read");
+    let dra = read_claims(&pod, claims, &classes());
     (PendingPod::from_k8s(&pod).expect("a pod"), dra)
 }
 

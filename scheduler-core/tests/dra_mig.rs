@@ -11,7 +11,7 @@ mod fixtures;
 use fixtures::*;
 use gputopo_api::GpuRequest;
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
-use gputopo_scheduler_core::dra::{DraConfig, DraFit, DraInventory, DraPod, NodeReason};
+use gputopo_scheduler_core::dra::{DraConfig, DraFit, DraInventory, NodeReason};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use gputopo_topology::dra_slice::{A100_40GB_MIG, DriverFacts, nvidia_mig_resource_slices};
 use serde_json::{Value, json};
@@ -60,16 +60,7 @@ fn fit(inv: &DraInventory, uses: &[&str], claims: &[ResourceClaim]) -> Result<Dr
     let pod = pod("trainer", uses, json!({}));
     let mut classes = classes();
     classes.push(mig_class());
-    let dra = DraPod::from_pod(
-        &pod,
-        |_, name| {
-            claims
-                .iter()
-                .find(|c| c.metadata.name.as_deref() == Some(name))
-        },
-        &classes,
-    )
-    .expect("read");
+    let dra = read_claims(&pod, claims, &classes);
     let shape = NodeShape::from_spec(&topology_spec(&DGX_A100)).expect("a shape");
     let request = SetRequest::from_gpu_request(&GpuRequest::default());
     dra.fit(inv, DGX_A100.node, Some(&shape), &request)

@@ -107,15 +107,8 @@ impl DraInventory {
             let pool_id = format!("{driver}/{pool}");
             let first = &group.slices[0].spec;
             let node = first.node_name.clone().unwrap_or_default();
-            let problem = pool_problem(&group);
-            if let Some(reason) = problem {
-                self.warnings.push(DraWarning::UnusablePool {
-                    pool: pool_id.clone(),
-                    reason: reason.clone(),
-                });
-                self.node_entry(&node)
-                    .unusable_pools
-                    .push(format!("{pool_id}: {reason}"));
+            if let Some(reason) = pool_problem(&group) {
+                self.refuse_pool(&node, &pool_id, reason);
                 continue;
             }
             let devices: Vec<&Device> = group
@@ -127,14 +120,7 @@ impl DraInventory {
             let sets = match pool_counters(&group.slices, &devices) {
                 Ok(sets) => sets,
                 Err(error) => {
-                    let reason = error.to_string();
-                    self.warnings.push(DraWarning::UnusablePool {
-                        pool: pool_id.clone(),
-                        reason: reason.clone(),
-                    });
-                    self.node_entry(&node)
-                        .unusable_pools
-                        .push(format!("{pool_id}: {reason}"));
+                    self.refuse_pool(&node, &pool_id, error.to_string());
                     continue;
                 }
             };
@@ -170,6 +156,17 @@ impl DraInventory {
                 entry.devices.push(d);
             }
         }
+    }
+
+    /// A pool not used: a warning, and its node unusable for `All`.
+    fn refuse_pool(&mut self, node: &str, pool_id: &str, reason: String) {
+        self.node_entry(node)
+            .unusable_pools
+            .push(format!("{pool_id}: {reason}"));
+        self.warnings.push(DraWarning::UnusablePool {
+            pool: pool_id.to_string(),
+            reason,
+        });
     }
 
     /// Each node's devices sorted and placed on its topology's GPU indices.

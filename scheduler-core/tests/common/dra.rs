@@ -13,6 +13,7 @@
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use gputopo_api::{GpuTopology, GpuTopologySpec};
+use gputopo_scheduler_core::dra::DraPod;
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::backend::recording::{Recording, replay_nvml};
 use gputopo_topology::dra_slice::{
@@ -283,6 +284,20 @@ pub fn allocated(mut claim: ResourceClaim, node: &str, devices: &[(&str, &str)])
         .expect("a valid status"),
     );
     claim
+}
+
+/// `pod`'s claims read from `claims` (found by name) with `classes`.
+pub fn read_claims(pod: &Pod, claims: &[ResourceClaim], classes: &[DeviceClass]) -> DraPod {
+    DraPod::from_pod(
+        pod,
+        |_, name| {
+            claims
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name))
+        },
+        classes,
+    )
+    .expect("the claims are read")
 }
 
 /// A pod in `default` using the claims (by name), with annotations.
