@@ -179,15 +179,15 @@ async fn a_claim_gputopo_cannot_honour_exactly_is_refused_naming_the_field() {
     let sched = env.unique_name("sched-dra-refuse");
     let s = SchedulerProcess::start(env, &sched).await;
     let ns = env.create_namespace("dra-refuse").await;
-    // Prioritized alternatives: gputopo chooses one set and ranks none.
-    claim(
+    // Distinct values across a claim's devices: not honoured yet.
+    named_claim(
         &client,
         &ns,
         "either",
-        json!({"name": "gpus", "firstAvailable": [
-            {"name": "four", "deviceClassName": CLASS, "count": 4},
-            {"name": "two", "deviceClassName": CLASS, "count": 2}
-        ]}),
+        json!({
+            "requests": [{"name": "gpus", "exactly": {"deviceClassName": CLASS, "count": 2}}],
+            "constraints": [{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}],
+        }),
     )
     .await;
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
@@ -197,13 +197,13 @@ async fn a_claim_gputopo_cannot_honour_exactly_is_refused_naming_the_field() {
         &ns,
         "either",
         "FailedScheduling",
-        |n| n.contains("firstAvailable"),
+        |n| n.contains("distinctAttribute"),
         &s,
     )
     .await;
     let text = note(&e);
     assert!(
-        text.contains("spec.devices.requests[0].firstAvailable") && text.contains("accepted"),
+        text.contains("spec.devices.constraints[0].distinctAttribute") && text.contains("accepted"),
         "names the field and what is accepted: {text}"
     );
     let c = Api::<ResourceClaim>::namespaced(client, &ns)
