@@ -92,25 +92,11 @@ fn stream(seed: u64, pods: usize) -> Vec<ClaimPod> {
 
 /// A pod using its named claim and, if asked, a channel from the template.
 fn pod_for(name: &str, scheduler: &str, group: &str, channel: bool) -> Pod {
-    let mut claims = vec![json!({"name": "gpus", "resourceClaimName": name})];
-    let mut uses = vec![json!({"name": "gpus"})];
+    let mut entries = vec![json!({"name": "gpus", "resourceClaimName": name})];
     if channel {
-        claims.push(json!({"name": "imex", "resourceClaimTemplateName": "imex-channel"}));
-        uses.push(json!({"name": "imex"}));
+        entries.push(json!({"name": "imex", "resourceClaimTemplateName": "imex-channel"}));
     }
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": scheduler,
-            "nodeSelector": {"e2e-group": group},
-            "resourceClaims": claims,
-            "containers": [{"name": "main", "image": "registry.invalid/train:1",
-                "resources": {"claims": uses}}]
-        }
-    }))
-    .expect("a pod")
+    pod_with_claims(name, scheduler, group, &entries)
 }
 
 /// Bound (`Some(node)`) or reported unschedulable (`None`).

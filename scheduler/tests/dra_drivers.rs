@@ -61,25 +61,15 @@ fn channel_template() -> ResourceClaimTemplate {
 /// A pod for `scheduler` in `group` using the named claim `train` and a
 /// channel from the template.
 fn trainer(name: &str, scheduler: &str, group: &str, train: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": scheduler,
-            "nodeSelector": {"e2e-group": group},
-            "resourceClaims": [
-                {"name": "train", "resourceClaimName": train},
-                {"name": "imex", "resourceClaimTemplateName": "imex-channel"},
-            ],
-            "containers": [{
-                "name": "main",
-                "image": "registry.invalid/train:1",
-                "resources": {"claims": [{"name": "train"}, {"name": "imex"}]}
-            }]
-        }
-    }))
-    .expect("a pod")
+    pod_with_claims(
+        name,
+        scheduler,
+        group,
+        &[
+            json!({"name": "train", "resourceClaimName": train}),
+            json!({"name": "imex", "resourceClaimTemplateName": "imex-channel"}),
+        ],
+    )
 }
 
 /// Every claim the pod uses, once each is allocated and reserved for it.

@@ -193,6 +193,18 @@ pub fn claim_pod(name: &str, scheduler: &str, group: &str, source: &str, templat
     } else {
         "resourceClaimName"
     };
+    pod_with_claims(
+        name,
+        scheduler,
+        group,
+        &[json!({"name": "gpus", source_field: source})],
+    )
+}
+
+/// A pod for `scheduler` in `group` using `entries` (its
+/// `spec.resourceClaims`), each in its one container.
+pub fn pod_with_claims(name: &str, scheduler: &str, group: &str, entries: &[Value]) -> Pod {
+    let uses: Vec<Value> = entries.iter().map(|e| json!({"name": e["name"]})).collect();
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -200,11 +212,11 @@ pub fn claim_pod(name: &str, scheduler: &str, group: &str, source: &str, templat
         "spec": {
             "schedulerName": scheduler,
             "nodeSelector": {"e2e-group": group},
-            "resourceClaims": [{"name": "gpus", source_field: source}],
+            "resourceClaims": entries,
             "containers": [{
                 "name": "main",
                 "image": "registry.invalid/train:1",
-                "resources": {"claims": [{"name": "gpus"}]}
+                "resources": {"claims": uses}
             }]
         }
     }))

@@ -73,12 +73,17 @@ impl DriverFacts {
 /// The slice (`resource.k8s.io/v1` JSON) for node `node` with `spec`.
 pub fn nvidia_resource_slice(node: &str, spec: &GpuTopologySpec, facts: &DriverFacts) -> Value {
     let devices: Vec<Value> = spec.gpus.iter().map(|g| gpu_device(g, facts)).collect();
+    node_local_slice(node, NVIDIA_DRA_DRIVER, devices)
+}
+
+/// One node-local slice of `driver`, its pool named after the node.
+pub(crate) fn node_local_slice(node: &str, driver: &str, devices: Vec<Value>) -> Value {
     json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": format!("{node}-{NVIDIA_DRA_DRIVER}-0")},
+        "metadata": {"name": format!("{node}-{driver}-0")},
         "spec": {
-            "driver": NVIDIA_DRA_DRIVER,
+            "driver": driver,
             "nodeName": node,
             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
             "devices": devices,

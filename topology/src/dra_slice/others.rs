@@ -15,7 +15,7 @@
 //!   A NIC's PCIe root is the root of the GPUs it reaches through PCIe
 //!   switches only (PIX, PXB), else its NUMA node's, else a root of its own.
 
-use super::pcie_root;
+use super::{node_local_slice, pcie_root};
 use gputopo_api::{GpuTopologySpec, LinkType};
 use serde_json::{Value, json};
 
@@ -24,20 +24,6 @@ pub const COMPUTE_DOMAIN_DRIVER: &str = "compute-domain.nvidia.com";
 
 /// dranet's driver name.
 pub const NIC_DRIVER: &str = "dra.net";
-
-fn node_local_slice(node: &str, driver: &str, devices: Vec<Value>) -> Value {
-    json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": format!("{node}-{driver}-0")},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    })
-}
 
 /// The ComputeDomain driver's slice for `node`: `channel-0` and `daemon-0`.
 pub fn compute_domain_resource_slice(node: &str) -> Value {
