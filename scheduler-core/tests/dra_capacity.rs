@@ -10,7 +10,7 @@ mod fixtures;
 use fixtures::*;
 use gputopo_api::GpuRequest;
 use gputopo_api::k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
-use gputopo_scheduler_core::dra::{DraConfig, DraFit, DraInventory, DraPod, NodeReason};
+use gputopo_scheduler_core::dra::{DraConfig, DraFit, DraInventory, NodeReason};
 use gputopo_scheduler_core::gpuset::SetRequest;
 use serde_json::{Value, json};
 
