@@ -31,10 +31,12 @@ pub(super) struct Ledger<'a> {
 }
 
 impl<'a> Ledger<'a> {
-    pub(super) fn new(inventory: &'a DraInventory) -> Ledger<'a> {
+    /// A ledger for a decision on the node `devices` (its counters copied:
+    /// a node's pools are its own).
+    pub(super) fn new(inventory: &'a DraInventory, devices: &NodeDevices) -> Ledger<'a> {
         Ledger {
             inventory,
-            counters: inventory.counters().clone(),
+            counters: devices.counters.clone(),
             shares: BTreeMap::new(),
         }
     }

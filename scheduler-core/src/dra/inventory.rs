@@ -5,7 +5,7 @@
 //! `status.allocation`.
 
 use super::capacity::{self, Amounts};
-use super::counters::{Counters, consumptions, pool_counters};
+use super::counters::{consumptions, pool_counters};
 use super::device::{DeviceId, DraDevice, claim_key};
 use super::node_devices::{DraWarning, NodeDevices};
 use super::place::place;
@@ -47,8 +47,9 @@ pub struct DraInventory {
     nodes: BTreeMap<String, NodeDevices>,
     /// Allocated devices (admin access excluded, as upstream), with the claim holding each.
     busy: BTreeMap<DeviceId, String>,
-    /// Every pool's counter sets, less what allocated devices consume.
-    counters: Counters,
+    /// Per driver and pool, the node publishing it: finds a device without
+    /// looking through every node.
+    pool_nodes: BTreeMap<String, BTreeMap<String, String>>,
     /// Per shared device (`allowMultipleAllocations`), the capacity its
     /// allocations consume.
     shares: BTreeMap<DeviceId, Amounts>,
@@ -124,11 +125,16 @@ impl DraInventory {
                     continue;
                 }
             };
+            self.pool_nodes
+                .entry(driver.clone())
+                .or_default()
+                .insert(pool.clone(), node.clone());
+            let entry = self.node_entry(&node);
             for (set, values) in sets {
-                self.counters
+                entry
+                    .counters
                     .declare((driver.clone(), pool.clone(), set), values);
             }
-            let entry = self.node_entry(&node);
             for device in devices {
                 let mut d = DraDevice {
                     id: DeviceId {
@@ -275,10 +281,24 @@ impl DraInventory {
 
     /// Takes what device `id` consumes from its pool's counter sets.
     fn consume(&mut self, id: &DeviceId) {
-        let consumes = self.find(id).map(|(_, d)| d.consumes.clone());
-        if let Some(consumes) = consumes.filter(|c| !c.is_empty()) {
-            self.counters.consume(&id.driver, &id.pool, &consumes);
+        let Some(node) = self.node_of(id).map(str::to_string) else {
+            return;
+        };
+        let Some(n) = self.nodes.get_mut(&node) else {
+            return;
+        };
+        let consumes = n.device(id).map(|d| d.consumes.clone()).unwrap_or_default();
+        if !consumes.is_empty() {
+            n.counters.consume(&id.driver, &id.pool, &consumes);
         }
+    }
+
+    /// The node publishing `id`'s pool.
+    fn node_of(&self, id: &DeviceId) -> Option<&str> {
+        self.pool_nodes
+            .get(&id.driver)?
+            .get(&id.pool)
+            .map(String::as_str)
     }
 
     fn node_entry(&mut self, node: &str) -> &mut NodeDevices {
@@ -298,9 +318,8 @@ impl DraInventory {
 
     /// The node and device for an id, wherever it is published.
     pub fn find(&self, id: &DeviceId) -> Option<(&str, &DraDevice)> {
-        self.nodes
-            .values()
-            .find_map(|n| n.device(id).map(|d| (n.node.as_str(), d)))
+        let n = self.nodes.get(self.node_of(id)?)?;
+        n.device(id).map(|d| (n.node.as_str(), d))
     }
 
     /// The claim (`namespace/name`) holding `id`, if any.
@@ -311,24 +330,21 @@ impl DraInventory {
     /// Allocated, or no longer fitting its pool's counters (a MIG partition
     /// in use keeps the whole GPU out, and the reverse).
     pub fn is_busy(&self, device: &DraDevice) -> bool {
+        let counters_full = || {
+            !device.consumes.is_empty()
+                && !self
+                    .node_of(&device.id)
+                    .and_then(|n| self.nodes.get(n))
+                    .is_some_and(|n| {
+                        n.counters
+                            .fits(&device.id.driver, &device.id.pool, &device.consumes)
+                    })
+        };
         if device.multi {
             // Shared: only its counters can keep the first share out.
-            return !self.shares.contains_key(&device.id)
-                && !self
-                    .counters
-                    .fits(&device.id.driver, &device.id.pool, &device.consumes);
+            return !self.shares.contains_key(&device.id) && counters_full();
         }
-        self.busy.contains_key(&device.id)
-            || !device.consumes.is_empty()
-                && !self
-                    .counters
-                    .fits(&device.id.driver, &device.id.pool, &device.consumes)
-    }
-
-    /// The counter sets less what allocated devices consume: a decision
-    /// choosing several partitions takes from a copy.
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+        self.busy.contains_key(&device.id) || counters_full()
     }
 
     /// GPUs of `node` that no claim may take now, whatever the claims say

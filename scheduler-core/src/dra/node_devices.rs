@@ -3,6 +3,7 @@
 //! what reading them left out ([`DraWarning`]). Below both the inventory
 //! and the placement on the topology, which fill it.
 
+use super::counters::Counters;
 use super::device::{DeviceId, DraDevice};
 use gputopo_api::Nic;
 use std::collections::BTreeMap;
@@ -32,6 +33,9 @@ pub struct NodeDevices {
     /// What the node's `GpuTopology` says about where its GPUs and NICs sit:
     /// how other drivers' devices are put close to the pod's GPUs.
     pub wiring: Wiring,
+    /// The counter sets of the node's pools (node-local, so a decision on
+    /// this node copies only these), less what allocated devices consume.
+    pub counters: Counters,
 }
 
 /// The node's GPU NUMA nodes and NIC links from its `GpuTopology`.
@@ -51,6 +55,7 @@ impl NodeDevices {
             mapping: GpuMapping::NoTopology,
             unusable_pools: Vec::new(),
             wiring: Wiring::default(),
+            counters: Counters::default(),
         }
     }
 

@@ -103,7 +103,7 @@ pub(super) fn choose(
 ) -> Option<Vec<Vec<usize>>> {
     let mut out = vec![Vec::new(); cands.len()];
     let mut taken = BTreeSet::new();
-    let mut ledger = Ledger::new(inventory);
+    let mut ledger = Ledger::new(inventory, devices);
     let mut gpus = chosen;
     while gpus != 0 {
         let gpu = gpus.trailing_zeros();
