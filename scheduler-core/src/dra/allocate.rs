@@ -5,7 +5,7 @@
 
 use super::candidates::{Candidates, Takes, all_unavailable, candidates};
 use super::cel::{CelEnv, DeviceValue};
-use super::claim::{ClaimPlan, DraPod, Mode};
+use super::claim::{Alternatives, ClaimPlan, DraPod, Mode};
 use super::constraint::{Combination, constraint_combinations};
 use super::device::DeviceId;
 use super::error::NodeReason;
@@ -21,13 +21,6 @@ use gputopo_api::k8s_openapi::api::resource::v1::{
 };
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-
-/// Upstream's most subrequests per `firstAvailable`
-/// (`FirstAvailableDeviceRequestMaxSize`), which its score counts down from.
-const FIRST_AVAILABLE_MAX: u32 = 8;
-
-/// The most combinations of subrequests tried per node.
-pub const MAX_CHOICES: usize = 512;
 
 /// The pod's claims placed on one node.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,24 +118,16 @@ impl DraPod {
         shape: Option<&NodeShape>,
         request: &SetRequest,
     ) -> Result<DraFit, NodeReason> {
-        if !self.has_alternatives() {
-            return self.fit_exact(inventory, node, shape, request);
-        }
-        let choices = self.choices();
-        if choices.len() > MAX_CHOICES {
-            return Err(NodeReason::SearchTooLarge);
-        }
+        let variants = match &self.alternatives {
+            Alternatives::None => return self.fit_exact(inventory, node, shape, request),
+            Alternatives::TooMany => return Err(NodeReason::SearchTooLarge),
+            Alternatives::Tried(variants) => variants,
+        };
         let mut first_error = None;
-        for choice in choices {
-            match self
-                .with_choice(&choice)
-                .fit_exact(inventory, node, shape, request)
-            {
+        for v in variants {
+            match v.pod.fit_exact(inventory, node, shape, request) {
                 Ok(mut fit) => {
-                    fit.preference = choice
-                        .iter()
-                        .map(|c| FIRST_AVAILABLE_MAX.saturating_sub(c.subrequest as u32))
-                        .sum();
+                    fit.preference = v.preference;
                     return Ok(fit);
                 }
                 Err(e) => {

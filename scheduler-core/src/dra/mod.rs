@@ -79,11 +79,11 @@ mod others;
 mod place;
 mod results;
 
-pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, MAX_CHOICES, pin};
+pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
 pub use cel::{CelEnv, DeviceValue, Selector};
 pub use claim::{
-    Allocated, Choice, ClaimPlan, DraPod, MAX_DEVICES_PER_CLAIM, MatchConstraint, Mode,
-    RequestPlan, pod_claim_names,
+    Allocated, Alternatives, ClaimPlan, DraPod, MAX_CHOICES, MAX_DEVICES_PER_CLAIM,
+    MatchConstraint, Mode, RequestPlan, Variant, pod_claim_names,
 };
 pub use constraint::MAX_CONSTRAINT_COMBINATIONS;
 pub use counters::{Consumption, CounterError, Counters};

@@ -183,6 +183,39 @@ pub struct DraPod {
     /// `namespace/name`.
     pub pod: String,
     pub claims: Vec<ClaimPlan>,
+    /// Its `firstAvailable` combinations, expanded once when read (not per
+    /// node).
+    pub alternatives: Alternatives,
+}
+
+/// Upstream's most subrequests per `firstAvailable`
+/// (`FirstAvailableDeviceRequestMaxSize`), which its score counts down from.
+const FIRST_AVAILABLE_MAX: u32 = 8;
+
+/// The most combinations of subrequests tried per node.
+pub const MAX_CHOICES: usize = 512;
+
+/// A pod's `firstAvailable` combinations.
+#[derive(Clone, Debug, Default)]
+pub enum Alternatives {
+    /// No pending claim has `firstAvailable`: the requests are as read.
+    #[default]
+    None,
+    /// The combinations in upstream's order, each as a pod of `exactly`
+    /// requests.
+    Tried(Vec<Variant>),
+    /// More than [`MAX_CHOICES`] combinations: not searched.
+    TooMany,
+}
+
+/// One combination of subrequests.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// Upstream's prioritized-list score before normalizing: per
+    /// `firstAvailable` request, 8 minus the chosen subrequest's index.
+    pub preference: u32,
+    /// The pod with those subrequests in place of their requests.
+    pub pod: DraPod,
 }
 
 impl DraPod {
@@ -202,10 +235,13 @@ impl DraPod {
             .iter()
             .map(|c| ClaimPlan::new(c, &classes))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(DraPod {
+        let mut read = DraPod {
             pod: pod.to_string(),
             claims,
-        })
+            alternatives: Alternatives::None,
+        };
+        read.alternatives = read.expand();
+        Ok(read)
     }
 
     /// Resolves the pod's claims with `lookup(namespace, name)` and reads them.
@@ -359,24 +395,40 @@ impl ClaimPlan {
 /// One subrequest chosen for a `firstAvailable` request: claim, request,
 /// subrequest (its index in the list).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Choice {
-    pub claim: usize,
-    pub request: usize,
-    pub subrequest: usize,
+struct Choice {
+    claim: usize,
+    request: usize,
+    subrequest: usize,
 }
 
 impl DraPod {
-    /// Whether any pending claim has a `firstAvailable` request.
-    pub fn has_alternatives(&self) -> bool {
-        self.claims
+    /// The pod's `firstAvailable` combinations, each as its own pod.
+    fn expand(&self) -> Alternatives {
+        let pending = |c: &ClaimPlan| c.allocated.is_none() && !c.first_available.is_empty();
+        if !self.claims.iter().any(pending) {
+            return Alternatives::None;
+        }
+        let choices = self.choices();
+        if choices.len() > MAX_CHOICES {
+            return Alternatives::TooMany;
+        }
+        let variants = choices
             .iter()
-            .any(|c| c.allocated.is_none() && !c.first_available.is_empty())
+            .map(|choice| Variant {
+                preference: choice
+                    .iter()
+                    .map(|c| FIRST_AVAILABLE_MAX.saturating_sub(c.subrequest as u32))
+                    .sum(),
+                pod: self.with_choice(choice),
+            })
+            .collect();
+        Alternatives::Tried(variants)
     }
 
     /// Every combination of subrequests, in the order upstream's allocator
     /// tries them (claim by claim, request by request, each request's
     /// subrequests in order, the first request varying slowest).
-    pub fn choices(&self) -> Vec<Vec<Choice>> {
+    fn choices(&self) -> Vec<Vec<Choice>> {
         let axes: Vec<(usize, usize, usize)> = self
             .claims
             .iter()
@@ -409,7 +461,7 @@ impl DraPod {
     }
 
     /// The pod with `choice`'s subrequests in place of their requests.
-    pub fn with_choice(&self, choice: &[Choice]) -> DraPod {
+    fn with_choice(&self, choice: &[Choice]) -> DraPod {
         let mut pod = self.clone();
         for c in choice {
             let claim = &mut pod.claims[c.claim];
