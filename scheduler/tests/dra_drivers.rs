@@ -16,8 +16,8 @@ mod common;
 use common::dra::*;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate, ResourceSlice};
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -113,28 +113,6 @@ async fn allocated_claims(client: &kube::Client, ns: &str, pod: &Pod) -> Vec<Res
         String::new,
     )
     .await
-}
-
-/// Per `(driver, device)` of `node`'s slices, the device's attributes as JSON.
-async fn published(client: &kube::Client, node: &str) -> BTreeMap<(String, String), Value> {
-    let slices = Api::<ResourceSlice>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .expect("listing slices");
-    let mut out = BTreeMap::new();
-    for s in slices
-        .items
-        .iter()
-        .filter(|s| s.spec.node_name.as_deref() == Some(node))
-    {
-        for d in s.spec.devices.iter().flatten() {
-            out.insert(
-                (s.spec.driver.clone(), d.name.clone()),
-                serde_json::to_value(&d.attributes).expect("json"),
-            );
-        }
-    }
-    out
 }
 
 /// Checks one scheduler's placement against what the claims state; returns

@@ -6,15 +6,16 @@ use super::*;
 use gputopo_api::GpuTopologySpec;
 use gputopo_testenv::TestEnv;
 use gputopo_topology::dra_slice::{
-    A100_40GB_MIG, DriverFacts, compute_domain_resource_slice, nic_resource_slice,
-    nvidia_mig_resource_slices, nvidia_resource_slice,
+    A100_40GB_MIG, DriverFacts, compute_domain_resource_slice, link_resource_slice,
+    nic_resource_slice, nvidia_mig_resource_slices, nvidia_resource_slice,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 pub const CLASS: &str = "gpu.nvidia.com";
 
@@ -103,6 +104,51 @@ pub async fn other_drivers(env: &TestEnv, name: &str, spec: &GpuTopologySpec) {
         "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true",
     )
     .await;
+}
+
+/// The classes of gputopo's link devices, as its Helm chart writes them.
+pub const GPU_LINK_CLASS: &str = "gpu-link.gputopo.dev";
+pub const NIC_LINK_CLASS: &str = "nic-link.gputopo.dev";
+
+/// A kwok node from `fixture` whose GPUs carry UUIDs (as NVML reports
+/// them; a bare `topo -m` names none), publishing NVIDIA's GPU slice,
+/// dranet's NICs and gputopo's link devices (`dra_slice::link_resource_slice`,
+/// what the agent publishes), with the classes of all three.
+pub async fn linked_node(env: &TestEnv, name: &str, fixture: &str, group: &str) -> GpuTopologySpec {
+    let mut spec = topology(name, fixture).spec;
+    for g in &mut spec.gpus {
+        g.uuid = Some(format!("GPU-5a1e0000-0000-4000-8000-{:012}", g.index));
+    }
+    spec_node(env, name, spec.clone(), &[("e2e-group", group)], false).await;
+    let client = env.client().await;
+    let facts = DriverFacts::for_product("Tesla V100-SXM2-32GB", "32Gi").expect("known");
+    let mut objects = vec![
+        nvidia_resource_slice(name, &spec, &facts),
+        link_resource_slice(name, &spec),
+    ];
+    objects.extend(nic_resource_slice(name, &spec));
+    for object in objects {
+        let slice: ResourceSlice = serde_json::from_value(object).expect("a slice");
+        Api::<ResourceSlice>::all(client.clone())
+            .create(&PostParams::default(), &slice)
+            .await
+            .unwrap_or_else(|e| panic!("creating a ResourceSlice of {name}: {e}"));
+    }
+    device_class(
+        &client,
+        CLASS,
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+    )
+    .await;
+    device_class(
+        &client,
+        NIC_CLASS,
+        "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true",
+    )
+    .await;
+    device_class(&client, GPU_LINK_CLASS, "device.driver == 'topology.gputopo.dev' && device.attributes['topology.gputopo.dev'].type == 'gpu'").await;
+    device_class(&client, NIC_LINK_CLASS, "device.driver == 'topology.gputopo.dev' && device.attributes['topology.gputopo.dev'].type == 'nic'").await;
+    spec
 }
 
 pub fn request(count: u32) -> Value {
@@ -287,4 +333,26 @@ pub fn reserved_for(claim: &ResourceClaim) -> Vec<String> {
         .and_then(|s| s.reserved_for.as_ref())
         .map(|r| r.iter().map(|c| c.name.clone()).collect())
         .unwrap_or_default()
+}
+
+/// Per `(driver, device)` of `node`'s slices, the device's attributes as JSON.
+pub async fn published(client: &kube::Client, node: &str) -> BTreeMap<(String, String), Value> {
+    let slices = Api::<ResourceSlice>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("listing slices");
+    let mut out = BTreeMap::new();
+    for s in slices
+        .items
+        .iter()
+        .filter(|s| s.spec.node_name.as_deref() == Some(node))
+    {
+        for d in s.spec.devices.iter().flatten() {
+            out.insert(
+                (s.spec.driver.clone(), d.name.clone()),
+                serde_json::to_value(&d.attributes).expect("json"),
+            );
+        }
+    }
+    out
 }

@@ -12,7 +12,7 @@ pub mod scheduler_process;
 #[allow(unused_imports)] // the extender tests start no scheduler process
 pub use scheduler_process::*;
 
-use gputopo_api::GpuTopology;
+use gputopo_api::{GpuTopology, GpuTopologySpec};
 use gputopo_testenv::TestEnv;
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::normalize::normalize;
@@ -71,7 +71,17 @@ pub async fn fixture_node_with(
     labels: &[(&str, &str)],
     device_plugin: bool,
 ) -> (Node, GpuTopology) {
-    let spec = topology(name, topo).spec;
+    spec_node(env, name, topology(name, topo).spec, labels, device_plugin).await
+}
+
+/// [`fixture_node_with`] for a topology the test has built or changed.
+pub async fn spec_node(
+    env: &TestEnv,
+    name: &str,
+    spec: GpuTopologySpec,
+    labels: &[(&str, &str)],
+    device_plugin: bool,
+) -> (Node, GpuTopology) {
     let labels: BTreeMap<String, String> = labels
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

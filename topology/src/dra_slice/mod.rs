@@ -10,10 +10,15 @@
 //! `resource.kubernetes.io/pcieRoot` and the capacity `memory`. Beside it,
 //! in `mig.rs`, the same driver with dynamic MIG (partitionable devices and
 //! shared counters), and in `others.rs`, NVIDIA's ComputeDomain driver
-//! (IMEX channels) and a NIC driver (dranet).
+//! (IMEX channels) and a NIC driver (dranet). Apart from the simulations,
+//! `links.rs` builds the slice the agent itself publishes on real nodes:
+//! gputopo's link devices, the wiring as attributes plain DRA users match.
 
+mod links;
 mod mig;
 mod others;
+
+pub use links::{LINK_DRIVER, link_devices, link_resource_slice};
 
 pub use mig::{A100_40GB_MIG, MigProfile, nvidia_mig_resource_slices};
 pub use others::{
@@ -147,7 +152,7 @@ pub(crate) fn pcie_root(index: u32, bus: Option<&str>, numa: Option<i32>) -> Str
 }
 
 /// `0000:06:00.0`: the 4-digit domain form of `resource.kubernetes.io/pciBusID`.
-fn standard_bus_id(bus: &str) -> String {
+pub(crate) fn standard_bus_id(bus: &str) -> String {
     let (domain, rest) = bus.split_once(':').unwrap_or(("0000", bus));
     let domain = &domain[domain.len().saturating_sub(4)..];
     format!("{domain}:{rest}").to_lowercase()
