@@ -5,6 +5,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
         "proto/deviceplugin/v1beta1/api.proto",
         "proto/podresources/v1/api.proto",
+        "proto/dra/v1/api.proto",
+        "proto/pluginregistration/v1/api.proto",
     ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");

@@ -6,6 +6,7 @@
 
 use crate::discover::Source;
 use crate::health::{Liveness, Readiness};
+use crate::link_plugin::{self, LinkPluginError, LinkPluginPaths};
 use crate::metrics::{Metrics, ReasonLabel, ResultLabel, WriteLabel};
 use crate::podres::PodResourcesSource;
 use crate::podres::map::{Mapped, NodeGpus, map_answer};
@@ -34,6 +35,9 @@ pub struct DaemonConfig {
     pub pod_resources: Option<Box<dyn PodResourcesSource>>,
     /// Refresh `podResources.observedAt` at least this often.
     pub allocations_heartbeat: Duration,
+    /// Publish the node's ResourceSlice of gputopo's link devices and
+    /// serve their kubelet plugin at these paths.
+    pub link_devices: Option<LinkPluginPaths>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +48,8 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    LinkPlugin(#[from] LinkPluginError),
 }
 
 /// Why a round failed.
@@ -72,6 +78,7 @@ fn record_writes(metrics: &Metrics, w: Writes) {
         (w.labels, "node_labels"),
         (w.topology, "gpu_topology"),
         (w.status, "gpu_topology_status"),
+        (w.link_slice, "link_slice"),
     ] {
         if done {
             metrics.writes.get_or_create(&WriteLabel { object }).inc();
@@ -187,7 +194,12 @@ pub async fn run(
     liveness: Arc<Liveness>,
 ) -> Result<(), DaemonError> {
     let publisher = Publisher::new(client, config.node.clone(), config.labels)
-        .with_heartbeat(config.allocations_heartbeat);
+        .with_heartbeat(config.allocations_heartbeat)
+        .with_link_devices(config.link_devices.is_some());
+    if let Some(paths) = &config.link_devices {
+        tokio::spawn(link_plugin::bind(paths)?);
+        info!(socket = %paths.registration_socket().display(), "serving the link devices' kubelet plugin");
+    }
     let mut scanner = Scanner::new(config.node.clone(), config.source.clone());
     let mut said = Said::default();
     let watch = |kind, name| {

@@ -8,14 +8,17 @@
 //! in front of the topology crate's file sources, [`scan`] runs discovery off
 //! the async runtime (static topology kept, dynamic state read every scan),
 //! [`podres`] reads what the kubelet allocated, [`daemon`] rescans and
-//! [`publish`]es labels and the `GpuTopology`; [`metrics`] are its metrics,
-//! [`health`] its liveness and probe routes.
+//! [`publish`]es labels and the `GpuTopology` (and, with link devices on,
+//! the node's ResourceSlice of gputopo's link devices, whose kubelet plugin
+//! is [`link_plugin`]); [`metrics`] are its metrics, [`health`] its
+//! liveness and probe routes.
 
 pub mod amd_smi;
 pub mod daemon;
 pub mod discover;
 pub mod health;
 pub mod host;
+pub mod link_plugin;
 pub mod metrics;
 pub mod nvml;
 pub mod podres;

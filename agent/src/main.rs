@@ -8,12 +8,13 @@ use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{NvmlPaths, Source, build, gather};
 use gputopo_agent::health::{Liveness, router};
 use gputopo_agent::host::host_facts;
+use gputopo_agent::link_plugin::LinkPluginPaths;
 use gputopo_agent::metrics::Metrics;
 use gputopo_agent::nvml::RealNvml;
 use gputopo_agent::podres::PodResourcesSource;
 use gputopo_agent::podres::kubelet::KubeletSocket;
 use gputopo_agent::podres::saved::SavedAnswer;
-use gputopo_kubelet_api::podresources;
+use gputopo_kubelet_api::{dra, pluginregistration, podresources};
 use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
 use gputopo_topology::backend::amd_smi::AmdSmiSource;
 use gputopo_topology::backend::nvml::NvmlSource;
@@ -165,6 +166,22 @@ struct RunArgs {
     scan_timeout: Duration,
     #[command(flatten)]
     pod_resources: PodResourcesArgs,
+    #[command(flatten)]
+    link_devices: LinkDeviceArgs,
+}
+
+/// gputopo's link devices: the wiring as DRA devices plain DRA users match.
+#[derive(Args)]
+struct LinkDeviceArgs {
+    /// Publish gputopo's link devices (NVLink island, PCIe switch, NUMA node, NIC rail per GPU and NIC) as a ResourceSlice of driver topology.gputopo.dev and serve their kubelet plugin; needs DRA, RBAC on resourceslices and the kubelet's plugin directories.
+    #[arg(long = "link-devices", env = "GPUTOPO_LINK_DEVICES", default_value_t = false, action = clap::ArgAction::Set)]
+    link_devices: bool,
+    /// The kubelet's plugins directory (the driver's dra.sock goes in <dir>/topology.gputopo.dev/).
+    #[arg(long = "kubelet-plugins-dir", env = "GPUTOPO_KUBELET_PLUGINS_DIR", value_name = "DIR", default_value = dra::KUBELET_PLUGINS_DIR)]
+    plugins_dir: PathBuf,
+    /// The kubelet's plugin registration directory.
+    #[arg(long = "kubelet-registry-dir", env = "GPUTOPO_KUBELET_REGISTRY_DIR", value_name = "DIR", default_value = pluginregistration::KUBELET_REGISTRY_DIR)]
+    registry_dir: PathBuf,
 }
 
 /// The agent's `--listen`.
@@ -417,6 +434,10 @@ fn run_daemon(args: RunArgs) -> Result<()> {
         max_backoff: args.max_backoff,
         scan_timeout: args.scan_timeout,
         allocations_heartbeat: args.pod_resources.heartbeat,
+        link_devices: args.link_devices.link_devices.then(|| LinkPluginPaths {
+            plugins_dir: args.link_devices.plugins_dir,
+            registry_dir: args.link_devices.registry_dir,
+        }),
         pod_resources: pod_resources_source(args.pod_resources),
     };
     let runtime = daemon::runtime(Some(2))?;
@@ -446,6 +467,9 @@ mod tests {
         "GPUTOPO_FIXTURE",
         "GPUTOPO_GFD_COMPATIBLE_LABELS",
         "GPUTOPO_LISTEN",
+        "GPUTOPO_KUBELET_PLUGINS_DIR",
+        "GPUTOPO_KUBELET_REGISTRY_DIR",
+        "GPUTOPO_LINK_DEVICES",
         "GPUTOPO_MAX_BACKOFF",
         "GPUTOPO_NVIDIA_SMI_TOPO",
         "GPUTOPO_NVLINK_STATUS",

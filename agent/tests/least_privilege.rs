@@ -292,3 +292,106 @@ async fn the_agent_may_publish_its_own_node_and_nothing_else() {
     let pods: Api<Pod> = Api::all(agent.clone());
     assert!(pods.list(&ListParams::default()).await.is_err());
 }
+
+#[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
+async fn the_agent_publishes_link_devices_for_its_own_node_only() {
+    use k8s_openapi::api::resource::v1::ResourceSlice;
+    let env = TestEnv::shared().await;
+    let admin = env.client().await;
+    create_manifest(&admin, "daemonset/agent-rbac.yaml").await;
+    create_manifest(&admin, "daemonset/agent-admission-policy.yaml").await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let (a, b) = (env.unique_name("links-a"), env.unique_name("links-b"));
+    for n in [&a, &b] {
+        nodes
+            .create(
+                &PostParams::default(),
+                &fake_gpu_node(n, 8, &Default::default()),
+            )
+            .await
+            .expect("node created");
+    }
+    let agent = agent_client_on(env, &admin, &a).await;
+    let slices: Api<ResourceSlice> = Api::all(admin.clone());
+    let agent_slices: Api<ResourceSlice> = Api::all(agent.clone());
+    let found = dgx_a100(&a);
+
+    // Another node's slice, or another driver's on its own node: refused
+    // (once the API server has loaded the policy).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let foreign = |node: &str, driver: &str| -> ResourceSlice {
+        let mut s = gputopo_topology::dra_slice::link_resource_slice(node, &found.spec);
+        s["spec"]["driver"] = serde_json::json!(driver);
+        s["metadata"]["name"] = serde_json::json!(format!("{node}-{driver}-x"));
+        serde_json::from_value(s).expect("a slice")
+    };
+    for (node, driver) in [
+        (b.as_str(), "topology.gputopo.dev"),
+        (a.as_str(), "gpu.nvidia.com"),
+    ] {
+        let e = loop {
+            match agent_slices
+                .create(&PostParams::default(), &foreign(node, driver))
+                .await
+            {
+                Err(kube::Error::Api(e))
+                    if e.code == 403 && e.message.contains("may only write") =>
+                {
+                    break e;
+                }
+                other => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{node}/{driver} not refused: {other:?}"
+                    );
+                    let name = format!("{node}-{driver}-x");
+                    let _ = slices.delete(&name, &DeleteParams::default()).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
+        assert!(
+            e.message
+                .contains(&format!("topology.gputopo.dev for node {a}")),
+            "{}",
+            e.message
+        );
+    }
+
+    // Its own: published once, owned by the node, not rewritten unchanged.
+    let on_a =
+        Publisher::new(agent.clone(), a.clone(), LabelOptions::default()).with_link_devices(true);
+    let round = one_pod_on_gpu_0();
+    let writes = on_a
+        .publish(&observed(&found, &round), now())
+        .await
+        .expect("published");
+    assert!(writes.link_slice, "{writes:?}");
+    let again = on_a
+        .publish(&observed(&found, &round), now())
+        .await
+        .expect("published");
+    assert!(
+        !again.link_slice,
+        "unchanged devices are not rewritten: {again:?}"
+    );
+    let slice = slices
+        .get(&format!("{a}-topology.gputopo.dev-0"))
+        .await
+        .expect("the slice");
+    assert_eq!(slice.spec.node_name.as_deref(), Some(a.as_str()));
+    assert_eq!(slice.spec.pool.generation, 1);
+    let owner = &slice.metadata.owner_references.expect("owned")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", a.as_str())
+    );
+    let devices = slice.spec.devices.expect("devices");
+    assert_eq!(devices.len(), 8 + 12, "8 GPUs and 12 NICs");
+    let gpu4 = devices.iter().find(|d| d.name == "gpu-4").expect("gpu-4");
+    let attrs = serde_json::to_value(&gpu4.attributes).expect("json");
+    assert_eq!(attrs["rail"]["string"], "mlx5_6");
+    // The API server kept allowMultipleAllocations (consumable capacity on in 1.37).
+    assert_eq!(gpu4.allow_multiple_allocations, Some(true));
+}

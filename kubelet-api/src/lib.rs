@@ -6,6 +6,9 @@
 //! - [`deviceplugin`]: device plugin API v1beta1 (`Registration` served by the
 //!   kubelet, `DevicePlugin` served by a plugin).
 //! - [`podresources`]: PodResources v1 (`PodResourcesLister`, served by the kubelet).
+//! - [`dra`]: the DRA kubelet plugin API v1 (`DRAPlugin`, served by a DRA driver).
+//! - [`pluginregistration`]: plugin registration v1 (`Registration`, served by
+//!   a plugin in the kubelet's registry directory, dialed by the kubelet).
 //! - `stand_in` (feature `stand-in`): a stand-in for the kubelet's device
 //!   manager and PodResources server, for tests where no kubelet runs.
 
@@ -39,3 +42,25 @@ pub mod podresources {
 }
 
 pub use socket::{DialError, ServeError, connect_unix, serve_unix};
+
+/// DRA kubelet plugin API v1 (`k8s.io/kubelet/pkg/apis/dra/v1`).
+pub mod dra {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("k8s.io.kubelet.pkg.apis.dra.v1");
+
+    /// The service a plugin names among its supported versions.
+    pub const DRA_PLUGIN_SERVICE: &str = "v1.DRAPlugin";
+    /// Where a DRA driver keeps its `dra.sock` (`<dir>/<driver>/dra.sock`).
+    pub const KUBELET_PLUGINS_DIR: &str = "/var/lib/kubelet/plugins";
+}
+
+/// Plugin registration v1 (`k8s.io/kubelet/pkg/apis/pluginregistration/v1`).
+pub mod pluginregistration {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("pluginregistration");
+
+    /// `PluginInfo.type` of a DRA driver.
+    pub const DRA_PLUGIN: &str = "DRAPlugin";
+    /// The directory the kubelet watches for `<driver>-reg.sock`.
+    pub const KUBELET_REGISTRY_DIR: &str = "/var/lib/kubelet/plugins_registry";
+}

@@ -1,14 +1,19 @@
 //! Publishing to the API server: read the Node and the `GpuTopology`, plan
 //! (pure: [`plan`] for labels and the object, [`status`] for the status),
 //! write only what changed. Every write is server-side apply under the
-//! agent's own field manager, inside a short `tracing` span.
+//! agent's own field manager, inside a short `tracing` span. With link
+//! devices on, the node's ResourceSlice of gputopo's link devices too
+//! ([`links`]).
 
+pub mod links;
 pub mod plan;
 pub mod status;
 
 use gputopo_api::GpuTopology;
+use gputopo_topology::dra_slice::LINK_DRIVER;
 use gputopo_topology::labels::{LabelOptions, node_labels};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 pub use plan::Observed;
@@ -33,6 +38,14 @@ pub enum PublishError {
     ApplyTopology { node: String, source: kube::Error },
     #[error("applying GpuTopology {node} status: {source}")]
     ApplyStatus { node: String, source: kube::Error },
+    #[error("reading the ResourceSlice of link devices {name}: {source}")]
+    ReadLinkSlice { name: String, source: kube::Error },
+    #[error("applying the ResourceSlice of link devices {name}: {source}")]
+    ApplyLinkSlice { name: String, source: kube::Error },
+    #[error(
+        "the API server serves no resource.k8s.io/v1 ResourceSlices (is DRA off?); --link-devices needs them, or turn it off"
+    )]
+    DraNotServed,
     #[error("serializing GpuTopology {node}: {source}")]
     Serialize {
         node: String,
@@ -46,11 +59,15 @@ pub struct Writes {
     pub labels: bool,
     pub topology: bool,
     pub status: bool,
+    pub link_slice: bool,
 }
 
 impl Writes {
     pub fn count(&self) -> u32 {
-        u32::from(self.labels) + u32::from(self.topology) + u32::from(self.status)
+        u32::from(self.labels)
+            + u32::from(self.topology)
+            + u32::from(self.status)
+            + u32::from(self.link_slice)
     }
 }
 
@@ -63,6 +80,8 @@ pub struct Publisher {
     node: String,
     labels: LabelOptions,
     heartbeat: Duration,
+    /// Publish the node's link devices (`--link-devices`).
+    link_devices: bool,
     /// The labels last left to another writer: said once, when it changes.
     yielded: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
@@ -74,6 +93,7 @@ impl Publisher {
             node,
             labels,
             heartbeat: DEFAULT_HEARTBEAT,
+            link_devices: false,
             yielded: std::sync::Mutex::default(),
         }
     }
@@ -82,6 +102,43 @@ impl Publisher {
     pub fn with_heartbeat(mut self, heartbeat: Duration) -> Publisher {
         self.heartbeat = heartbeat;
         self
+    }
+
+    /// Publish the node's ResourceSlice of link devices too.
+    pub fn with_link_devices(mut self, on: bool) -> Publisher {
+        self.link_devices = on;
+        self
+    }
+
+    /// Applies the node's slice of link devices unless it already says `spec`.
+    async fn publish_link_slice(
+        &self,
+        spec: &gputopo_api::GpuTopologySpec,
+        uid: &str,
+    ) -> Result<bool, PublishError> {
+        let slices: Api<ResourceSlice> = Api::all(self.client.clone());
+        let name = format!("{}-{LINK_DRIVER}-0", self.node);
+        let current =
+            slices
+                .get_opt(&name)
+                .await
+                .map_err(|source| PublishError::ReadLinkSlice {
+                    name: name.clone(),
+                    source,
+                })?;
+        let Some(desired) = links::plan_link_slice(current.as_ref(), &self.node, uid, spec) else {
+            return Ok(false);
+        };
+        slices
+            .patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&desired))
+            .instrument(info_span!("apply_link_slice", node = %self.node, devices = desired["spec"]["devices"].as_array().map_or(0, Vec::len)))
+            .await
+            .map_err(|source| match source {
+                // The object is applied (created if missing): a 404 says the resource is not served.
+                kube::Error::Api(ref s) if s.code == 404 => PublishError::DraNotServed,
+                source => PublishError::ApplyLinkSlice { name, source },
+            })?;
+        Ok(true)
     }
 
     /// Logs, once per change, which GFD-compatible labels another writer
@@ -202,6 +259,9 @@ impl Publisher {
                     source,
                 })?;
             writes.status = true;
+        }
+        if self.link_devices {
+            writes.link_slice = self.publish_link_slice(observed.spec, &uid).await?;
         }
         if writes.count() > 0 {
             info!(node = %node_name, ?writes, "published");
