@@ -57,8 +57,68 @@ fn assert_locked_down(ds: &Value, what: &str) {
         assert!(pod.get(host).is_none_or(|v| v == false), "{what}: {host}");
     }
     for (host, at, read_only) in host_paths(ds) {
-        assert!(read_only, "{what}: {host} at {at} is writable");
+        // The kubelet's plugin directories, where the link devices' plugin
+        // binds its sockets, are the only writable ones.
+        let plugin_dir = host.starts_with("/var/lib/kubelet/plugins") && host == at;
+        assert!(
+            read_only || plugin_dir,
+            "{what}: {host} at {at} is writable"
+        );
     }
+}
+
+#[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
+fn link_devices_mount_the_kubelets_plugin_directories_where_the_kubelet_dials() {
+    let values = "agent:\n  podResources:\n    enabled: false\n  linkDevices:\n    enabled: true\n    pluginsHostPath: /data/kubelet/plugins\n    registryHostPath: /data/kubelet/plugins_registry\n";
+    let docs = render_ok(RELEASE, NAMESPACE, Some(values));
+    let ds = find(&docs, "DaemonSet").expect("the DaemonSet");
+    let c = container(ds);
+    // Root for the root-owned directories, every capability still dropped.
+    assert_eq!(c["securityContext"]["runAsUser"], 0);
+    assert_eq!(
+        c["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"]})
+    );
+    // Mounted at the host's paths: the endpoint the agent names is the kubelet's path.
+    let mut paths = host_paths(ds);
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            (
+                "/data/kubelet/plugins".to_owned(),
+                "/data/kubelet/plugins".to_owned(),
+                false
+            ),
+            (
+                "/data/kubelet/plugins_registry".to_owned(),
+                "/data/kubelet/plugins_registry".to_owned(),
+                false
+            ),
+            ("/sys".to_owned(), "/host/sys".to_owned(), true),
+        ]
+    );
+    assert_eq!(env_value(c, "GPUTOPO_LINK_DEVICES"), Some("true"));
+    assert_eq!(
+        env_value(c, "GPUTOPO_KUBELET_PLUGINS_DIR"),
+        Some("/data/kubelet/plugins")
+    );
+    assert_eq!(
+        env_value(c, "GPUTOPO_KUBELET_REGISTRY_DIR"),
+        Some("/data/kubelet/plugins_registry")
+    );
+    let classes: Vec<&str> = docs
+        .iter()
+        .filter(|d| d["kind"] == "DeviceClass")
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(classes, ["gpu-link.gputopo.dev", "nic-link.gputopo.dev"]);
+    // Off (the default): none of it.
+    let docs = render_ok(RELEASE, NAMESPACE, None);
+    let ds = find(&docs, "DaemonSet").expect("the DaemonSet");
+    assert_eq!(env_value(container(ds), "GPUTOPO_LINK_DEVICES"), None);
+    assert!(docs.iter().all(|d| d["kind"] != "DeviceClass"));
 }
 
 #[test]

@@ -17,6 +17,8 @@ agent:
   rescanInterval: 5m
   podResources:
     enabled: false
+  linkDevices:
+    enabled: true
   extraTolerations:
     - key: dedicated
       operator: Equal
