@@ -12,7 +12,9 @@ use super::place::place;
 use crate::snapshot::Snapshot;
 use gputopo_api::GpuTopology;
 use gputopo_api::k8s_openapi::api::resource::v1::DeviceRequestAllocationResult;
-use gputopo_api::k8s_openapi::api::resource::v1::{Device, ResourceClaim, ResourceSlice};
+use gputopo_api::k8s_openapi::api::resource::v1::{
+    Device, DeviceTaintRule, ResourceClaim, ResourceSlice,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// NVIDIA's DRA driver for GPUs (`k8s-dra-driver-gpu`).
@@ -299,6 +301,32 @@ impl DraInventory {
             .get(&id.driver)?
             .get(&id.pool)
             .map(String::as_str)
+    }
+
+    /// Adds each `DeviceTaintRule`'s taint to the devices it selects, as
+    /// upstream's slice tracker (`resourceslice/tracker`, 1.37) patches
+    /// slices for kube-scheduler: the selector's driver, pool and device
+    /// must match where set (an empty selector taints every device), and a
+    /// rule without a selector taints none. A rule being deleted still
+    /// applies until it is gone, as upstream's.
+    pub fn apply_taint_rules<'a>(&mut self, rules: impl IntoIterator<Item = &'a DeviceTaintRule>) {
+        for rule in rules {
+            let Some(selector) = rule.spec.device_selector.as_ref() else {
+                continue;
+            };
+            let want =
+                |field: &Option<String>, value: &str| field.as_ref().is_none_or(|f| f == value);
+            for node in self.nodes.values_mut() {
+                for d in &mut node.devices {
+                    if want(&selector.driver, &d.id.driver)
+                        && want(&selector.pool, &d.id.pool)
+                        && want(&selector.device, &d.id.device)
+                    {
+                        d.taints.push(rule.spec.taint.clone());
+                    }
+                }
+            }
+        }
     }
 
     fn node_entry(&mut self, node: &str) -> &mut NodeDevices {

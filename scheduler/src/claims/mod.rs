@@ -11,7 +11,9 @@ use gputopo_scheduler_core::dra::{
     ClaimAllocation, DraConfig, DraInventory, EXTENDED_RESOURCE_CLAIM_ANNOTATION,
 };
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -22,6 +24,8 @@ pub struct DraObjects {
     pub slices: Vec<Arc<ResourceSlice>>,
     pub claims: Vec<Arc<ResourceClaim>>,
     pub classes: Vec<Arc<DeviceClass>>,
+    /// `DeviceTaintRule`s (empty where they are not served).
+    pub taint_rules: Vec<Arc<DeviceTaintRule>>,
 }
 
 impl DraObjects {
@@ -33,12 +37,14 @@ impl DraObjects {
 
     /// Every node's devices and the busy ones.
     pub fn inventory(&self, config: &DraConfig, topologies: &[Arc<GpuTopology>]) -> DraInventory {
-        DraInventory::build(
+        let mut inventory = DraInventory::build(
             config,
             self.slices.iter().map(AsRef::as_ref),
             topologies.iter().map(AsRef::as_ref),
             self.claims.iter().map(AsRef::as_ref),
-        )
+        );
+        inventory.apply_taint_rules(self.taint_rules.iter().map(AsRef::as_ref));
+        inventory
     }
 
     /// Pods' special claims (KEP-5004) by the uid of the pod owning each.

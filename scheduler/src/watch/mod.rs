@@ -1,7 +1,7 @@
 //! The reflectors both modes keep (Pods, Nodes, Namespaces, `GpuTopology`, and for the
 //! secondary scheduler the gang objects: both PodGroups, JobSets,
-//! LeaderWorkerSets, and DRA's ResourceSlices, ResourceClaims and
-//! DeviceClasses): a store per kind, a callback per event saying whether
+//! LeaderWorkerSets, and DRA's ResourceSlices, ResourceClaims,
+//! DeviceClasses and DeviceTaintRules): a store per kind, a callback per event saying whether
 //! it may change what a decision sees, and the bootstrap both modes share
 //! (is the resource served, wait for every first list).
 
@@ -12,23 +12,21 @@ use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGr
 use crate::storage_objects::{StorageObjects, StorageStores};
 use crate::trim::{trim_meta, trim_node, trim_pod};
 use crate::workload_objects::WorkloadObjects;
-use backon::{ExponentialBuilder, Retryable};
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use gputopo_api::GpuTopology;
 use gputopo_ops::Readiness;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use kube::Resource;
-use kube::api::{Api, ListParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::utils::ResetTimerBackoff;
-use kube::runtime::watcher::ExponentialBackoff;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::Api;
+use kube::runtime::reflector::Store;
 use std::sync::Arc;
-use std::time::Duration;
-use tracing::{info, warn};
+use tracing::warn;
+
+mod reflect;
+pub use reflect::{always, pod_changes_cluster, reflect};
+use reflect::{empty_store, optional, owned, served};
 
 /// Why the watches could not start.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +64,7 @@ pub struct Watches {
     slices: Store<Checked<ResourceSlice>>,
     claims: Store<Checked<ResourceClaim>>,
     classes: Store<Checked<DeviceClass>>,
+    taint_rules: Store<Checked<DeviceTaintRule>>,
     invalid: InvalidReport,
     /// What changed since the cycle last drained them (`change_feed.rs`).
     pod_changes: ChangeFeed<Pod>,
@@ -148,6 +147,15 @@ impl Watches {
         let slices = optional(client, true, "ResourceSlice", NO_DRA, &on_event, readiness).await;
         let claims = optional(client, true, "ResourceClaim", NO_DRA, &on_event, readiness).await;
         let classes = optional(client, true, "DeviceClass", NO_DRA, &on_event, readiness).await;
+        let taint_rules = optional(
+            client,
+            true,
+            "DeviceTaintRule",
+            "devicetaintrules.resource.k8s.io/v1 is not served (the DRADeviceTaintRules feature, Kubernetes 1.37); only taints in ResourceSlices are honoured until a restart after it is",
+            &on_event,
+            readiness,
+        )
+        .await;
         let owner = |what: &'static str| (secondary, what);
         Watches {
             services: owned(client, owner("Service"), &on_event),
@@ -194,6 +202,7 @@ impl Watches {
             slices,
             claims,
             classes,
+            taint_rules,
             invalid: InvalidReport::new(invalid),
             pod_changes,
             node_changes,
@@ -295,6 +304,7 @@ impl Watches {
             slices: self.usable("ResourceSlice", &self.slices, &mut invalid),
             claims: self.usable("ResourceClaim", &self.claims, &mut invalid),
             classes: self.usable("DeviceClass", &self.classes, &mut invalid),
+            taint_rules: self.usable("DeviceTaintRule", &self.taint_rules, &mut invalid),
         };
         (dra, invalid)
     }
@@ -343,6 +353,10 @@ impl Watches {
             ("ResourceSlice", Box::pin(self.slices.wait_until_ready())),
             ("ResourceClaim", Box::pin(self.claims.wait_until_ready())),
             ("DeviceClass", Box::pin(self.classes.wait_until_ready())),
+            (
+                "DeviceTaintRule",
+                Box::pin(self.taint_rules.wait_until_ready()),
+            ),
         ];
         if let Some(s) = &self.storage {
             waits.push((
@@ -364,230 +378,5 @@ impl Watches {
         }
         readiness.set_ready();
         Ok(())
-    }
-}
-
-/// Whether the API server serves `api`'s resource (its CRD is installed);
-/// asks again, with backoff up to 30 s, until it answers.
-async fn served<K>(api: &Api<K>, what: &'static str, readiness: &Readiness) -> bool
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
-{
-    let probe = || async {
-        match api.list_metadata(&ListParams::default().limit(1)).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-            Err(e) => Err(e),
-        }
-    };
-    let backoff = ExponentialBuilder::default()
-        .with_max_delay(Duration::from_secs(30))
-        .with_jitter()
-        .without_max_times();
-    probe
-        .retry(backoff)
-        .notify(|e, wait| {
-            warn!(what, error = %e, ?wait, "asking the API server whether it serves {what}; retrying");
-            readiness.set_not_ready(format!(
-                "cannot reach the API server (asking whether it serves {what}): {e}"
-            ));
-        })
-        .await
-        .unwrap_or(false)
-}
-
-/// A watch of a kind gputopo can do without: an empty store when `watch`
-/// is false, or (saying `missing` once) when the API server does not serve
-/// the kind.
-async fn optional<K>(
-    client: &kube::Client,
-    watch: bool,
-    what: &'static str,
-    missing: &'static str,
-    on_event: &(impl Fn(bool) + Clone + Send + 'static),
-    readiness: &Readiness,
-) -> Store<Checked<K>>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::Scope: Send + Sync,
-{
-    let api = Api::<Checked<K>>::all(client.clone());
-    if !watch {
-        empty_store()
-    } else if served(&api, what, readiness).await {
-        reflect(api, what, on_event.clone(), always, None, trim_meta)
-    } else {
-        info!("{missing}");
-        empty_store()
-    }
-}
-
-/// A built-in kind's watch when `watch.0` (the secondary scheduler), else
-/// an empty store. Changes wake the cycle: they change default spreading
-/// or what a pod's volumes need.
-fn owned<K>(
-    client: &kube::Client,
-    (watch, what): (bool, &'static str),
-    on_event: &(impl Fn(bool) + Clone + Send + 'static),
-) -> Store<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::Scope: Send + Sync,
-{
-    if watch {
-        reflect(
-            Api::all(client.clone()),
-            what,
-            on_event.clone(),
-            always,
-            None,
-            trim_meta,
-        )
-    } else {
-        empty_store()
-    }
-}
-
-/// An empty, synced store, for a resource not watched.
-fn empty_store<K>() -> Store<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    store
-}
-
-/// Watch retries: 500 ms doubling to 5 s, jittered, reset after 30 s
-/// without an error. kube-runtime's default (client-go's: 0.8 s doubling to
-/// 30 s, reset after 2 minutes) can leave 13 s between the API server's
-/// return after an outage of a few seconds and the next list, most of the
-/// 15 s the scheduler has to be scheduling again (the fault runs,
-/// docs/benchmarks/faults-and-soak.md). While the API server is down this
-/// is one attempt per watch every 5 s at most.
-fn watch_backoff() -> ResetTimerBackoff<ExponentialBackoff> {
-    let exponential = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_secs(5))
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times();
-    ResetTimerBackoff::new(exponential.into(), Duration::from_secs(30))
-}
-
-/// Starts a reflector for `api` feeding a store; every event calls
-/// `on_event(changes(&event))`. Watch errors are logged and retried with
-/// [`watch_backoff`].
-pub fn reflect<K>(
-    api: Api<K>,
-    what: &'static str,
-    on_event: impl Fn(bool) + Send + 'static,
-    changes: fn(&watcher::Event<K>) -> bool,
-    feed: Option<&ChangeFeed<K>>,
-    trim: fn(&mut K),
-) -> Store<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store();
-    // Stored without what the scheduler never reads (`trim.rs`).
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .backoff(watch_backoff())
-            .modify(trim),
-    );
-    let feed = feed.cloned();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(e) => {
-                    // The reflector applied `e` to the store before
-                    // yielding it: recorded after, as the feed requires.
-                    if let Some(feed) = &feed {
-                        feed.record(&e);
-                    }
-                    on_event(changes(&e));
-                }
-                Err(e) => warn!(watch = what, error = %e, "watch error; retrying with backoff"),
-            }
-        }
-    });
-    store
-}
-
-/// Whether a pod event may change the cluster a decision sees: a pending
-/// pod's update frees and takes nothing; a bound one's (finished, resized)
-/// or any deletion may.
-pub fn pod_changes_cluster(e: &watcher::Event<Pod>) -> bool {
-    match e {
-        watcher::Event::Apply(p) => p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty()),
-        _ => true,
-    }
-}
-
-pub fn always<K>(_: &watcher::Event<K>) -> bool {
-    true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[tokio::test]
-    async fn watch_retries_start_within_a_second_and_never_wait_past_ten() {
-        let mut backoff = watch_backoff();
-        let delays: Vec<Duration> = (0..12).map(|_| backoff.next().expect("no limit")).collect();
-        assert!(delays[0] <= Duration::from_secs(1), "{delays:?}");
-        // 5 s at most, and the jitter adds at most as much again.
-        assert!(
-            delays.iter().all(|d| *d <= Duration::from_secs(10)),
-            "{delays:?}"
-        );
-        assert!(
-            delays[11] >= Duration::from_secs(5),
-            "it does grow: {delays:?}"
-        );
-    }
-
-    fn pod(node: Option<&str>) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "p", "namespace": "n"},
-            "spec": {"nodeName": node, "containers": []}
-        }))
-        .expect("a pod")
-    }
-
-    #[test]
-    fn only_bound_pods_and_deletions_change_the_cluster() {
-        assert!(!pod_changes_cluster(&watcher::Event::Apply(pod(None))));
-        assert!(pod_changes_cluster(&watcher::Event::Apply(pod(Some("n1")))));
-        assert!(pod_changes_cluster(&watcher::Event::Delete(pod(None))));
-        assert!(pod_changes_cluster(&watcher::Event::InitDone));
     }
 }
