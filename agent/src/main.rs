@@ -49,7 +49,7 @@ enum Command {
     /// Record what NVML or AMD SMI, the vendor's tools and sysfs say on this node into one fixture file.
     Record(RecordArgs),
     /// Run as the node daemon: publish labels and the GpuTopology, keep them current.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// Where the agent looks: exactly one of NVML, AMD SMI, saved tool texts, or a recording.
@@ -251,7 +251,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Discover(args) => discover(args),
         Command::Record(args) => record_node(args),
-        Command::Run(args) => run_daemon(args),
+        Command::Run(args) => run_daemon(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -434,7 +434,7 @@ fn run_daemon(args: RunArgs) -> Result<()> {
         max_backoff: args.max_backoff,
         scan_timeout: args.scan_timeout,
         allocations_heartbeat: args.pod_resources.heartbeat,
-        link_devices: args.link_devices.link_devices.then(|| LinkPluginPaths {
+        link_devices: args.link_devices.link_devices.then_some(LinkPluginPaths {
             plugins_dir: args.link_devices.plugins_dir,
             registry_dir: args.link_devices.registry_dir,
         }),

@@ -8,5 +8,6 @@
 pub mod amd_smi;
 pub mod nvidia_smi;
 pub mod nvml;
+pub mod pcie_path;
 pub mod recording;
 pub mod sysfs;

@@ -21,7 +21,9 @@
 
 use crate::backend::amd_smi::{self, AmdSmiAnswers, AmdSmiError, AmdSmiSource};
 use crate::backend::nvml::{NvmlAnswers, NvmlError, NvmlSource, facts_from_answers};
-use crate::backend::sysfs::{HostFacts, RealSysfs, RecordedSysfs, SysfsDevice, SysfsSource};
+use crate::backend::sysfs::{
+    HostFacts, RealSysfs, RecordedSysfs, SysfsDevice, SysfsNic, SysfsSource,
+};
 use crate::facts::NodeFacts;
 use gputopo_api::TopologySource;
 use serde::{Deserialize, Serialize};
@@ -77,9 +79,12 @@ pub struct Recording {
     /// Command line → verbatim stdout. A command that failed is absent.
     #[serde(default)]
     pub commands: BTreeMap<String, String>,
-    /// Canonical PCI bus id → what sysfs said.
+    /// Canonical PCI bus id → what sysfs said (GPUs and RDMA NICs).
     #[serde(default)]
     pub sysfs: BTreeMap<String, SysfsDevice>,
+    /// The RDMA devices sysfs lists (`/sys/class/infiniband`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rdma_nics: Vec<SysfsNic>,
 }
 
 /// A recording could not be read, written or replayed. Each names the file (or
@@ -305,12 +310,15 @@ pub fn record(
     if let Some(a) = &answers {
         bus_ids.extend(a.devices.iter().filter_map(|d| d.pci_bus_id.clone()));
     }
+    let rdma_nics = sysfs.rdma_nics();
+    bus_ids.extend(rdma_nics.iter().map(|n| n.pci_bus_id.clone()));
     let sysfs_map = bus_ids
         .into_iter()
         .map(|bus| {
             let dev = SysfsDevice {
                 numa_node: sysfs.numa_node(&bus),
                 local_cpulist: sysfs.local_cpulist(&bus),
+                pci_path: sysfs.pci_path(&bus),
             };
             (bus, dev)
         })
@@ -328,6 +336,7 @@ pub fn record(
         amd_smi_error,
         commands,
         sysfs: sysfs_map,
+        rdma_nics,
     }
 }
 
@@ -355,7 +364,7 @@ pub fn replay_nvml(rec: &Recording) -> Result<NodeFacts, RecordingError> {
             .clone()
             .unwrap_or_else(|| "nvml is null".to_string()),
     })?;
-    let sysfs = RecordedSysfs::new(&rec.sysfs);
+    let sysfs = RecordedSysfs::new(&rec.sysfs).with_nics(&rec.rdma_nics);
     facts_from_answers(answers, &sysfs, TopologySource::Fixture).map_err(|source| {
         RecordingError::Nvml {
             node: rec.node_name.clone(),

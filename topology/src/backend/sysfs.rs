@@ -27,6 +27,25 @@ pub trait SysfsSource {
     /// The CPUs local to the device as a canonical cpulist (`0-31,64-95`);
     /// `None` when unknown or empty.
     fn local_cpulist(&self, pci_bus_id: &str) -> Option<String>;
+    /// The device's place in the PCI tree: its path under `/sys/devices`
+    /// (`pci0000:80/0000:80:01.0/…/0000:8a:00.0`); `None` when unknown.
+    fn pci_path(&self, _pci_bus_id: &str) -> Option<String> {
+        None
+    }
+    /// The RDMA devices (`/sys/class/infiniband`), by name.
+    fn rdma_nics(&self) -> Vec<SysfsNic> {
+        Vec::new()
+    }
+}
+
+/// An RDMA device and the PCI function behind it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SysfsNic {
+    /// `mlx5_0`, as `nvidia-smi topo -m`'s NIC legend names it.
+    pub name: String,
+    /// Canonical PCI bus id.
+    pub pci_bus_id: String,
 }
 
 /// Reads a sysfs tree. `root` is `/sys` on a real node and a temporary directory
@@ -88,6 +107,31 @@ impl SysfsSource for RealSysfs {
         let text = read_trimmed(&self.device_dir(pci_bus_id)?.join("local_cpulist"))?;
         normalize_cpulist(&text)
     }
+
+    fn pci_path(&self, pci_bus_id: &str) -> Option<String> {
+        // bus/pci/devices/<id> links to ../../../devices/pci…/…/<id>.
+        let device = std::fs::canonicalize(self.device_dir(pci_bus_id)?).ok()?;
+        let devices = std::fs::canonicalize(self.root.join("devices")).ok()?;
+        Some(device.strip_prefix(devices).ok()?.to_str()?.to_string())
+    }
+
+    fn rdma_nics(&self) -> Vec<SysfsNic> {
+        let Ok(entries) = std::fs::read_dir(self.root.join("class/infiniband")) else {
+            return Vec::new();
+        };
+        let mut out: Vec<SysfsNic> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let device = std::fs::canonicalize(entry.path().join("device")).ok()?;
+                Some(SysfsNic {
+                    name: entry.file_name().to_str()?.to_string(),
+                    pci_bus_id: canonical_pci_bus_id(device.file_name()?.to_str()?)?,
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    }
 }
 
 /// What sysfs said about one PCI device, as a recording stores it.
@@ -96,12 +140,16 @@ impl SysfsSource for RealSysfs {
 pub struct SysfsDevice {
     pub numa_node: Option<i32>,
     pub local_cpulist: Option<String>,
+    /// Its path under `/sys/devices` (recordings before NICs were read lack it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_path: Option<String>,
 }
 
 /// Recorded sysfs answers keyed by canonical PCI bus id (replay and tests).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordedSysfs {
     pub devices: BTreeMap<String, SysfsDevice>,
+    pub nics: Vec<SysfsNic>,
 }
 
 impl RecordedSysfs {
@@ -119,7 +167,14 @@ impl RecordedSysfs {
                     )
                 })
                 .collect(),
+            nics: Vec::new(),
         }
+    }
+
+    /// With the RDMA devices the recording lists.
+    pub fn with_nics(mut self, nics: &[SysfsNic]) -> RecordedSysfs {
+        self.nics = nics.to_vec();
+        self
     }
 
     fn get(&self, pci_bus_id: &str) -> Option<&SysfsDevice> {
@@ -134,6 +189,14 @@ impl SysfsSource for RecordedSysfs {
 
     fn local_cpulist(&self, pci_bus_id: &str) -> Option<String> {
         normalize_cpulist(self.get(pci_bus_id)?.local_cpulist.as_deref()?)
+    }
+
+    fn pci_path(&self, pci_bus_id: &str) -> Option<String> {
+        self.get(pci_bus_id)?.pci_path.clone()
+    }
+
+    fn rdma_nics(&self) -> Vec<SysfsNic> {
+        self.nics.clone()
     }
 }
 
@@ -413,6 +476,7 @@ mod tests {
             SysfsDevice {
                 numa_node: Some(0),
                 local_cpulist: Some("0-19,40-59".into()),
+                ..SysfsDevice::default()
             },
         );
         let sysfs = RecordedSysfs::new(&map);

@@ -5,6 +5,7 @@ use super::answers::{
     RemoteDeviceType, TopologyLevel,
 };
 use super::{NvmlError, NvmlSource};
+use crate::backend::pcie_path::nic_facts;
 use crate::backend::sysfs::{SysfsSource, canonical_pci_bus_id, format_cpulist, parse_cpulist};
 use crate::facts::{GpuFacts, NodeFacts, NvLinkFact, PairFact, RemoteEnd};
 use gputopo_api::{GpuFabric, GpuVendor, LinkClass, TopologySource};
@@ -51,6 +52,8 @@ pub fn facts_from_answers(
             gpu_pairs.push(PairFact::new(a, b, class));
         }
     }
+    // NVML says nothing of NICs; sysfs says where they sit.
+    let nics = nic_facts(&gpus, sysfs);
     Ok(NodeFacts {
         source,
         vendor: Some(GpuVendor::Nvidia),
@@ -58,7 +61,7 @@ pub fn facts_from_answers(
         cuda_version: answers.cuda_driver_version.and_then(cuda_version_text),
         gpus,
         gpu_pairs,
-        nics: Vec::new(),
+        nics,
     })
 }
 
@@ -363,6 +366,7 @@ mod tests {
                 SysfsDevice {
                     numa_node: Some(node),
                     local_cpulist: Some(cpus.to_string()),
+                    ..SysfsDevice::default()
                 },
             );
         }

@@ -46,6 +46,13 @@
 //! not the CPU node the scheduler needs. CPU affinity is NVML's
 //! `nvmlDeviceGetCpuAffinity`, else sysfs's `local_cpulist`.
 //!
+//! # NICs
+//!
+//! NVML names no NIC. The RDMA devices come from sysfs
+//! (`/sys/class/infiniband`), each linked to every GPU by where both sit in
+//! the PCI tree (`backend::pcie_path`), in `topo -m`'s words; where a GPU's or
+//! a NIC's place is unknown, no NIC is published rather than a guessed link.
+//!
 //! # Optional and must-have answers
 //!
 //! A query that answers NotSupported/NotFound (or whose symbol this driver
