@@ -61,10 +61,7 @@ pub struct Watches {
     leader_worker_sets: Store<Checked<LeaderWorkerSet>>,
     /// `resource.k8s.io/v1`: the secondary scheduler allocates claims from
     /// them; the extender judges claims' fit per node (both modes).
-    slices: Store<Checked<ResourceSlice>>,
-    claims: Store<Checked<ResourceClaim>>,
-    classes: Store<Checked<DeviceClass>>,
-    taint_rules: Store<Checked<DeviceTaintRule>>,
+    dra: DraStores,
     invalid: InvalidReport,
     /// What changed since the cycle last drained them (`change_feed.rs`).
     pod_changes: ChangeFeed<Pod>,
@@ -72,6 +69,42 @@ pub struct Watches {
     topology_changes: ChangeFeed<Checked<GpuTopology>>,
     /// The unreadable `GpuTopology` objects by name, as of the last read.
     invalid_topologies: std::sync::Mutex<std::collections::BTreeMap<String, InvalidObject>>,
+}
+
+/// The `resource.k8s.io/v1` stores (each empty where not served).
+struct DraStores {
+    slices: Store<Checked<ResourceSlice>>,
+    claims: Store<Checked<ResourceClaim>>,
+    classes: Store<Checked<DeviceClass>>,
+    taint_rules: Store<Checked<DeviceTaintRule>>,
+}
+
+impl DraStores {
+    async fn start(
+        client: &kube::Client,
+        on_event: &(impl Fn(bool) + Clone + Send + 'static),
+        readiness: &Readiness,
+    ) -> DraStores {
+        const NO_DRA: &str = "resource.k8s.io/v1 is not served (Kubernetes 1.34+); pods with ResourceClaims wait until a restart after it is";
+        let slices = optional(client, true, "ResourceSlice", NO_DRA, on_event, readiness).await;
+        let claims = optional(client, true, "ResourceClaim", NO_DRA, on_event, readiness).await;
+        let classes = optional(client, true, "DeviceClass", NO_DRA, on_event, readiness).await;
+        let taint_rules = optional(
+            client,
+            true,
+            "DeviceTaintRule",
+            "devicetaintrules.resource.k8s.io/v1 is not served (the DRADeviceTaintRules feature, Kubernetes 1.37); only taints in ResourceSlices are honoured until a restart after it is",
+            on_event,
+            readiness,
+        )
+        .await;
+        DraStores {
+            slices,
+            claims,
+            classes,
+            taint_rules,
+        }
+    }
 }
 
 impl Watches {
@@ -143,19 +176,7 @@ impl Watches {
             readiness,
         )
         .await;
-        const NO_DRA: &str = "resource.k8s.io/v1 is not served (Kubernetes 1.34+); pods with ResourceClaims wait until a restart after it is";
-        let slices = optional(client, true, "ResourceSlice", NO_DRA, &on_event, readiness).await;
-        let claims = optional(client, true, "ResourceClaim", NO_DRA, &on_event, readiness).await;
-        let classes = optional(client, true, "DeviceClass", NO_DRA, &on_event, readiness).await;
-        let taint_rules = optional(
-            client,
-            true,
-            "DeviceTaintRule",
-            "devicetaintrules.resource.k8s.io/v1 is not served (the DRADeviceTaintRules feature, Kubernetes 1.37); only taints in ResourceSlices are honoured until a restart after it is",
-            &on_event,
-            readiness,
-        )
-        .await;
+        let dra = DraStores::start(client, &on_event, readiness).await;
         let owner = |what: &'static str| (secondary, what);
         Watches {
             services: owned(client, owner("Service"), &on_event),
@@ -199,10 +220,7 @@ impl Watches {
             upstream_groups,
             jobsets,
             leader_worker_sets,
-            slices,
-            claims,
-            classes,
-            taint_rules,
+            dra,
             invalid: InvalidReport::new(invalid),
             pod_changes,
             node_changes,
@@ -301,10 +319,10 @@ impl Watches {
     pub fn dra(&self) -> (DraObjects, Vec<InvalidObject>) {
         let mut invalid = Vec::new();
         let dra = DraObjects {
-            slices: self.usable("ResourceSlice", &self.slices, &mut invalid),
-            claims: self.usable("ResourceClaim", &self.claims, &mut invalid),
-            classes: self.usable("DeviceClass", &self.classes, &mut invalid),
-            taint_rules: self.usable("DeviceTaintRule", &self.taint_rules, &mut invalid),
+            slices: self.usable("ResourceSlice", &self.dra.slices, &mut invalid),
+            claims: self.usable("ResourceClaim", &self.dra.claims, &mut invalid),
+            classes: self.usable("DeviceClass", &self.dra.classes, &mut invalid),
+            taint_rules: self.usable("DeviceTaintRule", &self.dra.taint_rules, &mut invalid),
         };
         (dra, invalid)
     }
@@ -350,12 +368,18 @@ impl Watches {
                 "LeaderWorkerSet",
                 Box::pin(self.leader_worker_sets.wait_until_ready()),
             ),
-            ("ResourceSlice", Box::pin(self.slices.wait_until_ready())),
-            ("ResourceClaim", Box::pin(self.claims.wait_until_ready())),
-            ("DeviceClass", Box::pin(self.classes.wait_until_ready())),
+            (
+                "ResourceSlice",
+                Box::pin(self.dra.slices.wait_until_ready()),
+            ),
+            (
+                "ResourceClaim",
+                Box::pin(self.dra.claims.wait_until_ready()),
+            ),
+            ("DeviceClass", Box::pin(self.dra.classes.wait_until_ready())),
             (
                 "DeviceTaintRule",
-                Box::pin(self.taint_rules.wait_until_ready()),
+                Box::pin(self.dra.taint_rules.wait_until_ready()),
             ),
         ];
         if let Some(s) = &self.storage {
