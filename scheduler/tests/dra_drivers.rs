@@ -236,6 +236,32 @@ async fn gpus_nics_on_one_pcie_root_and_an_imex_channel_as_kube_scheduler_alloca
     let ours = bound(&pods, "ours", &s).await;
     let (our_node, gpus) = check(&client, &ns, &ours, "gputopo").await;
     assert_eq!(our_node, node);
+    // The Scheduled event names every claim's devices, whatever the driver.
+    let scheduled = wait_for(
+        "gputopo's Scheduled event",
+        Duration::from_secs(30),
+        || async {
+            events(&client, &ns, "ours", "Scheduled")
+                .await
+                .first()
+                .map(note)
+        },
+        || s.log(),
+    )
+    .await;
+    for claim in allocated_claims(&client, &ns, &ours).await {
+        let claim_name = claim.metadata.name.clone().unwrap_or_default();
+        for r in claim
+            .status
+            .and_then(|s| s.allocation)
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .unwrap_or_default()
+        {
+            let named = format!("{claim_name}: {}/{}/{}", r.driver, r.pool, r.device);
+            assert!(scheduled.contains(&named), "{named} in {scheduled}");
+        }
+    }
     // The pod's GPU annotation names the claim's GPUs.
     let mut annotated: Vec<String> = gpus_of(&ours).iter().map(|g| format!("gpu-{g}")).collect();
     annotated.sort();
