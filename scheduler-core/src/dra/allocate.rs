@@ -426,7 +426,7 @@ impl DraPod {
                 let plan = &claim.requests[c.request];
                 for &d in &split.others[i] {
                     let d = &devices.devices[d];
-                    let mut result = result_for(&plan.name, &d.id, &plan.tolerations);
+                    let mut result = result_for(&plan.name, d, &plan.tolerations);
                     if d.multi {
                         share(&mut result, d, &plan.capacity, &claim.key, results.len());
                     }
@@ -444,7 +444,7 @@ impl DraPod {
                     let Some(d) = devices.device_on(gpu) else {
                         continue;
                     };
-                    results.push(result_for(&plan.name, &d.id, &plan.tolerations));
+                    results.push(result_for(&plan.name, d, &plan.tolerations));
                     assigned.push(AssignedDevice {
                         request: plan.name.clone(),
                         device: d.id.clone(),

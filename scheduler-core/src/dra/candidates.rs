@@ -176,9 +176,9 @@ pub(super) fn candidates(
         if inventory.is_busy(d) || d.gpu.is_some_and(|g| held & (1 << g) != 0) {
             busy += 1;
             unusable.get_or_insert((d, "allocated to another claim or held by the scheduler"));
-        } else if d.binding_conditions || !tolerated(d, &plan.tolerations) {
+        } else if !tolerated(d, &plan.tolerations) {
             tainted += 1;
-            unusable.get_or_insert((d, "tainted (or has binding conditions)"));
+            unusable.get_or_insert((d, "tainted"));
         } else if let Some(gpu) = d.gpu {
             mask |= 1 << gpu;
         } else if d.is_other() {

@@ -173,7 +173,8 @@ mod tests {
             partition: false,
             parent_gpu: None,
             multi: true,
-            binding_conditions: false,
+            binding_conditions: vec![],
+            binding_failure_conditions: vec![],
         }
     }
 

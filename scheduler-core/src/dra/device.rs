@@ -61,8 +61,11 @@ pub struct DraDevice {
     /// `allowMultipleAllocations`: shared by claims up to its capacities,
     /// allocated beside the GPU set like other drivers' devices.
     pub multi: bool,
-    /// The device has binding conditions (not allocated by gputopo).
-    pub binding_conditions: bool,
+    /// `bindingConditions` and `bindingFailureConditions` (KEP-5007):
+    /// copied into the allocation result; the pod binds once the driver
+    /// has set every binding condition `True` (see `dra::binding`).
+    pub binding_conditions: Vec<String>,
+    pub binding_failure_conditions: Vec<String>,
 }
 
 impl DraDevice {

@@ -153,10 +153,11 @@ impl DraInventory {
                     partition: false,
                     parent_gpu: None,
                     multi: device.allow_multiple_allocations == Some(true),
-                    binding_conditions: device
-                        .binding_conditions
-                        .as_ref()
-                        .is_some_and(|c| !c.is_empty()),
+                    binding_conditions: device.binding_conditions.clone().unwrap_or_default(),
+                    binding_failure_conditions: device
+                        .binding_failure_conditions
+                        .clone()
+                        .unwrap_or_default(),
                 };
                 d.partition = gpu_driver
                     && !d.multi

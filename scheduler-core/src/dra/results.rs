@@ -3,7 +3,7 @@
 //! capacity and share id; and the node selector that pins node-local
 //! devices.
 
-use super::device::{DeviceId, DraDevice};
+use super::device::DraDevice;
 use gputopo_api::k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
 };
@@ -15,15 +15,19 @@ use std::collections::BTreeMap;
 
 pub(super) fn result_for(
     request: &str,
-    id: &DeviceId,
+    device: &DraDevice,
     tolerations: &[DeviceToleration],
 ) -> DeviceRequestAllocationResult {
+    let id = &device.id;
+    let listed = |c: &Vec<String>| (!c.is_empty()).then(|| c.clone());
     DeviceRequestAllocationResult {
         request: request.to_string(),
         driver: id.driver.clone(),
         pool: id.pool.clone(),
         device: id.device.clone(),
         tolerations: (!tolerations.is_empty()).then(|| tolerations.to_vec()),
+        binding_conditions: listed(&device.binding_conditions),
+        binding_failure_conditions: listed(&device.binding_failure_conditions),
         ..DeviceRequestAllocationResult::default()
     }
 }

@@ -19,6 +19,9 @@ pub enum Outcome {
     /// A gang member: the gang is incomplete (members missing or its
     /// PodGroup not there yet), so none is placed.
     WaitingForGang { message: String },
+    /// Its claims are allocated and reserved; the driver has not yet set
+    /// every binding condition of their devices (KEP-5007).
+    WaitingForDevices { message: String },
     /// A gang member whose gang has waited longer than its schedule timeout.
     GangTimedOut { message: String },
     /// The pod's spec or `gputopo.dev/` annotations cannot be read.
@@ -48,7 +51,7 @@ impl Outcome {
             Outcome::Scheduled(_) => "scheduled",
             Outcome::Unschedulable { .. } => "unschedulable",
             Outcome::Preempting { .. } => "preempting",
-            Outcome::WaitingForGang { .. } => "waiting",
+            Outcome::WaitingForGang { .. } | Outcome::WaitingForDevices { .. } => "waiting",
             Outcome::GangTimedOut { .. } => "timeout",
             Outcome::Invalid { .. } => "invalid",
             Outcome::PreemptionFailed { .. } | Outcome::BindFailed(_) => "error",
@@ -63,6 +66,7 @@ impl Outcome {
             Outcome::Unschedulable { message }
             | Outcome::Preempting { message }
             | Outcome::WaitingForGang { message }
+            | Outcome::WaitingForDevices { message }
             | Outcome::GangTimedOut { message }
             | Outcome::Invalid { message }
             | Outcome::PreemptionFailed { message } => Some(message.clone()),
@@ -127,6 +131,7 @@ mod tests {
             Outcome::Unschedulable { message: m() },
             Outcome::Preempting { message: m() },
             Outcome::WaitingForGang { message: m() },
+            Outcome::WaitingForDevices { message: m() },
             Outcome::GangTimedOut { message: m() },
             Outcome::Invalid { message: m() },
             Outcome::PreemptionFailed { message: m() },

@@ -158,6 +158,12 @@ impl Cycle {
                 }
                 return;
             }
+            GangStep::BindClaims(placed) if self.any_binding_conditions(work, &placed) => {
+                // Not yet: a gang bound member by member while some wait.
+                Outcome::Unschedulable {
+                    message: "the gang's claims would take devices with binding conditions (KEP-5007); gputopo places such devices for single pods only, not yet for gangs".to_string(),
+                }
+            }
             GangStep::BindClaims(placed) => {
                 let placements: Vec<_> = placed.iter().map(|d| d.placement.clone()).collect();
                 let members = attempt.unit.members.clone();

@@ -21,7 +21,7 @@ use crate::cycle::holds::Holds;
 use crate::cycle::work::{Member, Work};
 use crate::cycle::writes::WriteError;
 use crate::cycle::{Cycle, Outcome};
-use gputopo_scheduler_core::dra::{DraFit, ExtendedClaim};
+use gputopo_scheduler_core::dra::{BindingState, DraFit, ExtendedClaim};
 use gputopo_scheduler_core::dra_schedule::DraPlacement;
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus;
@@ -104,10 +104,23 @@ pub enum ClaimBindStep {
     Release { write: ClaimWrite, allocated: bool },
     /// Bind the member; answer with [`ClaimBinds::bound`].
     Bind { member: usize, placement: Placement },
+    /// The member's claims are written and wait for their devices'
+    /// binding conditions: hold them, do not bind; answer with
+    /// [`ClaimBinds::waiting`].
+    Wait { member: usize, message: String },
     /// The member's attempt ends with this outcome.
     Finish { member: usize, outcome: Outcome },
     /// Every write made.
     Done,
+}
+
+/// Where one member's claims stand with their devices' binding conditions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemberBinding {
+    pub state: BindingState,
+    /// `namespace/name` of its claims whose devices have binding
+    /// conditions: deallocated when the conditions fail.
+    pub conditional: std::collections::BTreeSet<String>,
 }
 
 /// Writes the claims of every pod (one, or a gang's members), then binds
@@ -122,6 +135,8 @@ pub struct ClaimBinds {
     written: Vec<Vec<(ClaimWrite, bool)>>,
     /// Steps that need no answer, taken before the next.
     queued: VecDeque<ClaimBindStep>,
+    /// Per member, where its claims stand with their binding conditions.
+    states: Vec<MemberBinding>,
     /// The member and claim being written, or the member being bound.
     member: usize,
     claim: usize,
@@ -133,6 +148,7 @@ impl ClaimBinds {
     pub fn new(members: Vec<Member>, placed: Vec<DraPlacement>) -> ClaimBinds {
         ClaimBinds {
             written: vec![Vec::new(); members.len()],
+            states: vec![MemberBinding::default(); members.len()],
             members,
             placed,
             queued: VecDeque::new(),
@@ -141,6 +157,13 @@ impl ClaimBinds {
             binding: false,
             over: false,
         }
+    }
+
+    /// Where each member's claims stand with their binding conditions
+    /// (all `Ready` unless said).
+    pub fn with_states(mut self, states: Vec<MemberBinding>) -> ClaimBinds {
+        self.states = states;
+        self
     }
 
     /// The member a step names.
@@ -173,13 +196,65 @@ impl ClaimBinds {
             self.member = 0;
         }
         if self.member < n {
-            return ClaimBindStep::Bind {
-                member: self.member,
-                placement: self.placed[self.member].placement.clone(),
-            };
+            let i = self.member;
+            let state = self.states.get(i).map(|s| s.state.clone());
+            match state.unwrap_or(BindingState::Ready) {
+                BindingState::Ready => {
+                    return ClaimBindStep::Bind {
+                        member: i,
+                        placement: self.placed[i].placement.clone(),
+                    };
+                }
+                BindingState::Waiting(message) => {
+                    return ClaimBindStep::Wait { member: i, message };
+                }
+                BindingState::Failed(message) => {
+                    // Give the devices up: the claims carrying binding
+                    // conditions were allocated for this pod and are
+                    // deallocated, as upstream's PreBind failure does.
+                    warn!(pod = %self.placed[i].placement.pod, %message, "binding conditions failed; releasing the pod's claims");
+                    let releases: Vec<ClaimBindStep> = self.written[i]
+                        .iter()
+                        .rev()
+                        .map(|(write, allocated)| ClaimBindStep::Release {
+                            write: write.clone(),
+                            allocated: *allocated || self.waits_on(i, write),
+                        })
+                        .collect();
+                    self.queued.extend(releases);
+                    self.queued.push_back(ClaimBindStep::Finish {
+                        member: i,
+                        outcome: Outcome::Unschedulable {
+                            message: format!("0/1 nodes are available: {message}; the claims are deallocated and the pod tried again"),
+                        },
+                    });
+                    self.member += 1;
+                    return self.step();
+                }
+            }
         }
         self.over = true;
         ClaimBindStep::Done
+    }
+
+    /// Whether member `i`'s claim `write` holds devices with binding conditions.
+    fn waits_on(&self, i: usize, write: &ClaimWrite) -> bool {
+        self.states
+            .get(i)
+            .is_some_and(|s| s.conditional.contains(&write.target()))
+    }
+
+    /// The answer to [`ClaimBindStep::Wait`]: the claims are held (their
+    /// devices busy for every later decision) and the pod waits, unbound.
+    pub fn waiting(&mut self, holds: &mut Holds, work: &mut Work<'_>, message: String) {
+        let i = self.member;
+        assume_claims(holds, work, &self.placed[i].fit, &self.written[i]);
+        info!(pod = %self.placed[i].placement.pod, %message, "claims written; waiting for binding conditions");
+        self.queued.push_back(ClaimBindStep::Finish {
+            member: i,
+            outcome: Outcome::WaitingForDevices { message },
+        });
+        self.member += 1;
     }
 
     /// The answer to [`ClaimBindStep::Reserve`] of `write`.

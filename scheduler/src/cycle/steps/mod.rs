@@ -25,7 +25,7 @@ mod pod;
 mod preempt;
 mod statuses;
 
-pub(super) use binds::{ClaimBindStep, ClaimBinds, ExtendedBind, ExtendedStep};
+pub(super) use binds::{ClaimBindStep, ClaimBinds, ExtendedBind, ExtendedStep, MemberBinding};
 pub(super) use due::{DueStep, Finish};
 pub(super) use gang::GangStep;
 pub(super) use pod::PodStep;
