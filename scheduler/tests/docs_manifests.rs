@@ -285,8 +285,19 @@ fn check(doc: &Doc, all: &[Doc], scheduler: &str) -> Vec<(String, String, u32)> 
                 spec: t.spec.as_ref().and_then(|s| s.spec.clone()),
                 status: None,
             };
-            gputopo_scheduler_core::dra::DraPod::new(at, &[&claim], [&nvidia_class()])
+            // The classes: NVIDIA's, every class the docs define, and
+            // dranet's RDMA class as dranet defines it.
+            let mut classes = vec![nvidia_class(), rdma_class()];
+            classes.extend(
+                all.iter()
+                    .filter(|d| d.kind() == ("resource.k8s.io/v1", "DeviceClass"))
+                    .map(|d| strict::<DeviceClass>(&d.value, &d.at, "DeviceClass")),
+            );
+            gputopo_scheduler_core::dra::DraPod::new(at, &[&claim], classes.iter())
                 .unwrap_or_else(|e| panic!("{at}: the scheduler refuses the claim: {e}"));
+        }
+        ("resource.k8s.io/v1", "DeviceClass") => {
+            strict::<DeviceClass>(v, at, kind);
         }
         ("v1", "ConfigMap") => {
             let cm = strict::<ConfigMap>(v, at, kind);
@@ -584,6 +595,15 @@ fn the_operator_page_names_every_scheduler_metric_and_no_other() {
 }
 
 /// NVIDIA's DRA driver's DeviceClass, which the docs' claims name.
+/// dranet's RDMA class, as its NVIDIA guide writes it.
+fn rdma_class() -> DeviceClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": "dranet-rdma"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true"}}]}
+    }))
+    .expect("a class")
+}
+
 fn nvidia_class() -> DeviceClass {
     serde_json::from_value(json!({
         "metadata": {"name": "gpu.nvidia.com"},

@@ -114,6 +114,25 @@ fn link_devices_mount_the_kubelets_plugin_directories_where_the_kubelet_dials() 
         .filter_map(|d| d["metadata"]["name"].as_str())
         .collect();
     assert_eq!(classes, ["gpu-link.gputopo.dev", "nic-link.gputopo.dev"]);
+    // The classes the DRA contract page shows are the chart's.
+    let page =
+        std::fs::read_to_string(super::root().join("docs/contract/dra.md")).expect("the page");
+    let documented: Vec<Value> = page
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .flat_map(|b| b.split("\n---\n").map(str::to_owned).collect::<Vec<_>>())
+        .filter_map(|d| serde_yaml::from_str::<Value>(&d).ok())
+        .filter(|d| d["kind"] == "DeviceClass")
+        .collect();
+    assert_eq!(documented.len(), 2, "the page shows both classes");
+    for d in &documented {
+        let rendered = docs
+            .iter()
+            .find(|r| r["kind"] == "DeviceClass" && r["metadata"]["name"] == d["metadata"]["name"])
+            .expect("the chart renders it");
+        assert_eq!(rendered["spec"], d["spec"], "{}", d["metadata"]["name"]);
+    }
     // Off (the default): none of it.
     let docs = render_ok(RELEASE, NAMESPACE, None);
     let ds = find(&docs, "DaemonSet").expect("the DaemonSet");
