@@ -160,15 +160,18 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-#[tokio::test]
-#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
-async fn the_agent_may_publish_its_own_node_and_nothing_else() {
+/// The agent's RBAC and admission policy from `daemonset/`, nodes
+/// `<prefix>-a` and `<prefix>-b`, and the agent's client on node A.
+async fn two_nodes(prefix: &str) -> (&'static TestEnv, kube::Client, String, String, kube::Client) {
     let env = TestEnv::shared().await;
     let admin = env.client().await;
     create_manifest(&admin, "daemonset/agent-rbac.yaml").await;
     create_manifest(&admin, "daemonset/agent-admission-policy.yaml").await;
     let nodes: Api<Node> = Api::all(admin.clone());
-    let (a, b) = (env.unique_name("node-a"), env.unique_name("node-b"));
+    let (a, b) = (
+        env.unique_name(&format!("{prefix}-a")),
+        env.unique_name(&format!("{prefix}-b")),
+    );
     for n in [&a, &b] {
         nodes
             .create(
@@ -179,6 +182,14 @@ async fn the_agent_may_publish_its_own_node_and_nothing_else() {
             .expect("node created");
     }
     let agent = agent_client_on(env, &admin, &a).await;
+    (env, admin, a, b, agent)
+}
+
+#[tokio::test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
+async fn the_agent_may_publish_its_own_node_and_nothing_else() {
+    let (_, admin, a, b, agent) = two_nodes("node").await;
+    let nodes: Api<Node> = Api::all(admin.clone());
 
     // Node B with node A's credentials: refused by the admission policy. The
     // policy takes effect once the API server has loaded it, so retry briefly.
@@ -297,22 +308,7 @@ async fn the_agent_may_publish_its_own_node_and_nothing_else() {
 #[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn the_agent_publishes_link_devices_for_its_own_node_only() {
     use k8s_openapi::api::resource::v1::ResourceSlice;
-    let env = TestEnv::shared().await;
-    let admin = env.client().await;
-    create_manifest(&admin, "daemonset/agent-rbac.yaml").await;
-    create_manifest(&admin, "daemonset/agent-admission-policy.yaml").await;
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let (a, b) = (env.unique_name("links-a"), env.unique_name("links-b"));
-    for n in [&a, &b] {
-        nodes
-            .create(
-                &PostParams::default(),
-                &fake_gpu_node(n, 8, &Default::default()),
-            )
-            .await
-            .expect("node created");
-    }
-    let agent = agent_client_on(env, &admin, &a).await;
+    let (_, admin, a, b, agent) = two_nodes("links").await;
     let slices: Api<ResourceSlice> = Api::all(admin.clone());
     let agent_slices: Api<ResourceSlice> = Api::all(agent.clone());
     let found = dgx_a100(&a);

@@ -83,6 +83,43 @@ async fn report(client: &kube::Client, ns: &str, claim: &ResourceClaim, conditio
         .expect("the driver's status");
 }
 
+/// On a node of its own, a pod of `scheduler` with a claim `who` for
+/// `gpus` attachable GPUs; returns the node and the claim once allocated.
+async fn allocated_for(
+    env: &gputopo_testenv::TestEnv,
+    ns: &str,
+    who: &str,
+    scheduler: &str,
+    gpus: u32,
+    log: impl Fn() -> String,
+) -> (String, ResourceClaim) {
+    let client = env.client().await;
+    let group = env.unique_name(&format!("{ns}-{who}"));
+    let node = env.unique_name(&format!("{ns}-{who}-a100"));
+    attachable_node(env, &node, &group).await;
+    named_claim(&client, ns, who, json!({"requests": [request(gpus)]})).await;
+    create(
+        &Api::<Pod>::namespaced(client.clone(), ns),
+        &claim_pod(who, scheduler, &group, who, false),
+    )
+    .await;
+    let claims = Api::<ResourceClaim>::namespaced(client, ns);
+    let claim = wait_for(
+        &format!("{who}: the claim allocated"),
+        Duration::from_secs(90),
+        || async {
+            claims
+                .get(who)
+                .await
+                .ok()
+                .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
+        },
+        log,
+    )
+    .await;
+    (node, claim)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
 async fn a_pod_binds_once_its_devices_binding_conditions_are_true_as_kube_scheduler_does() {
@@ -91,29 +128,11 @@ async fn a_pod_binds_once_its_devices_binding_conditions_are_true_as_kube_schedu
     let client = env.client().await;
     let ns = env.create_namespace("dra-binding").await;
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
-    let claims = Api::<ResourceClaim>::namespaced(client.clone(), &ns);
     let sched = env.unique_name("sched-dra-binding");
     let s = SchedulerProcess::start(env, &sched).await;
     for (who, scheduler) in [("kube", "default-scheduler"), ("ours", sched.as_str())] {
-        let group = env.unique_name(&format!("dra-binding-{who}"));
-        let node = env.unique_name(&format!("dra-binding-{who}-a100"));
-        attachable_node(env, &node, &group).await;
-        named_claim(&client, &ns, who, json!({"requests": [request(2)]})).await;
-        create(&pods, &claim_pod(who, scheduler, &group, who, false)).await;
         // Allocated and reserved, the conditions copied, the pod not yet bound.
-        let claim = wait_for(
-            &format!("{who}: the claim allocated"),
-            Duration::from_secs(90),
-            || async {
-                claims
-                    .get(who)
-                    .await
-                    .ok()
-                    .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
-            },
-            String::new,
-        )
-        .await;
+        let (node, claim) = allocated_for(env, &ns, who, scheduler, 2, || s.log()).await;
         let results = claim
             .status
             .as_ref()
@@ -167,25 +186,7 @@ async fn a_failed_binding_condition_gives_the_devices_up_as_kube_scheduler_does(
     let sched = env.unique_name("sched-dra-binding-failed");
     let s = SchedulerProcess::start(env, &sched).await;
     for (who, scheduler) in [("kube", "default-scheduler"), ("ours", sched.as_str())] {
-        let group = env.unique_name(&format!("dra-binding-failed-{who}"));
-        let node = env.unique_name(&format!("dra-binding-failed-{who}-a100"));
-        attachable_node(env, &node, &group).await;
-        named_claim(&client, &ns, who, json!({"requests": [request(1)]})).await;
-        create(&pods, &claim_pod(who, scheduler, &group, who, false)).await;
-        let allocated = |c: &ResourceClaim| c.status.as_ref().and_then(|s| s.allocation.clone());
-        let claim = wait_for(
-            &format!("{who}: the claim allocated"),
-            Duration::from_secs(90),
-            || async {
-                claims
-                    .get(who)
-                    .await
-                    .ok()
-                    .filter(|c| allocated(c).is_some())
-            },
-            || s.log(),
-        )
-        .await;
+        let (_, claim) = allocated_for(env, &ns, who, scheduler, 1, || s.log()).await;
         report(&client, &ns, &claim, FAILED).await;
         // The failed allocation is given up: the claim is deallocated (and
         // may be allocated afresh, its status.devices gone with the old

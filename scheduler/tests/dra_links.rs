@@ -96,6 +96,24 @@ async fn place(
     .await
 }
 
+/// A linked node of `fixture` for `who`, and the first `taken` GPUs taken
+/// there by a claim of `scheduler`'s: `(node, group, that allocation)`.
+async fn busy_node(
+    env: &gputopo_testenv::TestEnv,
+    ns: &str,
+    who: &str,
+    scheduler: &str,
+    fixture: &str,
+    taken: u32,
+) -> (String, String, Vec<(String, String, String)>) {
+    let group = env.unique_name(&format!("{ns}-{who}"));
+    let node = env.unique_name(&format!("{ns}-{who}-node"));
+    linked_node(env, &node, fixture, &group).await;
+    let claim = json!({"requests": [request(taken)]});
+    let first = place(env, ns, &format!("{who}-first"), scheduler, &group, claim).await;
+    (node, group, first)
+}
+
 /// The attribute `attr` of `(driver, device)` on the node, as JSON.
 fn attr<'a>(
     devices: &'a BTreeMap<(String, String), Value>,
@@ -179,18 +197,7 @@ async fn stock_kube_scheduler_keeps_an_island_claim_inside_one_nvlink_island() {
         ("island", "default-scheduler", island_claim(2)),
         ("ours", sched.as_str(), island_claim(2)),
     ] {
-        let group = env.unique_name(&format!("dra-links-{who}"));
-        let node = env.unique_name(&format!("dra-links-{who}-dgx1"));
-        linked_node(env, &node, DGX1, &group).await;
-        let first = place(
-            env,
-            &ns,
-            &format!("{who}-first"),
-            scheduler,
-            &group,
-            json!({"requests": [request(3)]}),
-        )
-        .await;
+        let (node, group, first) = busy_node(env, &ns, who, scheduler, DGX1, 3).await;
         if scheduler == "default-scheduler" {
             assert_eq!(
                 gpus(&first),
@@ -245,18 +252,7 @@ async fn stock_kube_scheduler_gives_a_gpu_the_nic_under_its_pcie_switch() {
         ("switch", "default-scheduler", switch_claim()),
         ("ours", sched.as_str(), switch_claim()),
     ] {
-        let group = env.unique_name(&format!("dra-switch-{who}"));
-        let node = env.unique_name(&format!("dra-switch-{who}-a100"));
-        linked_node(env, &node, DGX_A100, &group).await;
-        let first = place(
-            env,
-            &ns,
-            &format!("{who}-first"),
-            scheduler,
-            &group,
-            json!({"requests": [request(4)]}),
-        )
-        .await;
+        let (node, group, first) = busy_node(env, &ns, who, scheduler, DGX_A100, 4).await;
         let results = place(env, &ns, &format!("{who}-pair"), scheduler, &group, claim).await;
         let devices = published(&client, &node).await;
         let gpu = gpus(&results);

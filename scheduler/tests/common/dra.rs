@@ -82,9 +82,25 @@ pub const NIC_CLASS: &str = "dranet-rdma";
 /// and do not run here: the objects are shaped as their sources build them.
 pub async fn other_drivers(env: &TestEnv, name: &str, spec: &GpuTopologySpec) {
     let client = env.client().await;
-    let slices = Api::<ResourceSlice>::all(client.clone());
     let mut objects = vec![compute_domain_resource_slice(name)];
     objects.extend(nic_resource_slice(name, spec));
+    create_slices(&client, name, objects).await;
+    device_class(
+        &client,
+        CHANNEL_CLASS,
+        "device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == 'channel' && device.attributes['compute-domain.nvidia.com'].id == 0",
+    )
+    .await;
+    device_class(&client, NIC_CLASS, RDMA_SELECTOR).await;
+}
+
+/// dranet's RDMA class selector, as its NVIDIA guide writes it.
+const RDMA_SELECTOR: &str =
+    "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true";
+
+/// Creates the slices (JSON) of node `name`.
+async fn create_slices(client: &kube::Client, name: &str, objects: Vec<Value>) {
+    let slices = Api::<ResourceSlice>::all(client.clone());
     for object in objects {
         let slice: ResourceSlice = serde_json::from_value(object).expect("a slice");
         slices
@@ -92,18 +108,6 @@ pub async fn other_drivers(env: &TestEnv, name: &str, spec: &GpuTopologySpec) {
             .await
             .unwrap_or_else(|e| panic!("creating a ResourceSlice of {name}: {e}"));
     }
-    device_class(
-        &client,
-        CHANNEL_CLASS,
-        "device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == 'channel' && device.attributes['compute-domain.nvidia.com'].id == 0",
-    )
-    .await;
-    device_class(
-        &client,
-        NIC_CLASS,
-        "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true",
-    )
-    .await;
 }
 
 /// The classes of gputopo's link devices, as its Helm chart writes them.
@@ -127,25 +131,14 @@ pub async fn linked_node(env: &TestEnv, name: &str, fixture: &str, group: &str) 
         link_resource_slice(name, &spec),
     ];
     objects.extend(nic_resource_slice(name, &spec));
-    for object in objects {
-        let slice: ResourceSlice = serde_json::from_value(object).expect("a slice");
-        Api::<ResourceSlice>::all(client.clone())
-            .create(&PostParams::default(), &slice)
-            .await
-            .unwrap_or_else(|e| panic!("creating a ResourceSlice of {name}: {e}"));
-    }
+    create_slices(&client, name, objects).await;
     device_class(
         &client,
         CLASS,
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
     )
     .await;
-    device_class(
-        &client,
-        NIC_CLASS,
-        "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true",
-    )
-    .await;
+    device_class(&client, NIC_CLASS, RDMA_SELECTOR).await;
     device_class(&client, GPU_LINK_CLASS, "device.driver == 'topology.gputopo.dev' && device.attributes['topology.gputopo.dev'].type == 'gpu'").await;
     device_class(&client, NIC_LINK_CLASS, "device.driver == 'topology.gputopo.dev' && device.attributes['topology.gputopo.dev'].type == 'nic'").await;
     spec

@@ -64,6 +64,11 @@ fn the_schedulers_rbac_is_exactly_the_least_it_needs() {
         ),
         (
             "resource.k8s.io",
+            "devicetaintrules",
+            &["get", "list", "watch"],
+        ),
+        (
+            "resource.k8s.io",
             "resourceclaims",
             &["get", "list", "watch", "update", "create", "delete"],
         ),
@@ -146,6 +151,11 @@ fn the_extenders_rbac_is_exactly_what_it_uses() {
         (
             "resource.k8s.io",
             "deviceclasses",
+            &["get", "list", "watch"],
+        ),
+        (
+            "resource.k8s.io",
+            "devicetaintrules",
             &["get", "list", "watch"],
         ),
         (
