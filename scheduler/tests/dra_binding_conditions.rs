@@ -52,13 +52,7 @@ async fn attachable_node(env: &gputopo_testenv::TestEnv, name: &str, group: &str
 
 /// Sets `READY` (or `FAILED`) True on every allocated device of `claim`, as the driver would.
 async fn report(client: &kube::Client, ns: &str, claim: &ResourceClaim, condition: &str) {
-    let results = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.clone())
-        .unwrap_or_default();
+    let results = results_of(claim);
     let devices: Vec<_> = results
         .iter()
         .map(|r| {
@@ -133,13 +127,7 @@ async fn a_pod_binds_once_its_devices_binding_conditions_are_true_as_kube_schedu
     for (who, scheduler) in [("kube", "default-scheduler"), ("ours", sched.as_str())] {
         // Allocated and reserved, the conditions copied, the pod not yet bound.
         let (node, claim) = allocated_for(env, &ns, who, scheduler, 2, || s.log()).await;
-        let results = claim
-            .status
-            .as_ref()
-            .and_then(|s| s.allocation.as_ref())
-            .and_then(|a| a.devices.as_ref())
-            .and_then(|d| d.results.clone())
-            .unwrap_or_default();
+        let results = results_of(&claim);
         assert_eq!(results.len(), 2, "{who}");
         assert!(
             results

@@ -124,10 +124,7 @@ async fn check(client: &kube::Client, ns: &str, pod: &Pod, who: &str) -> (String
     let mut gpus = Vec::new();
     for c in &claims {
         let allocation = c.status.as_ref().and_then(|s| s.allocation.as_ref());
-        let results = allocation
-            .and_then(|a| a.devices.as_ref())
-            .and_then(|d| d.results.clone())
-            .unwrap_or_default();
+        let results = results_of(c);
         let mut roots = Vec::new();
         for r in &results {
             let attrs = devices
@@ -272,13 +269,7 @@ async fn gpus_nics_on_one_pcie_root_and_an_imex_channel_as_kube_scheduler_alloca
 
 /// `(request, device)` of a claim's allocation, sorted.
 fn results(c: &ResourceClaim) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = c
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.clone())
-        .unwrap_or_default()
+    let mut out: Vec<(String, String)> = results_of(c)
         .into_iter()
         .map(|r| (r.request, r.driver))
         .collect();

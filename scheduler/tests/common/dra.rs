@@ -11,7 +11,7 @@ use gputopo_topology::dra_slice::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    DeviceClass, DeviceRequestAllocationResult, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -348,4 +348,15 @@ pub async fn published(client: &kube::Client, node: &str) -> BTreeMap<(String, S
         }
     }
     out
+}
+
+/// The results of `claim`'s allocation (none when it is not allocated).
+pub fn results_of(claim: &ResourceClaim) -> Vec<DeviceRequestAllocationResult> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default()
 }
