@@ -14,21 +14,6 @@ fn parse_error(claim: &ResourceClaim) -> ClaimError {
 }
 
 #[test]
-fn admin_access_is_refused_naming_the_field() {
-    let admin = claim(
-        "admin",
-        json!({"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": "gpu.nvidia.com", "adminAccess": true}}]}),
-    );
-    let err = parse_error(&admin);
-    assert_eq!(err.field, "spec.devices.requests[0].exactly.adminAccess");
-    assert_eq!(err.kind, ClaimErrorKind::AdminAccess);
-    assert!(err.to_string().starts_with(
-        "ResourceClaim default/admin: spec.devices.requests[0].exactly.adminAccess: admin access is not allocated by gputopo"
-    ));
-}
-
-#[test]
 fn a_malformed_cel_expression_is_refused_naming_the_field() {
     let bad = claim(
         "bad",

@@ -427,7 +427,9 @@ impl DraPod {
                 for &d in &split.others[i] {
                     let d = &devices.devices[d];
                     let mut result = result_for(&plan.name, d, &plan.tolerations);
-                    if d.multi {
+                    if plan.admin_access {
+                        result.admin_access = Some(true);
+                    } else if d.multi {
                         share(&mut result, d, &plan.capacity, &claim.key, results.len());
                     }
                     results.push(result);

@@ -173,7 +173,15 @@ pub(super) fn candidates(
         } else {
             &mut unusable_gpu
         };
-        if inventory.is_busy(d) || d.gpu.is_some_and(|g| held & (1 << g) != 0) {
+        if plan.admin_access {
+            // Busy or not, outside the topology objective.
+            if tolerated(d, &plan.tolerations) {
+                others.push(i);
+            } else {
+                tainted += 1;
+                unusable_other.get_or_insert((d, "tainted"));
+            }
+        } else if inventory.is_busy(d) || d.gpu.is_some_and(|g| held & (1 << g) != 0) {
             busy += 1;
             unusable.get_or_insert((d, "allocated to another claim or held by the scheduler"));
         } else if !tolerated(d, &plan.tolerations) {
@@ -188,7 +196,9 @@ pub(super) fn candidates(
             unusable.get_or_insert((d, "not on the node's GPU topology"));
         }
     }
-    let takes = if matched_gpu || others.is_empty() && unusable_other.is_none() {
+    let takes = if plan.admin_access {
+        Takes::Others
+    } else if matched_gpu || others.is_empty() && unusable_other.is_none() {
         Takes::Gpus
     } else {
         Takes::Others

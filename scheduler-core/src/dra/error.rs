@@ -9,7 +9,7 @@ use std::fmt;
 /// A claim, its class or the pod's claim list asks for something gputopo does
 /// not allocate exactly, or is malformed. `object` is `ResourceClaim ns/name`,
 /// `DeviceClass name` or `Pod ns/name`; `field` the path inside it
-/// (`spec.devices.requests[0].exactly.adminAccess`).
+/// (`spec.devices.requests[0].exactly.allocationMode`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{object}: {field}: {kind}")]
 pub struct ClaimError {
@@ -61,10 +61,6 @@ pub enum CelError {
 /// What is wrong, and what is accepted instead.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimErrorKind {
-    #[error(
-        "admin access is not allocated by gputopo (it grants a device another pod may hold; gputopo allocates devices exclusively); accepted: adminAccess unset or false"
-    )]
-    AdminAccess,
     #[error("both `exactly` and `firstAvailable` are set; accepted: one of them")]
     ExactlyAndFirstAvailable,
     #[error("a request without `exactly` (unknown request type); accepted: `exactly`")]

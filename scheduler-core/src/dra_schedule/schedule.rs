@@ -60,7 +60,7 @@ impl DraPod {
             .filter_map(|d| DeviceValue::new(&env, d).ok())
             .collect();
         let gpus = |r: &RequestPlan| match r.mode {
-            Mode::Count(n) if r.class_selects_any(&env, &samples) => n,
+            Mode::Count(n) if !r.admin_access && r.class_selects_any(&env, &samples) => n,
             _ => 0,
         };
         self.claims

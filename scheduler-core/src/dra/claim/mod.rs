@@ -103,6 +103,11 @@ pub struct RequestPlan {
     /// whole device to have), in base units.
     pub capacity: BTreeMap<String, i128>,
     pub tolerations: Vec<DeviceToleration>,
+    /// `adminAccess: true`: devices in use by other claims are candidates
+    /// too, and taking one takes nothing from them (monitoring access, as
+    /// upstream); allocated beside the GPU set, outside the topology
+    /// objective, and not counted as GPUs the pod consumes.
+    pub admin_access: bool,
 }
 
 /// A `matchAttribute` constraint.

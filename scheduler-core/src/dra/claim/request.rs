@@ -64,13 +64,6 @@ pub(super) fn request_plans(
         return Err(ClaimError::new(object, field, ClaimErrorKind::NoExactly));
     };
     let ex = format!("{field}.exactly");
-    if exactly.admin_access == Some(true) {
-        return Err(ClaimError::new(
-            object,
-            format!("{ex}.adminAccess"),
-            ClaimErrorKind::AdminAccess,
-        ));
-    }
     let wanted = Wanted {
         name: request.name.clone(),
         field: ex,
@@ -81,7 +74,11 @@ pub(super) fn request_plans(
         tolerations: exactly.tolerations.as_deref().unwrap_or_default(),
         capacity: exactly.capacity.as_ref(),
     };
-    Ok(vec![plan(object, &field, wanted, classes)?])
+    let mut plan = plan(object, &field, wanted, classes)?;
+    // The API server admits it only in a namespace labelled
+    // `resource.kubernetes.io/admin-access: "true"`.
+    plan.admin_access = exactly.admin_access == Some(true);
+    Ok(vec![plan])
 }
 
 /// One plan: its count or `All`, and its class's and its own selectors
@@ -147,6 +144,7 @@ fn plan(
         class_selectors,
         tolerations: wanted.tolerations.to_vec(),
         capacity,
+        admin_access: false,
     })
 }
 

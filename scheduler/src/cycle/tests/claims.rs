@@ -203,9 +203,9 @@ fn a_refused_claim_write_binds_nothing() {
 fn a_claim_gputopo_cannot_honour_is_refused_naming_the_field() {
     let mut w = dra_world(1);
     let request = json!({"name": "gpus", "exactly": {
-        "deviceClassName": "gpu.nvidia.com", "count": 1, "adminAccess": true}});
-    w.dra.claims.push(Arc::new(claim("admin", request)));
-    w.add(claim_pod("debug", "admin"));
+        "deviceClassName": "gpu.nvidia.com", "count": 1, "allocationMode": "Every"}});
+    w.dra.claims.push(Arc::new(claim("every", request)));
+    w.add(claim_pod("debug", "every"));
     let mut h = Harness::new(w, Settings::default());
     let (report, writes) = h.cycle();
     assert!(binds(&writes).is_empty() && reserves(&writes).is_empty());
@@ -213,7 +213,7 @@ fn a_claim_gputopo_cannot_honour_is_refused_naming_the_field() {
         panic!("{:?}", report.outcomes);
     };
     assert!(
-        message.contains("spec.devices.requests[0].exactly.adminAccess"),
+        message.contains("spec.devices.requests[0].exactly.allocationMode"),
         "{message}"
     );
     assert!(message.contains("accepted"), "{message}");
