@@ -54,7 +54,7 @@ impl Metrics {
         );
         registry.register(
             "api_writes",
-            "Writes to the API server, by object (node_labels, gpu_topology, gpu_topology_status)",
+            "Writes to the API server, by object (node_labels, gpu_topology, gpu_topology_status, link_slice)",
             writes.clone(),
         );
         registry.register("gpus", "GPUs discovered on this node", gpus.clone());
