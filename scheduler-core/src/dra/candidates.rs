@@ -215,6 +215,18 @@ pub(super) fn candidates(
         mask,
         others,
     };
+    // Only on the way to a refusal: the devices of slices not read that
+    // would match, so that the refusal says where they are.
+    let elsewhere = || {
+        inventory
+            .unread()
+            .iter()
+            .filter(|d| {
+                let value = DeviceValue::new(env, d);
+                value.is_ok() && selected(env, plan, devices, d, &value).unwrap_or(false)
+            })
+            .count() as u32
+    };
     let too_few = |wanted| NodeReason::TooFewDevices {
         claim: claim.key.clone(),
         request: plan.name.clone(),
@@ -224,6 +236,7 @@ pub(super) fn candidates(
         tainted,
         unplaced,
         short,
+        elsewhere: elsewhere(),
     };
     match plan.mode {
         Mode::Count(n) if found.count() < n => Err(too_few(n)),

@@ -150,6 +150,9 @@ pub enum NodeReason {
         /// Of those, without the capacity the request asks (or with it
         /// consumed by the device's other allocations).
         short: u32,
+        /// Devices the request matches in slices gputopo does not read
+        /// (reachable from many nodes: `allNodes`, `nodeSelector`).
+        elsewhere: u32,
     },
     /// `allocationMode: All` and one of the devices it must take is not free.
     AllDeviceUnavailable {
@@ -202,8 +205,17 @@ impl NodeReason {
         match self {
             NodeReason::NoDevices => "no DRA devices".to_string(),
             NodeReason::NoTopology => "DRA devices not on the topology".to_string(),
-            NodeReason::TooFewDevices { claim, request, .. } => {
-                format!("too few free devices for {claim} request {request}")
+            NodeReason::TooFewDevices {
+                claim,
+                request,
+                elsewhere,
+                ..
+            } => {
+                let mut phrase = format!("too few free devices for {claim} request {request}");
+                if *elsewhere > 0 {
+                    phrase.push_str(UNREAD);
+                }
+                phrase
             }
             NodeReason::AllDeviceUnavailable { claim, request, .. } => {
                 format!("not all devices free for {claim} request {request}")
@@ -234,6 +246,9 @@ impl NodeReason {
     }
 }
 
+/// What a request matching only devices of slices gputopo does not read is told.
+const UNREAD: &str = " (devices that match are published in ResourceSlices reachable from many nodes, allNodes or nodeSelector, which gputopo does not allocate yet)";
+
 impl fmt::Display for NodeReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -252,6 +267,7 @@ impl fmt::Display for NodeReason {
                 tainted,
                 unplaced,
                 short,
+                elsewhere,
             } => {
                 let usable = matching - busy - tainted - unplaced - short;
                 write!(
@@ -267,6 +283,9 @@ impl fmt::Display for NodeReason {
                         write!(f, "{short} without the capacity asked, ")?;
                     }
                     write!(f, "{usable} usable)")?;
+                }
+                if *elsewhere > 0 {
+                    write!(f, "; {elsewhere}{UNREAD}")?;
                 }
                 Ok(())
             }

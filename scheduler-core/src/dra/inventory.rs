@@ -65,6 +65,8 @@ pub struct DraInventory {
     /// device-plugin pod, a gang's reservation, a preemptor's nomination):
     /// not candidates for a claim either.
     held: BTreeMap<String, u32>,
+    /// Devices of slices that are not node-local (not allocated yet).
+    unread: Vec<DraDevice>,
     pub warnings: Vec<DraWarning>,
 }
 
@@ -96,7 +98,7 @@ impl DraInventory {
             config: config.clone(),
             ..DraInventory::default()
         };
-        let pools = newest_pools(slices, &mut inv.warnings);
+        let pools = newest_pools(slices, &mut inv.warnings, &mut inv.unread);
         inv.add_pools(pools);
         inv.place_devices(topologies);
         inv.mark_busy(claims);
@@ -138,33 +140,17 @@ impl DraInventory {
                     .declare((driver.clone(), pool.clone(), set), values);
             }
             for device in devices {
-                let mut d = DraDevice {
-                    id: DeviceId {
-                        driver: driver.clone(),
-                        pool: pool.clone(),
-                        device: device.name.clone(),
-                    },
-                    gpu_driver,
-                    gpu: None,
-                    attributes: device.attributes.clone().unwrap_or_default(),
-                    capacity: device.capacity.clone().unwrap_or_default(),
-                    taints: device.taints.clone().unwrap_or_default(),
-                    consumes: consumptions(device),
-                    partition: false,
-                    parent_gpu: None,
-                    multi: device.allow_multiple_allocations == Some(true),
-                    binding_conditions: device.binding_conditions.clone().unwrap_or_default(),
-                    binding_failure_conditions: device
-                        .binding_failure_conditions
-                        .clone()
-                        .unwrap_or_default(),
-                };
-                d.partition = gpu_driver
-                    && !d.multi
-                    && d.string_attribute("type").is_some_and(|t| t != "gpu");
-                entry.devices.push(d);
+                entry
+                    .devices
+                    .push(dra_device(&driver, &pool, device, gpu_driver));
             }
         }
+    }
+
+    /// Devices of the slices not read (not node-local), so that a request
+    /// only they could serve is refused saying so.
+    pub fn unread(&self) -> &[DraDevice] {
+        &self.unread
     }
 
     /// A pool not used: a warning, and its node unusable for `All`.
@@ -433,6 +419,7 @@ impl DraInventory {
 fn newest_pools<'a>(
     slices: impl IntoIterator<Item = &'a ResourceSlice>,
     warnings: &mut Vec<DraWarning>,
+    unread: &mut Vec<DraDevice>,
 ) -> BTreeMap<(String, String), PoolSlices<'a>> {
     let mut pools: BTreeMap<(String, String), PoolSlices<'a>> = BTreeMap::new();
     for slice in slices {
@@ -455,6 +442,12 @@ fn newest_pools<'a>(
                     "{what}: only node-local slices (spec.nodeName) are read; devices reachable from many nodes are not allocated by gputopo"
                 ),
             });
+            unread.extend(
+                spec.devices
+                    .iter()
+                    .flatten()
+                    .map(|d| dra_device(&spec.driver, &spec.pool.name, d, false)),
+            );
             continue;
         }
         let key = (spec.driver.clone(), spec.pool.name.clone());
@@ -511,4 +504,31 @@ fn pool_problem(group: &PoolSlices<'_>) -> Option<String> {
         }
     }
     None
+}
+
+/// One published device as the inventory holds it.
+fn dra_device(driver: &str, pool: &str, device: &Device, gpu_driver: bool) -> DraDevice {
+    let mut d = DraDevice {
+        id: DeviceId {
+            driver: driver.to_string(),
+            pool: pool.to_string(),
+            device: device.name.clone(),
+        },
+        gpu_driver,
+        gpu: None,
+        attributes: device.attributes.clone().unwrap_or_default(),
+        capacity: device.capacity.clone().unwrap_or_default(),
+        taints: device.taints.clone().unwrap_or_default(),
+        consumes: consumptions(device),
+        partition: false,
+        parent_gpu: None,
+        multi: device.allow_multiple_allocations == Some(true),
+        binding_conditions: device.binding_conditions.clone().unwrap_or_default(),
+        binding_failure_conditions: device
+            .binding_failure_conditions
+            .clone()
+            .unwrap_or_default(),
+    };
+    d.partition = gpu_driver && !d.multi && d.string_attribute("type").is_some_and(|t| t != "gpu");
+    d
 }
