@@ -8,10 +8,8 @@
 mod fixtures;
 
 use fixtures::*;
-use gputopo_api::GpuRequest;
 use gputopo_api::k8s_openapi::api::resource::v1::ResourceClaim;
 use gputopo_scheduler_core::dra::{DraConfig, DraFit, DraInventory, NodeReason};
-use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use serde_json::json;
 
 fn admin(count: u32) -> ResourceClaim {
@@ -36,14 +34,7 @@ fn all_busy() -> ResourceClaim {
 fn fit(uses: &str, claims: &[ResourceClaim]) -> Result<DraFit, NodeReason> {
     let m = &DGX_A100;
     let inv = DraInventory::build(&DraConfig::default(), &[slice(m)], &[topology(m)], claims);
-    let dra = read_claims(&pod("p", &[uses], json!({})), claims, &classes());
-    let shape = NodeShape::from_spec(&topology_spec(m)).expect("a shape");
-    dra.fit(
-        &inv,
-        m.node,
-        Some(&shape),
-        &SetRequest::from_gpu_request(&GpuRequest::default()),
-    )
+    fit_on_machine(m, &inv, &[uses], claims, &classes())
 }
 
 #[test]

@@ -9,10 +9,8 @@
 mod fixtures;
 
 use fixtures::*;
-use gputopo_api::GpuRequest;
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceTaintRule, ResourceClaim};
 use gputopo_scheduler_core::dra::{DraConfig, DraFit, DraInventory, NodeReason};
-use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use serde_json::{Value, json};
 
 fn rule(selector: Option<Value>, effect: &str) -> DeviceTaintRule {
@@ -33,14 +31,7 @@ fn fit(rules: &[DeviceTaintRule], devices: Value) -> Result<DraFit, NodeReason> 
     let claims: Vec<ResourceClaim> = vec![claim("c", devices)];
     let mut inv = DraInventory::build(&DraConfig::default(), &[slice(m)], &[topology(m)], &claims);
     inv.apply_taint_rules(rules);
-    let dra = read_claims(&pod("p", &["c"], json!({})), &claims, &classes());
-    let shape = NodeShape::from_spec(&topology_spec(m)).expect("a shape");
-    dra.fit(
-        &inv,
-        m.node,
-        Some(&shape),
-        &SetRequest::from_gpu_request(&GpuRequest::default()),
-    )
+    fit_on_machine(m, &inv, &["c"], &claims, &classes())
 }
 
 fn devices(fit: &DraFit) -> Vec<String> {

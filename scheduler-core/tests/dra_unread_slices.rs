@@ -6,10 +6,8 @@
 mod fixtures;
 
 use fixtures::*;
-use gputopo_api::GpuRequest;
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 use gputopo_scheduler_core::dra::{DraConfig, DraInventory, DraWarning, NodeReason};
-use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use serde_json::json;
 
 fn fabric_slice(selection: serde_json::Value) -> ResourceSlice {
@@ -61,16 +59,8 @@ fn a_request_only_many_node_slices_serve_is_refused_naming_them() {
         );
         let mut all = classes();
         all.push(fabric_class());
-        let dra = read_claims(&pod("p", &["accel"], json!({})), &claims, &all);
-        let shape = NodeShape::from_spec(&topology_spec(m)).expect("a shape");
-        let err = dra
-            .fit(
-                &inv,
-                m.node,
-                Some(&shape),
-                &SetRequest::from_gpu_request(&GpuRequest::default()),
-            )
-            .expect_err("not allocated yet");
+        let err =
+            fit_on_machine(m, &inv, &["accel"], &claims, &all).expect_err("not allocated yet");
         assert!(
             matches!(
                 err,
@@ -108,16 +98,7 @@ fn a_request_for_node_local_devices_is_told_nothing_of_them() {
         &[topology(m)],
         &claims,
     );
-    let dra = read_claims(&pod("p", &["nine"], json!({})), &claims, &classes());
-    let shape = NodeShape::from_spec(&topology_spec(m)).expect("a shape");
-    let err = dra
-        .fit(
-            &inv,
-            m.node,
-            Some(&shape),
-            &SetRequest::from_gpu_request(&GpuRequest::default()),
-        )
-        .expect_err("eight GPUs");
+    let err = fit_on_machine(m, &inv, &["nine"], &claims, &classes()).expect_err("eight GPUs");
     assert!(
         matches!(err, NodeReason::TooFewDevices { elsewhere: 0, .. }),
         "{err:?}"

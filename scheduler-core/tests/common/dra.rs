@@ -10,10 +10,12 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+use gputopo_api::GpuRequest;
 use gputopo_api::k8s_openapi::api::core::v1::Pod;
 use gputopo_api::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use gputopo_api::{GpuTopology, GpuTopologySpec};
-use gputopo_scheduler_core::dra::DraPod;
+use gputopo_scheduler_core::dra::{DraFit, DraInventory, DraPod, NodeReason};
+use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
 use gputopo_topology::backend::recording::{Recording, replay_nvml};
 use gputopo_topology::dra_slice::{
@@ -313,4 +315,23 @@ pub fn pod(name: &str, claims: &[&str], annotations: Value) -> Pod {
         },
     }))
     .expect("a valid Pod")
+}
+
+/// A pod using the claims `uses` (of `claims`, read with `classes`) fitted
+/// on machine `m` against `inv`, with the machine's topology.
+pub fn fit_on_machine(
+    m: &Machine,
+    inv: &DraInventory,
+    uses: &[&str],
+    claims: &[ResourceClaim],
+    classes: &[DeviceClass],
+) -> Result<DraFit, NodeReason> {
+    let dra = read_claims(&pod("p", uses, json!({})), claims, classes);
+    let shape = NodeShape::from_spec(&topology_spec(m)).expect("a shape");
+    dra.fit(
+        inv,
+        m.node,
+        Some(&shape),
+        &SetRequest::from_gpu_request(&GpuRequest::default()),
+    )
 }
