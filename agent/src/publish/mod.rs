@@ -10,7 +10,7 @@ pub mod plan;
 pub mod status;
 
 use gputopo_api::GpuTopology;
-use gputopo_topology::dra_slice::LINK_DRIVER;
+use gputopo_topology::dra_slice::{LINK_DRIVER, slice_name};
 use gputopo_topology::labels::{LabelOptions, node_labels};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
@@ -117,7 +117,7 @@ impl Publisher {
         uid: &str,
     ) -> Result<bool, PublishError> {
         let slices: Api<ResourceSlice> = Api::all(self.client.clone());
-        let name = format!("{}-{LINK_DRIVER}-0", self.node);
+        let name = slice_name(&self.node, LINK_DRIVER);
         let current =
             slices
                 .get_opt(&name)

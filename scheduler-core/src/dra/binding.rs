@@ -47,7 +47,7 @@ impl BindingState {
 }
 
 /// Whether a result waits for conditions at all.
-pub fn has_binding_conditions(r: &DeviceRequestAllocationResult) -> bool {
+fn has_binding_conditions(r: &DeviceRequestAllocationResult) -> bool {
     r.binding_conditions.as_ref().is_some_and(|c| !c.is_empty())
 }
 

@@ -138,6 +138,29 @@ fn serves_capacity(inventory: &DraInventory, plan: &RequestPlan, d: &DraDevice) 
     })
 }
 
+/// On the way to refusing a request nothing on the node matches: how many
+/// devices of slices gputopo does not read would, so that the refusal says
+/// where they are (a request matching local devices is told about those).
+fn unread_matching(
+    inventory: &DraInventory,
+    devices: &NodeDevices,
+    env: &CelEnv,
+    plan: &RequestPlan,
+    matching: u32,
+) -> u32 {
+    if matching > 0 {
+        return 0;
+    }
+    inventory
+        .unread()
+        .iter()
+        .filter(|d| {
+            let value = DeviceValue::new(env, d);
+            value.is_ok() && selected(env, plan, devices, d, &value).unwrap_or(false)
+        })
+        .count() as u32
+}
+
 /// The candidate GPUs of one request on the node, or why there are too few.
 pub(super) fn candidates(
     inventory: &DraInventory,
@@ -215,18 +238,6 @@ pub(super) fn candidates(
         mask,
         others,
     };
-    // Only on the way to a refusal: the devices of slices not read that
-    // would match, so that the refusal says where they are.
-    let elsewhere = || {
-        inventory
-            .unread()
-            .iter()
-            .filter(|d| {
-                let value = DeviceValue::new(env, d);
-                value.is_ok() && selected(env, plan, devices, d, &value).unwrap_or(false)
-            })
-            .count() as u32
-    };
     let too_few = |wanted| NodeReason::TooFewDevices {
         claim: claim.key.clone(),
         request: plan.name.clone(),
@@ -236,7 +247,7 @@ pub(super) fn candidates(
         tainted,
         unplaced,
         short,
-        elsewhere: elsewhere(),
+        elsewhere: unread_matching(inventory, devices, env, plan, matching),
     };
     match plan.mode {
         Mode::Count(n) if found.count() < n => Err(too_few(n)),

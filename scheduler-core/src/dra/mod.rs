@@ -81,9 +81,7 @@ mod place;
 mod results;
 
 pub use allocate::{AssignedDevice, ClaimAllocation, DraFit, pin};
-pub use binding::{
-    BINDING_TIMEOUT_SECONDS, BindingState, binding_state, fresh_state, has_binding_conditions,
-};
+pub use binding::{BINDING_TIMEOUT_SECONDS, BindingState, binding_state, fresh_state};
 pub use cel::{CelEnv, DeviceValue, Selector};
 pub use claim::{
     Allocated, Alternatives, ClaimPlan, DraPod, MAX_CHOICES, MAX_DEVICES_PER_CLAIM,

@@ -81,12 +81,17 @@ pub fn nvidia_resource_slice(node: &str, spec: &GpuTopologySpec, facts: &DriverF
     node_local_slice(node, NVIDIA_DRA_DRIVER, devices)
 }
 
+/// The name of `driver`'s one slice for `node`.
+pub fn slice_name(node: &str, driver: &str) -> String {
+    format!("{node}-{driver}-0")
+}
+
 /// One node-local slice of `driver`, its pool named after the node.
 pub(crate) fn node_local_slice(node: &str, driver: &str, devices: Vec<Value>) -> Value {
     json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": format!("{node}-{driver}-0")},
+        "metadata": {"name": slice_name(node, driver)},
         "spec": {
             "driver": driver,
             "nodeName": node,

@@ -225,7 +225,7 @@ impl ClaimBinds {
                     self.queued.push_back(ClaimBindStep::Finish {
                         member: i,
                         outcome: Outcome::Unschedulable {
-                            message: format!("0/1 nodes are available: {message}; the claims are deallocated and the pod tried again"),
+                            message: format!("binding conditions failed: {message}; the claims are deallocated and the pod tried again"),
                         },
                     });
                     self.member += 1;
