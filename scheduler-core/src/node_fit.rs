@@ -163,6 +163,7 @@ impl<'a> NodeJudge<'a> {
             shared,
             bottleneck,
             topology_known: node.shape().is_some(),
+            by_count: matches!(fit, Fit::WholeUnknown { by_count: true, .. }),
             score,
             parts,
             explanation: format!(
@@ -180,7 +181,10 @@ impl<'a> NodeJudge<'a> {
         let resolvable = self.ctx.admits(index)
             && match (&rejection, &reason) {
                 (
-                    Rejection::NoGpus | Rejection::InvalidTopology | Rejection::UnknownTopology(_),
+                    Rejection::NoGpus
+                    | Rejection::InvalidTopology
+                    | Rejection::UnknownTopology(_)
+                    | Rejection::UncertainGpus(_),
                     _,
                 ) => false,
                 (Rejection::GpuSet(_), _) => self.fits_when_empty(index),

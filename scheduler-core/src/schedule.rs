@@ -67,6 +67,11 @@ pub struct Placement {
     pub bottleneck: Option<LinkClass>,
     /// Whether the node has a usable `GpuTopology`.
     pub topology_known: bool,
+    /// The GPUs were counted, not chosen: pods on the node hold GPUs that
+    /// neither their record nor the node's report names, so which are free
+    /// is not known. `gpus` are stand-ins for the count and are not written
+    /// on the pod; the kubelet (or device plugin) picks among the free ones.
+    pub by_count: bool,
     /// 0–100.
     pub score: u8,
     pub parts: ScoreParts,
@@ -79,6 +84,12 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// Whether the placement names GPUs the pod should get: whole or
+    /// shared GPUs, not counted ones.
+    pub fn names_gpus(&self) -> bool {
+        !self.gpus.is_empty() && !self.by_count
+    }
+
     /// `0,1,2,3`: the `gputopo.dev/assigned-gpus` annotation.
     pub fn assigned_gpus(&self) -> String {
         join(&self.gpus)
@@ -98,6 +109,9 @@ impl Placement {
                 gpu: gpu.copied(),
                 share,
             },
+            (None, _) if self.by_count => {
+                GpuHolding::Unknown(u32::try_from(self.gpus.len()).unwrap_or(u32::MAX))
+            }
             (None, _) if !self.gpus.is_empty() => GpuHolding::Whole(self.gpus.clone()),
             (None, _) => GpuHolding::None,
         };
@@ -316,7 +330,13 @@ pub(crate) fn placement(
     let snapshot = ctx.snapshot;
     let node = snapshot.node(best.node);
     let inner = &snapshot.nodes[best.node.0 as usize];
-    let (gpus, bottleneck, shared, set_text) = describe_fit(ctx, best.node, &best.fit);
+    let (gpus, mut bottleneck, shared, mut set_text) = describe_fit(ctx, best.node, &best.fit);
+    let by_count = shared.is_none() && !gpus.is_empty() && inner.gpus.stand_in != 0;
+    if by_count {
+        // A gang's search chose a set by index; on this node no index holds.
+        bottleneck = None;
+        set_text = by_count_text(snapshot, best.node, gpus.len());
+    }
     let topology_known = node.shape().is_some();
     let gpu_uuids = node.gpu_uuids(&gpus);
     let score = best.parts.score();
@@ -342,12 +362,22 @@ pub(crate) fn placement(
         shared,
         bottleneck,
         topology_known,
+        by_count,
         score,
         parts: best.parts,
         explanation,
         feasible_nodes: feasible,
         volumes: ctx.volume_plan(best.node.0 as usize),
     }
+}
+
+/// What a by-count placement says: how many GPUs, and whose unnamed GPUs
+/// make the node's free ones unknown.
+fn by_count_text(snapshot: &Snapshot, node: NodeId, count: usize) -> String {
+    format!(
+        "{count} GPU(s) by count: which GPUs are free is not known ({} hold GPUs that neither their gputopo record nor the node's report names), so no index is written and the kubelet picks among the free ones",
+        snapshot.stand_in_holders(node).join(", ")
+    )
 }
 
 /// GPUs, bottleneck, shared hold and a sentence for a fit on a node.
@@ -380,7 +410,18 @@ pub(crate) fn describe_fit(
             };
             (gpus, summary.bottleneck, None, text)
         }
-        Fit::WholeUnknown { gpus } => {
+        Fit::WholeUnknown {
+            gpus,
+            by_count: true,
+        } => {
+            let list = crate::snapshot::bit_indices(*gpus);
+            let text = by_count_text(ctx.snapshot, node_id, list.len());
+            (list, None, None, text)
+        }
+        Fit::WholeUnknown {
+            gpus,
+            by_count: false,
+        } => {
             let list = crate::snapshot::bit_indices(*gpus);
             let text = format!(
                 "GPUs {}: the lowest free; bottleneck {} so any node with a GpuTopology is preferred",

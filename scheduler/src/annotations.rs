@@ -16,7 +16,9 @@ pub const BOTTLENECK_ANNOTATION: &str = "scheduler.gputopo.dev/bottleneck";
 pub fn bottleneck_text(p: &Placement) -> String {
     match (p.bottleneck, p.topology_known) {
         (Some(b), _) => b.to_string(),
-        (None, false) if p.gpus.len() > 1 && p.shared.is_none() => "unknown".into(),
+        (None, known) if (p.by_count || !known) && p.gpus.len() > 1 && p.shared.is_none() => {
+            "unknown".into()
+        }
         (None, _) => "none".into(),
     }
 }

@@ -33,9 +33,13 @@ impl<'a> PodIdentity<'a> {
 /// The binding of `pod` to `placement.node`, carrying the placement's GPU
 /// annotations. A pod that holds no GPU gets none: an empty
 /// `gputopo.dev/assigned-gpus` tells nothing, and devices kube-scheduler
-/// allocated through DRA are the claims' to record, not ours.
+/// allocated through DRA are the claims' to record, not ours. Nor does one
+/// given GPUs by count: an index written there could be a GPU another pod
+/// holds.
 pub fn pod_binding(pod: &PodIdentity<'_>, placement: &Placement) -> Binding {
-    let annotations = (!placement.gpus.is_empty()).then(|| assignment_annotations(placement));
+    let annotations = placement
+        .names_gpus()
+        .then(|| assignment_annotations(placement));
     Binding {
         metadata: ObjectMeta {
             name: Some(pod.name.to_string()),

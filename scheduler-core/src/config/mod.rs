@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 pub(crate) mod balanced;
 mod target_workload;
-pub use balanced::BalancedResources;
+pub use balanced::{BalancedResources, MAX_RESOURCES as MAX_BALANCED_RESOURCES};
 pub use target_workload::{DEFAULT_MODEL_LABEL, DEFAULT_POPULARITY_PCT, PodType, TargetWorkload};
 
 /// The most network tiers a configuration may name.

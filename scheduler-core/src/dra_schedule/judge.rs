@@ -184,6 +184,7 @@ impl<'a> DraJudge<'a> {
             shared: None,
             bottleneck: fit.pick.bottleneck,
             topology_known: node.shape().is_some(),
+            by_count: false,
             score: parts.score(),
             explanation: format!(
                 "node {}: {}; {context}",

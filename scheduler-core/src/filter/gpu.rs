@@ -16,8 +16,11 @@ pub(crate) enum Fit {
     /// reads of the [`SetPick`] (the full pick, for an explanation, is
     /// [`PodContext::full_pick`]; keeping this small keeps it cheap to pass).
     Whole(PickSummary),
-    /// Whole GPUs on a node without `GpuTopology`: the lowest free indices.
-    WholeUnknown { gpus: u32 },
+    /// Whole GPUs counted rather than chosen: on a node without
+    /// `GpuTopology` (the lowest free indices), or, `by_count`, on a node
+    /// where which GPUs are free is not known (stand-ins for the count;
+    /// the kubelet picks the GPUs).
+    WholeUnknown { gpus: u32, by_count: bool },
     /// Part of one GPU.
     Shared {
         gpu: u32,
@@ -153,29 +156,10 @@ impl PodContext<'_> {
                     Hot::NONE => Err(Rejection::NoGpus),
                     Hot::INVALID => Err(Rejection::InvalidTopology),
                     Hot::UNTOPOLOGIZED => {
-                        if request.min_nvlink_level.is_some_and(|l| l > 0) {
-                            return Err(Rejection::UnknownTopology("min-nvlink-level"));
-                        }
-                        if request.min_memory_mib.is_some() {
-                            return Err(Rejection::UnknownTopology("gpu-memory"));
-                        }
-                        if single_numa {
-                            return Err(Rejection::UnknownTopology("single-numa-node placement"));
-                        }
-                        let mut free = hot.free();
-                        if free.count_ones() < request.gpus {
-                            return Err(Rejection::GpuSet(NoFitReason::TooFewFreeGpus {
-                                requested: request.gpus,
-                                free: free.count_ones(),
-                            }));
-                        }
-                        let mut gpus = 0;
-                        for _ in 0..request.gpus {
-                            let low = free & free.wrapping_neg();
-                            gpus |= low;
-                            free &= !low;
-                        }
-                        Ok(Fit::WholeUnknown { gpus })
+                        count_fit(request, hot, single_numa, Rejection::UnknownTopology)
+                    }
+                    _ if hot.uncertain => {
+                        count_fit(request, hot, single_numa, Rejection::UncertainGpus)
                     }
                     _ => {
                         let free = hot.free();
@@ -328,4 +312,42 @@ impl PodContext<'_> {
             }),
         }
     }
+}
+
+/// A whole-GPU fit by count alone: the lowest free indices, on a node whose
+/// GPUs cannot be told apart (no `GpuTopology`) or whose free ones are not
+/// known (`by_count`). What only a known set could vouch for is refused
+/// with `refuse`.
+fn count_fit(
+    request: &SetRequest,
+    hot: &Hot,
+    single_numa: bool,
+    refuse: fn(&'static str) -> Rejection,
+) -> Result<Fit, Rejection> {
+    if request.min_nvlink_level.is_some_and(|l| l > 0) {
+        return Err(refuse("min-nvlink-level"));
+    }
+    if request.min_memory_mib.is_some() {
+        return Err(refuse("gpu-memory"));
+    }
+    if single_numa {
+        return Err(refuse("single-numa-node placement"));
+    }
+    let mut free = hot.free();
+    if free.count_ones() < request.gpus {
+        return Err(Rejection::GpuSet(NoFitReason::TooFewFreeGpus {
+            requested: request.gpus,
+            free: free.count_ones(),
+        }));
+    }
+    let mut gpus = 0;
+    for _ in 0..request.gpus {
+        let low = free & free.wrapping_neg();
+        gpus |= low;
+        free &= !low;
+    }
+    Ok(Fit::WholeUnknown {
+        gpus,
+        by_count: hot.uncertain,
+    })
 }

@@ -52,6 +52,13 @@ pub enum FilterReason {
     UnknownTopology {
         needs: &'static str,
     },
+    /// The pod asks something a known GPU set must vouch for, and pods on
+    /// the node (`holders`) hold GPUs that neither their record nor the
+    /// node's report names, so which GPUs are free is not known.
+    UncertainGpus {
+        needs: &'static str,
+        holders: Vec<String>,
+    },
     /// No whole-GPU set fits.
     GpuSet(NoFitReason),
     /// No GPU has room for the pod's share.
@@ -118,6 +125,9 @@ impl FilterReason {
             FilterReason::InvalidTopology(_) => "node(s) had an unusable GpuTopology".into(),
             FilterReason::UnknownTopology { needs } => {
                 format!("node(s) had no GpuTopology to check {needs}")
+            }
+            FilterReason::UncertainGpus { needs, .. } => {
+                format!("node(s) had GPUs held by unknown index, so nothing could check {needs}")
             }
             FilterReason::GpuSet(r) => r.summary(),
             FilterReason::NoSharedGpu {
@@ -250,6 +260,11 @@ impl fmt::Display for FilterReason {
                 f,
                 "the node has GPUs but no GpuTopology, so nothing can check the pod's {needs}"
             ),
+            FilterReason::UncertainGpus { needs, holders } => write!(
+                f,
+                "which of the node's GPUs are free is not known ({} hold GPUs that neither their gputopo record nor the node's report names; GPUs there are handed out by count), so nothing can check the pod's {needs}",
+                holders.join(", ")
+            ),
             FilterReason::GpuSet(r) => write!(f, "{r}"),
             FilterReason::NoSharedGpu {
                 share,
@@ -301,6 +316,9 @@ pub(crate) enum Rejection {
     GpuVendor(GpuVendor),
     InvalidTopology,
     UnknownTopology(&'static str),
+    /// What the pod asks that only known free GPUs could vouch for, on a
+    /// node whose free GPUs are not known.
+    UncertainGpus(&'static str),
     GpuSet(NoFitReason),
     NoSharedGpu {
         best_free_milli: u32,

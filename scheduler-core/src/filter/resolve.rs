@@ -103,6 +103,10 @@ impl PodContext<'_> {
                 _ => FilterReason::NoGpus,
             },
             Rejection::UnknownTopology(needs) => FilterReason::UnknownTopology { needs },
+            Rejection::UncertainGpus(needs) => FilterReason::UncertainGpus {
+                needs,
+                holders: self.snapshot.stand_in_holders(node_id),
+            },
             Rejection::GpuSet(r) => FilterReason::GpuSet(r),
             Rejection::NoSharedGpu {
                 best_free_milli,

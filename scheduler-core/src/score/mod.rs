@@ -506,7 +506,7 @@ impl Scorer {
         }
         used += match fit {
             Fit::Whole(p) => f64::from(p.gpus.count_ones()),
-            Fit::WholeUnknown { gpus } => f64::from(gpus.count_ones()),
+            Fit::WholeUnknown { gpus, .. } => f64::from(gpus.count_ones()),
             Fit::Shared { milli, .. } => f64::from(*milli) / 1000.0,
             Fit::NoGpu => 0.0,
         };
@@ -537,7 +537,7 @@ fn fragmentation_part(
     let mut free = state.free;
     let taken = match fit {
         Fit::Whole(pick) => pick.gpus,
-        Fit::WholeUnknown { gpus } => *gpus,
+        Fit::WholeUnknown { gpus, .. } => *gpus,
         Fit::Shared { gpu, milli, .. } => {
             if let Some(slot) = free.get_mut(*gpu as usize) {
                 *slot = slot.saturating_sub(*milli);

@@ -18,6 +18,9 @@ pub struct BoundPod {
     pub requests: Resources,
     /// GPUs held whole (bit i = GPU i).
     pub gpus: u32,
+    /// Part of `gpus` charged as stand-ins: the pod holds that many GPUs
+    /// more, but neither its record nor its node says which.
+    pub stand_in: u32,
     /// Part of one GPU held under `gpu-share`.
     pub shared: Option<SharedHold>,
     /// The pod's GPU request; `None` when its annotations could not be read

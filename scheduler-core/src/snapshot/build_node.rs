@@ -253,6 +253,7 @@ impl Snapshot {
                 .unwrap_or_default(),
             present: 0,
             held: 0,
+            stand_in: 0,
             shared_mask: 0,
             shared: Box::default(),
             uuids: GpuUuids::None,

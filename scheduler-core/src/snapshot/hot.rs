@@ -35,6 +35,9 @@ pub(crate) struct Hot {
     /// 0 none (the configured default), 1 + `TopologyManagerPolicy` as u8.
     pub(crate) policy: u8,
     pub(crate) unschedulable: bool,
+    /// Some of its GPUs are held by pods nobody said which GPUs they hold
+    /// ([`super::NodeGpus::stand_in`]): GPUs are counted there, not chosen.
+    pub(crate) uncertain: bool,
     pub(crate) spot: bool,
     /// 0 when unknown.
     pub(crate) generation: u8,
@@ -77,6 +80,7 @@ impl Hot {
             kind,
             policy: node.policy.map_or(0, |p| 1 + p as u8),
             unschedulable: node.unschedulable,
+            uncertain: node.gpus.stand_in != 0,
             spot: node.spot,
             generation: node.generation.unwrap_or(0),
             vendor: node.gpus.vendor,

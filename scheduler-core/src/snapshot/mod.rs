@@ -237,6 +237,20 @@ impl Snapshot {
         self.pods.get(id.0 as usize).and_then(Option::as_ref)
     }
 
+    /// The pods on `node` charged GPUs by count (`namespace/name`, sorted):
+    /// while there are any, which of its GPUs are free is not known.
+    pub fn stand_in_holders(&self, node: NodeId) -> Vec<String> {
+        let mut holders: Vec<String> = self.nodes[node.0 as usize]
+            .pods
+            .iter()
+            .filter_map(|&p| self.pod(p))
+            .filter(|p| p.stand_in != 0)
+            .map(BoundPod::key)
+            .collect();
+        holders.sort();
+        holders
+    }
+
     pub fn pod_id(&self, namespace: &str, name: &str) -> Option<PodId> {
         self.pod_index
             .get(&(namespace.to_string(), name.to_string()))

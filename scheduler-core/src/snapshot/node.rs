@@ -35,6 +35,10 @@ pub(crate) struct NodeGpus {
     pub(crate) present: u32,
     /// Held whole by a bound pod.
     pub(crate) held: u32,
+    /// Part of `held`: GPUs charged for pods whose GPUs no record and no
+    /// node report names (the highest free ones, as stand-ins). While any
+    /// is, which GPUs are free is not known, only how many.
+    pub(crate) stand_in: u32,
     /// In shared use by at least one pod.
     pub(crate) shared_mask: u32,
     /// Per GPU index; empty until a shared pod lands on the node.

@@ -168,6 +168,7 @@ impl Snapshot {
         }
         let n = &mut self.nodes[index];
         n.gpus.held = 0;
+        n.gpus.stand_in = 0;
         n.gpus.shared_mask = 0;
         n.gpus.shared = Box::default();
         n.requested = Default::default();

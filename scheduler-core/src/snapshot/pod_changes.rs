@@ -36,10 +36,12 @@ impl Snapshot {
             .filter(|&p| p != id)
             .collect();
         let mut held = 0u32;
+        let mut stand_in = 0u32;
         let mut shared = vec![SharedUse::default(); self.nodes[node_index].gpus.shared.len()];
         for p in &remaining {
             if let Some(other) = self.pod(*p) {
                 held |= other.gpus;
+                stand_in |= other.stand_in;
                 if let Some(h) = other.shared
                     && let Some(slot) = shared.get_mut(h.gpu as usize)
                 {
@@ -50,6 +52,7 @@ impl Snapshot {
         let node = &mut self.nodes[node_index];
         node.pods = remaining;
         node.gpus.held = held;
+        node.gpus.stand_in = stand_in;
         node.gpus.shared_mask = shared
             .iter()
             .enumerate()
@@ -95,15 +98,19 @@ impl Snapshot {
         let node_index = node_id.0 as usize;
         let node_name = input.node;
         let mut gpus = 0u32;
+        // GPUs charged for ones whose indices nobody told: counted, never
+        // handed out by index while the pod holds them.
+        let mut stand_in = 0u32;
         let mut shared = None;
         match input.holding {
             GpuHolding::None => {}
             GpuHolding::Whole(indices) => {
-                gpus =
+                (gpus, stand_in) =
                     self.charge_listed(node_index, indices, input.requests.gpus, &key, &node_name);
             }
             GpuHolding::Unknown(count) => {
                 gpus = self.charge_highest_free(node_index, 0, count, &key, &node_name);
+                stand_in = gpus;
                 if count > 0 {
                     self.warnings.push(SnapshotWarning::UnknownGpus {
                         pod: key.clone(),
@@ -124,13 +131,21 @@ impl Snapshot {
         // no one holds it, and the kept snapshot does not grow with churn.
         let reused = self.reusable_pod_ids.pop();
         let pod_id = reused.unwrap_or(PodId(self.pods.len() as u32));
-        self.charge_node(node_index, pod_id, gpus, shared, &requested, workload);
+        self.charge_node(
+            node_index,
+            pod_id,
+            (gpus, stand_in),
+            shared,
+            &requested,
+            workload,
+        );
         let pod = Some(BoundPod {
             namespace: input.namespace,
             name: input.name,
             node: node_id,
             requests: input.requests,
             gpus,
+            stand_in,
             shared,
             request,
             priority: input.priority,
@@ -158,7 +173,8 @@ impl Snapshot {
     /// The GPUs a pod's record lists, charged whole: indices the node lacks
     /// and GPUs already held are warned about; a record naming fewer GPUs
     /// than the pod requests (edited, or naming GPUs the node lacks) never
-    /// lowers the count, the rest charged to the highest free GPUs.
+    /// lowers the count, the rest charged to the highest free GPUs (stand-ins,
+    /// returned second).
     fn charge_listed(
         &mut self,
         node_index: usize,
@@ -166,7 +182,7 @@ impl Snapshot {
         requested_gpus: i64,
         key: &str,
         node_name: &str,
-    ) -> u32 {
+    ) -> (u32, u32) {
         let present = self.nodes[node_index].gpus.present;
         let mut gpus = 0u32;
         let taken = {
@@ -205,8 +221,9 @@ impl Snapshot {
                 charged: list(extra),
             });
             gpus |= extra;
+            return (gpus, extra);
         }
-        gpus
+        (gpus, 0)
     }
 
     /// The GPU a shared pod uses (its recorded one, else the lowest GPU not
@@ -271,7 +288,7 @@ impl Snapshot {
         &mut self,
         node_index: usize,
         pod_id: PodId,
-        gpus: u32,
+        (gpus, stand_in): (u32, u32),
         shared: Option<SharedHold>,
         requested: &Amounts,
         workload: Option<WorkloadKind>,
@@ -279,6 +296,7 @@ impl Snapshot {
         let before = used_gpus(&self.nodes[node_index]);
         let node = &mut self.nodes[node_index];
         node.gpus.held |= gpus;
+        node.gpus.stand_in |= stand_in;
         if let Some(h) = shared {
             let n = node
                 .gpus

@@ -25,6 +25,7 @@ fn placement(pod: &str, gpus: &[u32], bottleneck: Option<LinkClass>) -> Placemen
         shared: None,
         bottleneck,
         topology_known: true,
+        by_count: false,
         score: 90,
         parts: ScoreParts {
             gpu_set: None,
@@ -102,4 +103,17 @@ fn a_gang_member_is_bound_as_any_pod_in_both_modes() {
     assert_eq!(secondary, extender);
     assert_eq!(secondary.target.name.as_deref(), Some("dgx1-b"));
     assert_eq!(secondary.metadata.uid.as_deref(), Some("uid-worker-1"));
+}
+
+#[test]
+fn a_pod_given_gpus_by_count_is_bound_without_indices_in_both_modes() {
+    let train = pod("train", json!({}));
+    let p = Placement {
+        by_count: true,
+        ..placement("train", &[0, 1, 2, 3], None)
+    };
+    let (secondary, extender) = both_modes(&train, &p);
+    assert_eq!(secondary, extender);
+    assert_eq!(secondary.metadata.annotations, None);
+    assert_eq!(secondary.target.name.as_deref(), Some("dgx1-b"));
 }

@@ -107,6 +107,8 @@ pub fn workload_label(pod: Option<&PendingPod>) -> &'static str {
 pub fn scheduled_note(p: &Placement) -> String {
     let gpus = if p.gpus.is_empty() {
         "no GPUs".to_string()
+    } else if p.by_count {
+        format!("{} GPU(s) by count", p.gpus.len())
     } else {
         format!("GPUs {}", p.assigned_gpus())
     };
