@@ -15,7 +15,8 @@ use gputopo_agent::podres::PodResourcesSource;
 use gputopo_agent::podres::kubelet::KubeletSocket;
 use gputopo_agent::podres::saved::SavedAnswer;
 use gputopo_kubelet_api::{dra, pluginregistration, podresources};
-use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
+use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, LogArgs, OpsServer};
+use gputopo_ops::man::{self, ManArgs};
 use gputopo_topology::backend::amd_smi::AmdSmiSource;
 use gputopo_topology::backend::nvml::NvmlSource;
 use gputopo_topology::backend::recording::{RecordMeta, record, run_command_stdout};
@@ -40,6 +41,8 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -50,6 +53,8 @@ enum Command {
     Record(RecordArgs),
     /// Run as the node daemon: publish labels and the GpuTopology, keep them current.
     Run(Box<RunArgs>),
+    /// Print this binary's manual page, or write one per subcommand with --out.
+    Man(ManArgs),
 }
 
 /// Where the agent looks: exactly one of NVML, AMD SMI, saved tool texts, or a recording.
@@ -246,12 +251,18 @@ enum Output {
 }
 
 fn main() -> ExitCode {
-    daemon::init_logging("warn", false);
     let cli = Cli::parse();
+    daemon::init_logging("warn", cli.log.log_format);
     let result = match cli.command {
         Command::Discover(args) => discover(args),
         Command::Record(args) => record_node(args),
         Command::Run(args) => run_daemon(*args),
+        Command::Man(args) => {
+            use clap::CommandFactory;
+            man::run(Cli::command(), &args)
+                .map(drop)
+                .map_err(Into::into)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -456,6 +467,7 @@ fn run_daemon(args: RunArgs) -> Result<()> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use gputopo_ops::daemon::LogFormat;
 
     /// Every environment variable the agent's flags have ever read:
     /// the Helm chart, the plain manifests and docs set them.
@@ -467,6 +479,7 @@ mod tests {
         "GPUTOPO_FIXTURE",
         "GPUTOPO_GFD_COMPATIBLE_LABELS",
         "GPUTOPO_LISTEN",
+        "GPUTOPO_LOG_FORMAT",
         "GPUTOPO_KUBELET_PLUGINS_DIR",
         "GPUTOPO_KUBELET_REGISTRY_DIR",
         "GPUTOPO_LINK_DEVICES",
@@ -496,5 +509,54 @@ mod tests {
         ];
         let drift = daemon::env_var_drift(&Cli::command(), ACCEPTED, &repo, &manifests);
         assert!(drift.is_empty(), "{drift:#?}");
+    }
+
+    #[test]
+    fn log_format_is_taken_before_or_after_the_subcommand() {
+        let fixture = ["--fixture", "f.yaml", "--node", "n"];
+        let cases: [Vec<&str>; 3] = [
+            [&["run", "--log-format", "json"][..], &fixture].concat(),
+            [&["--log-format", "json", "run"][..], &fixture].concat(),
+            [&["discover", "--log-format=json"][..], &fixture].concat(),
+        ];
+        for args in cases {
+            let cli = Cli::try_parse_from(std::iter::once("gputopo-agent").chain(args.clone()))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(cli.log.log_format, LogFormat::Json, "{args:?}");
+        }
+        let text = [&["run", "--log-format", "text"][..], &fixture].concat();
+        let cli = Cli::try_parse_from(std::iter::once("gputopo-agent").chain(text)).expect("text");
+        assert_eq!(cli.log.log_format, LogFormat::Text);
+        let xml = [&["run", "--log-format", "xml"][..], &fixture].concat();
+        assert!(Cli::try_parse_from(std::iter::once("gputopo-agent").chain(xml)).is_err());
+        let cmd = Cli::command();
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("log-format"))
+            .expect("--log-format");
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some("GPUTOPO_LOG_FORMAT")
+        );
+    }
+
+    #[test]
+    fn the_manual_has_a_page_per_subcommand_with_its_flags() {
+        let pages = man::pages(Cli::command());
+        let cmd = Cli::command();
+        let commands: Vec<&clap::Command> =
+            std::iter::once(&cmd).chain(cmd.get_subcommands()).collect();
+        assert_eq!(pages.len(), commands.len());
+        for (page, command) in pages.iter().zip(commands) {
+            let name = match command.get_name() {
+                "gputopo-agent" => "gputopo-agent.1".to_string(),
+                sub => format!("gputopo-agent-{sub}.1"),
+            };
+            assert_eq!(page.file_name, name);
+            for long in command.get_arguments().filter_map(|a| a.get_long()) {
+                let flag = format!("\\-\\-{}", long.replace('-', "\\-"));
+                assert!(page.roff.contains(&flag), "{name}: no {flag}");
+            }
+        }
     }
 }

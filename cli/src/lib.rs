@@ -3,6 +3,7 @@
 
 pub mod claims;
 pub mod cluster;
+pub mod manual;
 pub mod place;
 pub mod report;
 pub mod simulate;

@@ -4,9 +4,10 @@
 //! `-o json`, `{"error": ".."}` on stdout); 2 bad input (a message on stderr
 //! naming what was wrong and what is accepted).
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use gputopo::claims;
 use gputopo::cluster::{self, Overrides};
+use gputopo::manual::{self, Shell};
 use gputopo::place::{self, PlaceRequest, parse_free, parse_level};
 use gputopo::report::ExplainReport;
 use gputopo::topology;
@@ -148,6 +149,20 @@ enum Command {
     },
     /// Print the GpuTopology CustomResourceDefinition, generated from the Rust types.
     Crd,
+    /// Print the completion script for a shell, e.g.
+    /// `gputopo completions bash > ~/.local/share/bash-completion/completions/gputopo`.
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Print gputopo's manual page, or write one per command into a folder.
+    Man {
+        /// Write gputopo.1 and one page per subcommand (gputopo-place.1, ...)
+        /// into DIR, e.g. ~/.local/share/man/man1; without it, print
+        /// gputopo.1 (roff, for `man -l -`).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -185,6 +200,19 @@ fn main() -> ExitCode {
             out(&gputopo_api::crd_yaml());
             ExitCode::SUCCESS
         }
+        Command::Completions { shell } => {
+            out(&manual::completions(Cli::command(), shell));
+            ExitCode::SUCCESS
+        }
+        Command::Man { out: None } => {
+            let pages = manual::pages(Cli::command());
+            out(pages.first().map(|p| p.roff.as_str()).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Command::Man { out: Some(dir) } => match manual::write_pages(Cli::command(), &dir) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => bad_input("man", e),
+        },
         Command::Place {
             topology,
             gpus,
@@ -332,4 +360,81 @@ fn run_explain(
         Output::Text => out(&report.text()),
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// Every subcommand's name, and every long flag of each, from the
+    /// command line itself.
+    fn subcommands() -> Vec<(String, Vec<String>)> {
+        Cli::command()
+            .get_subcommands()
+            .map(|s| {
+                let flags = s
+                    .get_arguments()
+                    .filter(|a| !a.is_hide_set())
+                    .filter_map(|a| a.get_long().map(str::to_string))
+                    .collect();
+                (s.get_name().to_string(), flags)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_shells_completion_names_every_subcommand() {
+        let subs = subcommands();
+        assert!(subs.len() >= 8, "{subs:?}");
+        for shell in Shell::value_variants() {
+            let script = manual::completions(Cli::command(), *shell);
+            for (name, _) in &subs {
+                assert!(script.contains(name.as_str()), "{shell}: no {name}");
+            }
+        }
+        // bash also completes each subcommand's flags.
+        let bash = manual::completions(Cli::command(), Shell::Bash);
+        for (name, flags) in &subs {
+            for flag in flags {
+                assert!(bash.contains(&format!("--{flag}")), "bash: {name} --{flag}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_manual_has_every_subcommand_and_flag() {
+        let pages = manual::pages(Cli::command());
+        let top = &pages[0];
+        assert_eq!(top.file_name, "gputopo.1");
+        assert!(top.roff.contains(".TH gputopo 1"), "{}", top.roff);
+        for (name, flags) in subcommands() {
+            let file = format!("gputopo-{name}.1");
+            let page = pages
+                .iter()
+                .find(|p| p.file_name == file)
+                .unwrap_or_else(|| panic!("no {file}"));
+            // The top page names it; its own page lists each flag (roff
+            // escapes every '-').
+            let roff_name = format!("gputopo\\-{}(1)", name.replace('-', "\\-"));
+            assert!(top.roff.contains(&roff_name), "gputopo.1 lacks {roff_name}");
+            for flag in flags {
+                let roff_flag = format!("\\-\\-{}", flag.replace('-', "\\-"));
+                assert!(page.roff.contains(&roff_flag), "{file} lacks --{flag}");
+            }
+        }
+        assert_eq!(pages.len(), subcommands().len() + 1);
+    }
+
+    #[test]
+    fn man_out_writes_a_page_per_command() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let folder = dir.path().join("man1");
+        let written = manual::write_pages(Cli::command(), &folder).expect("written");
+        assert_eq!(written.len(), subcommands().len() + 1);
+        for path in written {
+            let text = std::fs::read_to_string(&path).expect("a page");
+            assert!(text.contains(".SH NAME"), "{}", path.display());
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! One daemon's start, shared by `gputopo-scheduler`, `gputopo-agent` and
-//! `gputopo-device-plugin`: command-line flags ([`ListenArgs`]) in, then
+//! `gputopo-device-plugin`: command-line flags ([`ListenArgs`], [`LogArgs`]) in, then
 //! logging ([`init_logging`]), the async runtime ([`runtime`]), the API
 //! server's client ([`kube_config`], [`kube_client`]), the probes' and
 //! Prometheus' HTTP server ([`OpsServer`]) and the stop signal
@@ -30,18 +30,45 @@ pub enum BootstrapError {
     Signal(#[source] std::io::Error),
 }
 
-/// Logs to stderr, the level from `RUST_LOG` (else `default_level`), as
-/// JSON lines when `json`.
-pub fn init_logging(default_level: &str, json: bool) {
+/// How a daemon writes its log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line, for a log pipeline (Loki, Elasticsearch, Cloud Logging).
+    Json,
+}
+
+/// `--log-format text|json` (`GPUTOPO_LOG_FORMAT`): one flag, one variable
+/// for every daemon, so that a chart or an operator sets it the same way
+/// everywhere.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct LogArgs {
+    /// Log lines as text or as JSON objects (the level comes from RUST_LOG).
+    // Global: a daemon with subcommands takes it before or after the subcommand.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        env = "GPUTOPO_LOG_FORMAT",
+        default_value_t = LogFormat::Text,
+        global = true
+    )]
+    pub log_format: LogFormat,
+}
+
+/// Logs to stderr, the level from `RUST_LOG` (else `default_level`), in
+/// `format`.
+pub fn init_logging(default_level: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
     }
 }
 
@@ -292,6 +319,60 @@ mod tests {
             vars.into_iter().collect::<Vec<_>>(),
             ["GPUTOPO_OPS_TEST_LISTEN"]
         );
+    }
+
+    #[derive(Parser)]
+    struct LogCli {
+        #[command(flatten)]
+        log: LogArgs,
+    }
+
+    /// Set in the child process [`log_format_reads_its_environment_twin`] starts.
+    const CHILD: &str = "GPUTOPO_OPS_TEST_LOG_FORMAT_CHILD";
+
+    #[test]
+    fn log_format_takes_its_flag_and_refuses_other_formats() {
+        let cli = LogCli::try_parse_from(["d", "--log-format", "json"]).expect("json");
+        assert_eq!(cli.log.log_format, LogFormat::Json);
+        let cli = LogCli::try_parse_from(["d", "--log-format", "text"]).expect("text");
+        assert_eq!(cli.log.log_format, LogFormat::Text);
+        let err = LogCli::try_parse_from(["d", "--log-format", "xml"])
+            .err()
+            .expect("xml is refused");
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        let vars = flag_env_vars(&<LogCli as clap::CommandFactory>::command());
+        assert_eq!(vars.into_iter().collect::<Vec<_>>(), ["GPUTOPO_LOG_FORMAT"]);
+    }
+
+    /// The variable is read in a child process (this test binary run again):
+    /// setting one in the multi-threaded test process is unsound.
+    #[test]
+    fn log_format_reads_its_environment_twin() {
+        if std::env::var_os(CHILD).is_some() {
+            match LogCli::try_parse_from(["d"]) {
+                Ok(cli) => println!("parsed {:?}", cli.log.log_format),
+                Err(e) => println!("refused {:?}", e.kind()),
+            }
+            return;
+        }
+        let child = |value: &str| {
+            let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+                .args([
+                    "--exact",
+                    "daemon::tests::log_format_reads_its_environment_twin",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD, "1")
+                .env("GPUTOPO_LOG_FORMAT", value)
+                .output()
+                .expect("the test binary runs");
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        assert!(child("json").contains("parsed Json"));
+        assert!(child("text").contains("parsed Text"));
+        assert!(child("xml").contains("refused InvalidValue"));
     }
 
     #[test]

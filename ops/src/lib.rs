@@ -4,9 +4,11 @@
 //! (OpenMetrics text of the daemon's `prometheus-client` registry). Each
 //! daemon keeps its own metrics; this crate only serves them. `daemon.rs`
 //! is the start every daemon shares: logging, runtime, API client, the
-//! server of these routes, the stop signal and the `--listen` flag.
+//! server of these routes, the stop signal and the `--listen` flag;
+//! `man.rs` their manual pages.
 
 pub mod daemon;
+pub mod man;
 
 pub mod build_info;
 

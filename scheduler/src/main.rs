@@ -2,7 +2,8 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, OpsServer};
+use gputopo_ops::daemon::{self, ListenArgs, ListenFlag, LogArgs, LogFormat, OpsServer};
+use gputopo_ops::man::{self, ManArgs};
 use gputopo_scheduler::Settings;
 use gputopo_scheduler::extender::{self, Limits};
 use gputopo_scheduler::leader::{self, LeaderConfig, LeaderElector};
@@ -25,6 +26,8 @@ use tracing::{error, info};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -37,6 +40,8 @@ enum Command {
     /// stock kube-scheduler schedules and calls gputopo for GPU topology.
     /// See docs/extender.md for its KubeSchedulerConfiguration.
     Extender(ExtenderArgs),
+    /// Print this binary's manual page, or write one per subcommand with --out.
+    Man(ManArgs),
 }
 
 /// What `run` and `extender` both take.
@@ -53,8 +58,9 @@ struct DaemonArgs {
     /// `--listen`: /healthz, /readyz (503 until the watches have listed), /metrics.
     #[command(flatten)]
     ops: ListenArgs<SchedulerListen>,
-    /// Log lines as JSON instead of text (the level comes from RUST_LOG, default info).
-    #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON")]
+    /// Deprecated: --log-format json. Still means JSON, whatever
+    /// --log-format says.
+    #[arg(long, env = "GPUTOPO_SCHEDULER_LOG_JSON", hide_short_help = true)]
     log_json: bool,
 }
 
@@ -64,6 +70,17 @@ struct SchedulerListen;
 impl ListenFlag for SchedulerListen {
     const ENV: &'static str = "GPUTOPO_SCHEDULER_LISTEN";
     const DEFAULT: &'static str = "0.0.0.0:10261";
+}
+
+impl Cli {
+    /// `--log-format`, or JSON where the deprecated `--log-json` asks.
+    fn log_format(&self, daemon: &DaemonArgs) -> LogFormat {
+        if daemon.log_json {
+            LogFormat::Json
+        } else {
+            self.log.log_format
+        }
+    }
 }
 
 impl DaemonArgs {
@@ -231,8 +248,14 @@ fn main() -> ExitCode {
     let daemon = match &cli.command {
         Command::Run(args) => &args.daemon,
         Command::Extender(args) => &args.daemon,
+        Command::Man(args) => return print_man(args),
     };
-    daemon::init_logging("info", daemon.log_json);
+    daemon::init_logging("info", cli.log_format(daemon));
+    if daemon.log_json {
+        tracing::warn!(
+            "--log-json (GPUTOPO_SCHEDULER_LOG_JSON) is deprecated: use --log-format json (GPUTOPO_LOG_FORMAT)"
+        );
+    }
     let result = daemon::runtime(None)
         .map_err(anyhow::Error::from)
         .and_then(|rt| {
@@ -240,6 +263,7 @@ fn main() -> ExitCode {
                 match cli.command {
                     Command::Run(args) => run(args).await,
                     Command::Extender(args) => extender(args).await,
+                    Command::Man(_) => Ok(()),
                 }
             })
         });
@@ -247,6 +271,17 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gputopo-scheduler: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_man(args: &ManArgs) -> ExitCode {
+    use clap::CommandFactory;
+    match man::run(Cli::command(), args) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gputopo-scheduler man: {e}");
             ExitCode::FAILURE
         }
     }
@@ -361,6 +396,7 @@ mod tests {
         "GPUTOPO_SCHEDULER_LEASE_DURATION",
         "GPUTOPO_SCHEDULER_LEASE_NAME",
         "GPUTOPO_SCHEDULER_LISTEN",
+        "GPUTOPO_LOG_FORMAT",
         "GPUTOPO_SCHEDULER_LOG_JSON",
         "GPUTOPO_SCHEDULER_MAX_BINDS_IN_FLIGHT",
         "GPUTOPO_SCHEDULER_MAX_CONCURRENT_BINDS",
@@ -394,12 +430,84 @@ mod tests {
                 "--log-json",
             ])
             .unwrap_or_else(|e| panic!("{sub}: {e}"));
-            let daemon = match &cli.command {
-                Command::Run(a) => &a.daemon,
-                Command::Extender(a) => &a.daemon,
-            };
+            let daemon = daemon_args(&cli);
             assert_eq!(daemon.ops.listen.to_string(), "127.0.0.1:1");
-            assert!(daemon.log_json);
+            assert_eq!(cli.log_format(daemon), LogFormat::Json);
+        }
+    }
+
+    fn daemon_args(cli: &Cli) -> &DaemonArgs {
+        match &cli.command {
+            Command::Run(a) => &a.daemon,
+            Command::Extender(a) => &a.daemon,
+            Command::Man(_) => panic!("not a daemon"),
+        }
+    }
+
+    #[test]
+    fn log_format_is_taken_by_both_modes_before_or_after_the_subcommand() {
+        let cases: [&[&str]; 4] = [
+            &["run", "--log-format", "json"],
+            &["--log-format", "json", "extender"],
+            &["extender", "--log-format=json"],
+            &["run", "--log-json", "--log-format", "text"],
+        ];
+        for args in cases {
+            let cli = Cli::try_parse_from(
+                std::iter::once("gputopo-scheduler").chain(args.iter().copied()),
+            )
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(
+                cli.log_format(daemon_args(&cli)),
+                LogFormat::Json,
+                "{args:?}"
+            );
+        }
+        let cli = Cli::try_parse_from(["gputopo-scheduler", "run", "--log-format", "text"])
+            .expect("text");
+        assert_eq!(cli.log_format(daemon_args(&cli)), LogFormat::Text);
+        assert!(Cli::try_parse_from(["gputopo-scheduler", "run", "--log-format", "xml"]).is_err());
+        // Its environment twin, the one every daemon reads.
+        let mut cmd = Cli::command();
+        cmd.build();
+        for sub in ["run", "extender"] {
+            let arg = cmd
+                .find_subcommand(sub)
+                .and_then(|s| {
+                    s.get_arguments()
+                        .find(|a| a.get_long() == Some("log-format"))
+                })
+                .unwrap_or_else(|| panic!("{sub} has no --log-format"));
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some("GPUTOPO_LOG_FORMAT")
+            );
+        }
+    }
+
+    #[test]
+    fn the_manual_has_a_page_per_mode_with_its_flags() {
+        let pages = man::pages(Cli::command());
+        let names: Vec<&str> = pages.iter().map(|p| p.file_name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "gputopo-scheduler.1",
+                "gputopo-scheduler-run.1",
+                "gputopo-scheduler-extender.1",
+                "gputopo-scheduler-man.1"
+            ]
+        );
+        // Each page lists its own command's flags: the top one --log-format.
+        let cmd = Cli::command();
+        let commands = std::iter::once(&cmd).chain(cmd.get_subcommands());
+        for (page, sub) in pages.iter().zip(commands) {
+            for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+                if let Some(long) = arg.get_long() {
+                    let flag = format!("\\-\\-{}", long.replace('-', "\\-"));
+                    assert!(page.roff.contains(&flag), "{}: no {flag}", page.file_name);
+                }
+            }
         }
     }
 
@@ -408,7 +516,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         match cli.command {
             Command::Extender(a) => a,
-            Command::Run(_) => panic!("not the extender"),
+            Command::Run(_) | Command::Man(_) => panic!("not the extender"),
         }
     }
 

@@ -52,7 +52,7 @@ fn the_extender_renders_as_asked() {
             "GPUTOPO_SCHEDULER_MAX_CONCURRENT_FILTERS",
             "GPUTOPO_SCHEDULER_MAX_CONCURRENT_BINDS",
             "GPUTOPO_SCHEDULER_LISTEN",
-            "GPUTOPO_SCHEDULER_LOG_JSON",
+            "GPUTOPO_LOG_FORMAT",
             "RUST_LOG"
         ]
     );
@@ -218,10 +218,7 @@ fn the_scheduler_renders_as_asked() {
         env_value(scheduler, "GPUTOPO_SCHEDULER_LEASE_NAME"),
         Some("gpu-topology-leader")
     );
-    assert_eq!(
-        env_value(scheduler, "GPUTOPO_SCHEDULER_LOG_JSON"),
-        Some("true")
-    );
+    assert_eq!(env_value(scheduler, "GPUTOPO_LOG_FORMAT"), Some("json"));
     let pod = &deployment["spec"]["template"]["spec"];
     assert!(pod.get("priorityClassName").is_none(), "{pod}");
     assert!(pod["affinity"].get("podAntiAffinity").is_none(), "{pod}");
