@@ -96,16 +96,13 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 
 {{/*
-The scheduler's configuration file (docs/scheduler.md).
+The scheduler's configuration file (docs/scheduler.md): scheduler.config as
+it is (values.schema.json holds it to the file's own schema), with
+schedulerNames from scheduler.schedulerName.
 */}}
 {{- define "gputopo.scheduler.config" -}}
-{{- $config := deepCopy .Values.scheduler.config }}
+{{- $config := deepCopy (.Values.scheduler.config | default dict) }}
 {{- $_ := set $config "schedulerNames" (list .Values.scheduler.schedulerName) }}
-{{- /* keys replace the default preset (Helm merges maps: a user's keys would
-     otherwise sit beside the default preset, which the scheduler refuses). */}}
-{{- if and $config.networkTiers $config.networkTiers.keys }}
-{{- $_ := set $config "networkTiers" (dict "keys" $config.networkTiers.keys) }}
-{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
@@ -137,6 +134,14 @@ than install something that silently does less.
 {{- end }}
 {{- if and .Values.scheduler.extender.enabled $tls.insecurePlainHTTP (or $tls.secretName $tls.clientCASecretName) }}
 {{- fail "scheduler.extender.tls.insecurePlainHTTP and scheduler.extender.tls.secretName/clientCASecretName exclude each other" }}
+{{- end }}
+{{- if and .Values.scheduler.existingConfigMap .Values.scheduler.config }}
+{{- fail (printf "scheduler.existingConfigMap (%s) and scheduler.config exclude each other: with a ConfigMap of your own the chart renders no configuration file, so scheduler.config would be ignored; put those settings in %s's config.yaml, or unset scheduler.existingConfigMap" .Values.scheduler.existingConfigMap .Values.scheduler.existingConfigMap) }}
+{{- end }}
+{{- with (.Values.scheduler.config | default dict).networkTiers }}
+{{- if and .preset .keys }}
+{{- fail "scheduler.config.networkTiers.preset and scheduler.config.networkTiers.keys exclude each other: keys name the tiers a preset would; set one" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: each ServiceMonitor selects its component's metrics Service (agent, scheduler, device plugin)" }}

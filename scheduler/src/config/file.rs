@@ -7,55 +7,87 @@ use super::file_scoring::{
 use super::problem::Problem;
 use super::*;
 use gputopo_scheduler_core::config::ConfigError;
+use schemars::JsonSchema;
 
-#[derive(Deserialize, Default)]
+/// A value with something in it: the parser refuses blank names.
+const NOT_BLANK: &str = r"\S";
+
+// The `///` lines of these types are the descriptions in the generated
+// schema (values.schema.json), so they speak to whoever writes the file.
+#[derive(Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct FileConfig {
+    /// The pods' spec.schedulerName values served with the top-level settings.
+    #[schemars(length(min = 1), inner(pattern(NOT_BLANK)))]
     scheduler_names: Option<Vec<String>>,
+    /// Node label keys of the network tiers: a preset, or keys (outermost first).
     network_tiers: Option<TiersFile>,
+    /// The parts of a node's score and their weights.
     weights: Option<WeightsFile>,
+    /// How kube-scheduler's scores (its plugins' weights) blend into the podPreferences part.
     preferences: Option<PreferencesFile>,
+    /// For pods stating no topologySpreadConstraints, as kube-scheduler's PodTopologySpreadArgs.
     topology_spread_defaults: Option<SpreadDefaultsFile>,
+    /// Whose use the balance is measured over (NodeResourcesBalancedAllocationArgs' resources).
     balanced_allocation: Option<BalancedAllocationFile>,
+    /// Which GPU generation pods lean to. In Helm values quote "off": YAML 1.1 reads it as false.
     gpu_generation: Option<GenerationFile>,
+    /// The kubelet Topology Manager policy of nodes without the gputopo.dev/topology-manager-policy label.
     default_topology_manager_policy: Option<PolicyFile>,
+    /// How full shared (inference) GPUs' memory is packed: 0 < low <= high < 1.
     memory_target: Option<MemoryTargetFile>,
+    /// node.kubernetes.io/instance-type values that are spot capacity.
     spot_instance_types: Option<Vec<String>>,
+    /// How long an unschedulable pod waits before its next try (initial <= max).
     backoff: Option<BackoffFile>,
+    /// Evicting lower-priority pods for a pod or gang that fits nowhere.
     preemption: Option<PreemptionFile>,
+    /// How gangs wait, and what their reservations may hold.
     gangs: Option<GangsFile>,
+    /// How far what nodes report about held GPUs is trusted.
     accounting: Option<AccountingFile>,
+    /// The Dynamic Resource Allocation drivers whose devices gputopo allocates.
     dra: Option<DraFile>,
+    /// The pods the cluster expects: turns on the fragmentation score.
     target_workload: Option<TargetWorkloadFile>,
+    /// More spec.schedulerName values, each with its own scoring, starting from the top-level settings.
     profiles: Option<Vec<ProfileFile>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DraFile {
+    #[schemars(length(min = 1), inner(pattern(NOT_BLANK)))]
     drivers: Vec<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TargetWorkloadFile {
+    /// The node label naming the GPU model (default nvidia.com/gpu.product).
     model_label: Option<String>,
+    #[schemars(length(min = 1))]
     pod_types: Vec<PodTypeFile>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PodTypeFile {
     #[serde(default)]
     cpu_milli: u64,
     #[serde(default)]
+    #[schemars(range(max = 32))]
     gpus: u32,
     /// Milli-GPU per GPU: 1000 for whole GPUs, less for a share of one.
     #[serde(default = "whole_gpu")]
+    #[schemars(range(min = 1, max = 1000))]
     gpu_milli: u32,
+    /// GPU models (the model label's values) the pods accept; none: any.
     #[serde(default)]
     models: Vec<String>,
+    /// How often the type comes, relative to the others.
     #[serde(default = "unit_weight")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     weight: f64,
 }
 
@@ -67,7 +99,7 @@ fn unit_weight() -> f64 {
     1.0
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PreemptionFile {
     enabled: Option<bool>,
@@ -76,7 +108,7 @@ struct PreemptionFile {
     inference_restart: Option<DurationFile>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct GangsFile {
     mixed_models: Option<bool>,
@@ -85,24 +117,27 @@ struct GangsFile {
     reservations: Option<ReservationsFile>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct AccountingFile {
     reported_allocations_max_age: Option<DurationFile>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReservationsFile {
     enabled: Option<bool>,
+    /// At most this fraction (0 to 1) of the cluster's GPUs reserved at once.
+    #[schemars(range(min = 0, max = 1))]
     max_fraction: Option<f64>,
     max_reservations: Option<usize>,
     ttl: Option<DurationFile>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ProfileFile {
+    #[schemars(pattern(NOT_BLANK))]
     scheduler_name: String,
     weights: Option<WeightsFile>,
     gpu_generation: Option<GenerationFile>,
@@ -129,10 +164,12 @@ impl PreemptionFile {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TiersFile {
     preset: Option<PresetFile>,
+    /// Label keys, outermost first (set preset or keys, not both).
+    #[schemars(length(min = 1, max = gputopo_scheduler_core::config::MAX_TIERS), inner(pattern(r"^\S+$")))]
     keys: Option<Vec<String>>,
 }
 
@@ -201,10 +238,12 @@ impl TryFrom<String> for DurationFile {
 #[serde(rename_all = "camelCase", deny_unknown_fields, try_from = "RawTarget")]
 struct MemoryTargetFile(MemoryTarget);
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawTarget {
+    #[schemars(extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     low: f64,
+    #[schemars(extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     high: f64,
 }
 
@@ -215,7 +254,7 @@ impl TryFrom<RawTarget> for MemoryTargetFile {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct BackoffFile {
     initial: Option<DurationFile>,
@@ -514,6 +553,9 @@ fn add_profiles(settings: &mut Settings, profiles: &[ProfileFile]) -> Result<(),
     }
     Ok(())
 }
+
+#[path = "file_schema.rs"]
+mod schema;
 
 #[cfg(test)]
 #[path = "file_tests.rs"]

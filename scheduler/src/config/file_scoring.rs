@@ -5,8 +5,9 @@
 use super::problem::Problem;
 use super::*;
 use gputopo_scheduler_core::config::BalancedResources;
+use schemars::JsonSchema;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct WeightsFile {
     pub(super) gpu_set: Option<u32>,
@@ -24,43 +25,56 @@ pub(super) struct WeightsFile {
 }
 
 /// `preferences`: how kube-scheduler's scores blend into the pod-preferences part.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct PreferencesFile {
     pub(super) node_affinity: Option<u32>,
     pub(super) inter_pod_affinity: Option<u32>,
     pub(super) topology_spread: Option<u32>,
+    /// InterPodAffinity's hardPodAffinityWeight.
+    #[schemars(range(min = 0, max = 100))]
     pub(super) hard_pod_affinity_weight: Option<i32>,
 }
 
 /// `topologySpreadDefaults`: PodTopologySpreadArgs' `defaultingType` and
 /// `defaultConstraints`, as KubeSchedulerConfiguration spells them.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct SpreadDefaultsFile {
+    /// System: hostname maxSkew 3 and zone maxSkew 5, ScheduleAnyway; List: defaultConstraints.
+    #[schemars(extend("enum" = ["System", "List"]))]
     pub(super) defaulting_type: Option<String>,
+    /// With List only; an empty list turns the defaults off.
     pub(super) default_constraints: Option<Vec<DefaultConstraintFile>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct DefaultConstraintFile {
+    #[schemars(range(min = 1))]
     pub(super) max_skew: i32,
+    #[schemars(length(min = 1))]
     pub(super) topology_key: String,
+    #[schemars(extend("enum" = ["DoNotSchedule", "ScheduleAnyway"]))]
     pub(super) when_unsatisfiable: String,
 }
 
 /// `balancedAllocation`: NodeResourcesBalancedAllocationArgs' `resources`.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct BalancedAllocationFile {
+    /// Resource names, each once; an empty list turns the part off.
+    #[schemars(length(max = gputopo_scheduler_core::config::MAX_BALANCED_RESOURCES))]
     pub(super) resources: Vec<ResourceSpecFile>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct ResourceSpecFile {
+    #[schemars(length(min = 1))]
     pub(super) name: String,
+    /// 1, as kube-scheduler's NodeResourcesBalancedAllocationArgs take no other.
+    #[schemars(extend("const" = 1))]
     pub(super) weight: Option<i64>,
 }
 
