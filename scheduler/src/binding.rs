@@ -8,6 +8,7 @@ use crate::annotations::assignment_annotations;
 use gputopo_scheduler_core::schedule::Placement;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
 
 /// The pod a binding names: with the uid, the API server refuses the
 /// binding for a pod of the same name created anew.
@@ -37,9 +38,7 @@ impl<'a> PodIdentity<'a> {
 /// given GPUs by count: an index written there could be a GPU another pod
 /// holds.
 pub fn pod_binding(pod: &PodIdentity<'_>, placement: &Placement) -> Binding {
-    let annotations = placement
-        .names_gpus()
-        .then(|| assignment_annotations(placement));
+    let annotations = binding_annotations(placement);
     Binding {
         metadata: ObjectMeta {
             name: Some(pod.name.to_string()),
@@ -55,6 +54,14 @@ pub fn pod_binding(pod: &PodIdentity<'_>, placement: &Placement) -> Binding {
             ..ObjectReference::default()
         },
     }
+}
+
+/// The annotations [`pod_binding`] carries for `placement`: its GPU
+/// record, or none (see there).
+pub fn binding_annotations(placement: &Placement) -> Option<BTreeMap<String, String>> {
+    placement
+        .names_gpus()
+        .then(|| assignment_annotations(placement))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! short `tracing` span, errors sorted into `WriteErrorKind`s
 //! ([`write_error`]). The claim writes are `claims/claim_writes.rs`.
 
+use crate::assignment_record::AssignmentRecord;
 use crate::binding::{PodIdentity, pod_binding};
 use crate::checked::InvalidObject;
 use crate::cluster::pod_key;
@@ -158,6 +159,30 @@ fn recorders<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// After a binding that named GPUs: the same record as the pod's
+/// [`CONDITION_TYPE`](crate::assignment_record::CONDITION_TYPE) condition,
+/// where tenants cannot write (see `assignment_record`). The binding is the
+/// promise; a failure here is logged and the annotations stay the record.
+pub async fn record_in_status(api: &Api<Pod>, pod: &Pod, p: &Placement) {
+    let Some(annotations) = crate::binding::binding_annotations(p) else {
+        return;
+    };
+    let condition = AssignmentRecord::from_binding(&annotations).condition(Timestamp::now());
+    let patch = json!({"status": {"conditions": [condition]}});
+    let key = pod_key(pod);
+    if let Err(e) = api
+        .patch_status(
+            pod.name_any().as_str(),
+            &params(),
+            &Patch::Strategic(&patch),
+        )
+        .instrument(info_span!("record_gpus", pod = %key))
+        .await
+    {
+        warn!(pod = %key, error = %e, "GPU record not written to the pod's status; its annotations stay the record");
+    }
+}
+
 fn params() -> PatchParams {
     PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -187,6 +212,7 @@ impl ClusterWrites for KubeWrites {
             .instrument(info_span!("bind_pod", pod = %key, node = %p.node))
             .await
             .map_err(|e| write_error(WriteOp::Bind, key, e))?;
+        record_in_status(&self.pods(pod), pod, p).await;
         let binds = self.binds.fetch_add(1, Ordering::SeqCst) + 1;
         if self.exit_after_binds.is_some_and(|n| binds >= n) {
             warn!(binds, "{FAILPOINT_EXIT_AFTER_BINDS} reached: aborting");

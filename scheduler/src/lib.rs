@@ -5,6 +5,7 @@
 //! it, and says why in an event. See docs/scheduler.md.
 
 pub mod annotations;
+pub mod assignment_record;
 pub mod binding;
 pub mod change_feed;
 pub mod checked;

@@ -21,6 +21,7 @@
 //! objects, warnings included as a set, whether read by change list or by
 //! comparison (`cycle/tests/live.rs`).
 
+use crate::assignment_record::{AssignmentRecord, RecordFinding, RecordKeeper};
 use crate::change_feed::ChangedObjects;
 use crate::cluster::{
     AssumeCache, Objects, ReadingTrust, is_pending_for, node_left_out, pod_key, pod_left_out,
@@ -114,6 +115,15 @@ pub struct LiveCluster {
     /// scheduler with nothing pending would hold every key other pods'
     /// churn names).
     touched: Vec<String>,
+    /// Each bound pod's GPU record as first seen or written: the pods are
+    /// read with it (`assignment_record`).
+    records: RecordKeeper,
+    /// The watched object of each pod read with another record than its
+    /// annotations say (the pointer comparison is against what was
+    /// watched, not the corrected copy).
+    corrected: HashMap<String, Arc<Pod>>,
+    /// What reading the records found, for the cycle to report.
+    record_findings: Vec<(Arc<Pod>, RecordFinding)>,
 }
 
 impl LiveCluster {
@@ -137,7 +147,22 @@ impl LiveCluster {
             storage_read: StorageObjects::default(),
             object_warnings: BTreeMap::new(),
             touched: Vec::new(),
+            records: RecordKeeper::default(),
+            corrected: HashMap::new(),
+            record_findings: Vec::new(),
         }
+    }
+
+    /// This scheduler bound `pod` with `record` (its binding's
+    /// annotations): what it reads of the pod from now on.
+    pub fn record_written(&mut self, pod: &Pod, record: AssignmentRecord) {
+        self.records
+            .wrote(&pod_key(pod), pod.metadata.uid.as_deref(), record);
+    }
+
+    /// What reading the pods' GPU records found since the last call.
+    pub fn take_record_findings(&mut self) -> Vec<(Arc<Pod>, RecordFinding)> {
+        std::mem::take(&mut self.record_findings)
     }
 
     pub fn counts(&self) -> LiveCounts {
@@ -310,7 +335,9 @@ impl LiveCluster {
     /// the object last read.
     fn feed_pod(&mut self, key: &str, pod: Option<&Arc<Pod>>) {
         let pods = Arc::make_mut(&mut self.pods);
-        let Some(pod) = pod else {
+        let Some(watched) = pod else {
+            self.records.forget(key);
+            self.corrected.remove(key);
             if pods.remove(key).is_some() {
                 self.bound.remove(key);
                 self.pending.remove(key);
@@ -319,9 +346,26 @@ impl LiveCluster {
             }
             return;
         };
-        if pods.get(key).is_some_and(|old| Arc::ptr_eq(old, pod)) {
+        let unchanged = match self.corrected.get(key) {
+            Some(old) => Arc::ptr_eq(old, watched),
+            None => pods.get(key).is_some_and(|old| Arc::ptr_eq(old, watched)),
+        };
+        if unchanged {
             return;
         }
+        let observed = self.records.observe(key, watched);
+        if Arc::ptr_eq(&observed.pod, watched) {
+            self.corrected.remove(key);
+        } else {
+            self.corrected.insert(key.to_string(), watched.clone());
+        }
+        self.record_findings.extend(
+            observed
+                .findings
+                .into_iter()
+                .map(|f| (observed.pod.clone(), f)),
+        );
+        let pod = &observed.pod;
         pods.insert(key.to_string(), pod.clone());
         let (bound, warning) = match bound_pod_input(pod) {
             Ok(input) => (input.is_some(), None),

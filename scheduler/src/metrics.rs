@@ -3,6 +3,7 @@
 //! watch has listed its objects) and `/metrics` are served by `gputopo-ops`.
 
 use crate::annotations::bottleneck_text;
+use crate::assignment_record::RecordFinding;
 use crate::checked::InvalidObjectsGauge;
 use crate::cycle::{CycleReport, Outcome};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -53,6 +54,12 @@ pub struct StateLabel {
     pub kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FindingLabel {
+    /// One of [`RecordFinding::METRIC_LABELS`].
+    pub finding: &'static str,
+}
+
 /// The scheduler's metrics, in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -70,12 +77,28 @@ pub struct Metrics {
     pub evictions: Family<EvictionLabels, Counter>,
     /// Pods found on other GPUs than chosen, by node (each difference once).
     pub assignment_mismatches: Family<NodeLabel, Counter>,
+    /// GPU records not believed, by finding (each once).
+    pub record_findings: Family<FindingLabel, Counter>,
     /// 1 on the replica that holds the leader lease (or runs without
     /// leader election), 0 on a standby.
     pub leader: Gauge,
     pub invalid_objects: InvalidObjectsGauge,
     /// Events not published because too many were waiting.
     pub events_dropped: Counter,
+}
+
+/// Registers `gputopo_gpu_record_findings_total{finding}` (both modes have it).
+pub fn register_record_findings(registry: &mut Registry) -> Family<FindingLabel, Counter> {
+    let family = Family::<FindingLabel, Counter>::default();
+    registry.register(
+        "gpu_record_findings",
+        format!(
+            "Bound pods whose GPU record was not believed, by finding ({}): edited after binding, contradicting the scheduler's status record, or a status record that cannot be read; each counted once",
+            RecordFinding::METRIC_LABELS.join(", ")
+        ),
+        family.clone(),
+    );
+    family
 }
 
 /// Registers `gputopo_invalid_objects{kind,reason}` (both modes have it).
@@ -109,6 +132,7 @@ impl Metrics {
         let evictions = Family::<EvictionLabels, Counter>::default();
         let invalid_objects = register_invalid_objects(registry);
         let assignment_mismatches = Family::<NodeLabel, Counter>::default();
+        let record_findings = register_record_findings(registry);
         let held = Family::<StateLabel, Gauge>::default();
         registry.register(
             "scheduler_state",
@@ -191,6 +215,7 @@ impl Metrics {
             domain_utilization,
             evictions,
             assignment_mismatches,
+            record_findings,
             leader,
             invalid_objects,
             events_dropped,
@@ -238,6 +263,13 @@ impl Metrics {
             self.assignment_mismatches
                 .get_or_create(&NodeLabel {
                     node: m.node.clone(),
+                })
+                .inc();
+        }
+        for f in &report.record_findings {
+            self.record_findings
+                .get_or_create(&FindingLabel {
+                    finding: f.metric_label(),
                 })
                 .inc();
         }

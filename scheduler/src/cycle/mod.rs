@@ -236,6 +236,9 @@ pub struct CycleReport {
     pub snapshot_error: Option<PrepareError>,
     /// Pods found running on other GPUs than chosen, each reported once.
     pub assignment_mismatches: Vec<AssignmentMismatch>,
+    /// GPU records not believed (edited after binding, contradicting the
+    /// status record), each reported once.
+    pub record_findings: Vec<crate::assignment_record::RecordFinding>,
     /// What the cycle carries to the next, after this one.
     pub held: HeldState,
 }

@@ -62,6 +62,7 @@ pub struct ExtenderMetrics {
     pub handshakes: Family<HandshakeLabel, Counter>,
     pub refused: Family<RefusedLabel, Counter>,
     pub suboptimal_dra_allocations: Counter,
+    pub record_findings: Family<crate::metrics::FindingLabel, Counter>,
 }
 
 impl ExtenderMetrics {
@@ -82,6 +83,7 @@ impl ExtenderMetrics {
         let handshakes = Family::<HandshakeLabel, Counter>::default();
         let refused = Family::<RefusedLabel, Counter>::default();
         let suboptimal_dra_allocations = Counter::default();
+        let record_findings = crate::metrics::register_record_findings(registry);
         registry.register(
             "extender_requests",
             "Extender requests from kube-scheduler by verb (filter, prioritize, bind) and result (ok, bad_request, not_ready, error)",
@@ -145,6 +147,7 @@ impl ExtenderMetrics {
             handshakes,
             refused,
             suboptimal_dra_allocations,
+            record_findings,
         }
     }
 

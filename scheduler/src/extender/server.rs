@@ -17,6 +17,7 @@ use super::http::{self, Limits};
 use super::metrics::ExtenderMetrics;
 use super::protocol::{BindingRequest, PlanError, PodClaims, binding, plan_binding};
 use super::tls::{TlsListener, TlsServing};
+use crate::assignment_record::{AssignmentRecord, RecordKeeper};
 use crate::cluster::{AssumeCache, Assumed, Objects, ReadingTrust, build_snapshot, pod_key, usage};
 use crate::config::Accounting;
 use crate::gangs::GangObjects;
@@ -121,6 +122,9 @@ pub struct Extender {
     readiness: Arc<Readiness>,
     metrics: Arc<ExtenderMetrics>,
     dra: ExtenderDra,
+    /// Each bound pod's GPU record as first seen or written
+    /// (`assignment_record`): the snapshot reads the pods with it.
+    records: Mutex<RecordKeeper>,
 }
 
 impl Extender {
@@ -146,6 +150,7 @@ impl Extender {
         .await;
         Ok(Arc::new(Extender {
             dra: ExtenderDra::new(client.clone(), dra),
+            records: Mutex::new(RecordKeeper::default()),
             client,
             config,
             accounting,
@@ -172,7 +177,7 @@ impl Extender {
         {
             return Ok(s.clone());
         }
-        let pods = self.watches.pods.state();
+        let pods = self.kept_records(self.watches.pods.state());
         let nodes = self.watches.nodes.state();
         let (topologies, _) = self.watches.topologies();
         let by_key: HashMap<String, Arc<Pod>> =
@@ -204,6 +209,33 @@ impl Extender {
         let snapshot = Arc::new(snapshot);
         *lock(&self.cached) = Some((generation, snapshot.clone()));
         Ok(snapshot)
+    }
+
+    /// The watched pods with the GPU record kept for each: an edit after
+    /// binding is not believed, but logged and counted once.
+    fn kept_records(&self, pods: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
+        let mut keeper = lock(&self.records);
+        let mut keys = std::collections::HashSet::with_capacity(pods.len());
+        let pods = pods
+            .iter()
+            .map(|p| {
+                let key = pod_key(p);
+                let observed = keeper.observe(&key, p);
+                for f in &observed.findings {
+                    warn!(pod = %f.pod(), finding = f.metric_label(), message = %f.message(), "GPU record not believed");
+                    self.metrics
+                        .record_findings
+                        .get_or_create(&crate::metrics::FindingLabel {
+                            finding: f.metric_label(),
+                        })
+                        .inc();
+                }
+                keys.insert(key);
+                observed.pod
+            })
+            .collect();
+        keeper.retain(|k| keys.contains(k));
+        pods
     }
 
     fn pod_claims(&self, pod: &Pod, snapshot: &Snapshot) -> PodClaims {
@@ -289,6 +321,13 @@ impl Extender {
             node: placement.node.clone(),
             source,
         })?;
+        let written = crate::binding::binding_annotations(&placement).unwrap_or_default();
+        lock(&self.records).wrote(
+            &key,
+            pod.metadata.uid.as_deref(),
+            AssignmentRecord::from_binding(&written),
+        );
+        crate::kube_writes::record_in_status(&pods, &pod, &placement).await;
         lock(&self.assumed).assume(
             key,
             Assumed {

@@ -42,6 +42,10 @@ impl Cycle {
         clock: Clock,
     ) -> CycleReport {
         self.observe(objects, clock);
+        let findings = self.record_findings_due();
+        for (pod, _, event) in &findings {
+            writes.emit_event(pod, event.clone());
+        }
         let mismatches = self.mismatches_due(clock);
         for (pod, _, event) in &mismatches {
             writes.emit_event(pod, event.clone());
@@ -49,6 +53,7 @@ impl Cycle {
         self.write_node_conditions(writes, clock).await;
         let mut report = self.schedule_due(objects, writes, clock).await;
         report.assignment_mismatches = mismatches.into_iter().map(|(_, m, _)| m).collect();
+        report.record_findings = findings.into_iter().map(|(_, f, _)| f).collect();
         self.write_gang_statuses(objects, writes, clock).await;
         report.held = self.held_state();
         report

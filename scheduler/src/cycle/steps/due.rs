@@ -1,5 +1,6 @@
 //! What each due pod is, and how every outcome ends. Pure.
 
+use crate::assignment_record::AssignmentRecord;
 use crate::cluster::pod_key;
 use crate::cycle::gang::{GangContext, GangReadiness, GangUnit};
 use crate::cycle::outcome::workload_label;
@@ -92,6 +93,11 @@ impl Cycle {
         let key = pod_key(pod);
         self.queue.record(&key, &outcome, work.clock.now);
         debug!(pod = %key, result = outcome.metric_label(), message = ?outcome.message(), "attempt");
+        if let Outcome::Scheduled(p) = &outcome {
+            let written = crate::binding::binding_annotations(p).unwrap_or_default();
+            self.live
+                .record_written(pod, AssignmentRecord::from_binding(&written));
+        }
         let gone = matches!(&outcome, Outcome::BindFailed(e) if e.pod_gone());
         let finish = Finish {
             event: (!gone).then(|| outcome.event()),

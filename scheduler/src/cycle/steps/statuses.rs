@@ -1,9 +1,10 @@
 //! The writes a cycle makes besides its pods' outcomes: events on pods
-//! found on other GPUs than chosen, the `GpuTopologyTrusted` node
+//! found on other GPUs than chosen or whose GPU record was edited, the `GpuTopologyTrusted` node
 //! conditions, and the gang objects' statuses. Pure: what is due, and
 //! what the answers change ([`Written`](crate::cycle::written::Written)
 //! keeps what was said).
 
+use crate::assignment_record::RecordFinding;
 use crate::cluster::Objects;
 use crate::cycle::node_trust::{CONDITIONS_PER_CHECK, NodeConditionWrite};
 use crate::cycle::writes::{EventSpec, WriteError};
@@ -30,6 +31,24 @@ impl Cycle {
                 warn!(pod = %m.pod, node = %m.node, %message, "GPU assignment mismatch");
                 let event = EventSpec::warning("GPUAssignmentMismatch", "Verifying", message);
                 (pod, m, event)
+            })
+            .collect()
+    }
+
+    /// What reading the pods' GPU records found since the last cycle (an
+    /// edited record, a status record the annotations contradict), each
+    /// with the event that says so; each is logged once.
+    pub(in crate::cycle) fn record_findings_due(
+        &mut self,
+    ) -> Vec<(Arc<Pod>, RecordFinding, EventSpec)> {
+        self.live
+            .take_record_findings()
+            .into_iter()
+            .map(|(pod, f)| {
+                let message = f.message();
+                warn!(pod = %f.pod(), finding = f.metric_label(), %message, "GPU record not believed");
+                let event = EventSpec::warning(f.event_reason(), "Verifying", message);
+                (pod, f, event)
             })
             .collect()
     }

@@ -38,10 +38,12 @@ fn step(w: &mut World, assumed: &mut AssumeCache, now: Timestamp, rng: &mut Rng)
     match rng.below(9) {
         0 | 1 => {
             // Bound with its GPUs recorded (`0..k`), or by another
-            // scheduler without them.
+            // scheduler without them: a pod created anew (a bound pod's
+            // record is kept as first read, so another uid).
             w.remove(&name);
             let k = 1 + rng.below(4) as u32;
             let mut p = pod(&name, k, Some(&n), 0);
+            p.metadata.uid = Some(format!("uid-{name}-{}", rng.below(1 << 30)));
             if rng.below(2) == 0 {
                 p.metadata.annotations = None;
             }

@@ -14,6 +14,7 @@ mod live;
 mod node_trust;
 mod pods;
 mod preemption;
+mod records;
 mod stepper;
 mod steps_claims;
 mod steps_gang;
