@@ -55,7 +55,7 @@ use tokio::sync::OnceCell;
 pub use audit::{AuditEvent, AuditObjectRef, AuditStatus, AuditUser};
 pub use binaries::kubernetes_version;
 pub use feature_gates::WORKLOAD_FEATURES;
-pub use objects::{fake_gpu_node, install_crd};
+pub use objects::{ADMISSION_POLICY_FILES, fake_gpu_node, install_admission_policies, install_crd};
 pub use scheduler_process::SchedulerProcess;
 pub use start_error::StartError;
 

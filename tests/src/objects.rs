@@ -149,6 +149,63 @@ pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) -> anyh
     Ok(())
 }
 
+/// The chart's admission policies, from their plain-manifest twins in
+/// `daemonset/` (a deploy test keeps the two equal): the agent's own-node
+/// policy and the scheduler's GPU-record policy, with their bindings.
+pub const ADMISSION_POLICY_FILES: [&str; 2] = [
+    "agent-admission-policy.yaml",
+    "scheduler-assignment-policy.yaml",
+];
+
+/// Creates what `daemonset/<file>` holds of admission policies and their
+/// bindings (one already there is left as it is): what `helm install` puts
+/// in the cluster beside the daemons, for the demo and the tests that run
+/// the daemons as processes. Returns `kind/name` of each object.
+pub async fn install_admission_policies(
+    client: &Client,
+    file: &str,
+) -> anyhow::Result<Vec<String>> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use serde::Deserialize as _;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../daemonset")
+        .join(file);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut created = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_json::Value::deserialize(doc)
+            .with_context(|| format!("{} is not YAML", path.display()))?;
+        let kind = value["kind"].as_str().unwrap_or_default().to_string();
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let result = match kind.as_str() {
+            "ValidatingAdmissionPolicy" => Api::<ValidatingAdmissionPolicy>::all(client.clone())
+                .create(&PostParams::default(), &serde_json::from_value(value)?)
+                .await
+                .map(|_| ()),
+            "ValidatingAdmissionPolicyBinding" => {
+                Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+                    .create(&PostParams::default(), &serde_json::from_value(value)?)
+                    .await
+                    .map(|_| ())
+            }
+            _ => continue,
+        };
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e).with_context(|| format!("creating {kind} {name}")),
+        }
+        created.push(format!("{kind}/{name}"));
+    }
+    Ok(created)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,7 @@ mod placement;
 mod preempt_rules;
 mod preemption;
 mod provisioning;
+mod records;
 mod restarts;
 mod volumes;
 

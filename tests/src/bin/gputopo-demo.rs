@@ -12,7 +12,8 @@
 //! different nodes, and a training pod whose dataset claim's only volume is
 //! local to one node; the demo prints
 //! where each went and why, and each claim's devices beside the GPU
-//! indices. The cluster stays up until Ctrl-C.
+//! indices. The chart's admission policies are installed as `helm install`
+//! installs them. The cluster stays up until Ctrl-C.
 //!
 //!   gputopo-demo --agent target/release/gputopo-agent --scheduler target/release/gputopo-scheduler [--fixtures fixtures] [--once]
 
@@ -160,6 +161,11 @@ async fn main() -> Result<()> {
     env.with_kwok().await;
     eprintln!("control plane up in {:.1} s", t0.elapsed().as_secs_f64());
 
+    // What the chart installs beside the daemons: its admission policies.
+    let client = env.client().await;
+    for file in gputopo_testenv::ADMISSION_POLICY_FILES {
+        gputopo_testenv::install_admission_policies(&client, file).await?;
+    }
     let mut agents = start_agents(&env, &args).await?;
     let topologies = wait_topologies(&env).await?;
     print_topologies(&topologies);

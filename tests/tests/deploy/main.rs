@@ -48,6 +48,7 @@ mod extender_security;
 mod helm;
 mod helm_lifecycle;
 mod identity;
+mod install_commands;
 mod log_format;
 mod objects;
 mod observability;
