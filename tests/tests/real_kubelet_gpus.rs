@@ -89,6 +89,18 @@ fn gpu_devices(listed: Vec<(String, Vec<String>)>) -> BTreeSet<String> {
     listed.into_iter().flat_map(|(_, ids)| ids).collect()
 }
 
+/// The message of `name`'s `gputopo.dev/gpu-assignment` condition, once
+/// the kubelet has written its own (`Ready`) beside it.
+async fn status_record_of(pods: &Api<Pod>, name: &str) -> Result<String, String> {
+    let p = pods.get(name).await.map_err(|e| e.to_string())?;
+    let conditions = p.status.and_then(|s| s.conditions).unwrap_or_default();
+    let find = |t: &str| conditions.iter().find(|c| c.type_ == t);
+    match (find("Ready"), find("gputopo.dev/gpu-assignment")) {
+        (Some(_), Some(c)) => Ok(c.message.clone().unwrap_or_default()),
+        other => Err(format!("Ready and the record: {other:?}")),
+    }
+}
+
 /// scheduler-core's set of `size` GPUs among `free` (a mask) on the
 /// recording's wiring: its rule for pods gputopo did not place.
 fn rule_pick(stack: &GpuStack, free: u32, size: u32) -> BTreeSet<String> {
@@ -260,6 +272,17 @@ async fn the_device_plugin_on_a_real_kubelet_hands_out_the_chosen_gpus_and_the_a
     assert_eq!(chosen.len(), 4, "{record:?}");
     assert_eq!(chosen, record.2.split(',').map(str::to_owned).collect());
     wait_phase(&mut node, &pods, "trainer", "Running").await;
+    // The scheduler's copy of the record in the pod's status, beside the
+    // conditions the kubelet wrote running it.
+    let status_record = format!("gputopo.dev/assigned-gpus={}; ", record.1);
+    let kept = poll_with(
+        &mut node,
+        Some(&mut stack),
+        "trainer's status record",
+        || status_record_of(&pods, "trainer"),
+    )
+    .await;
+    assert!(kept.starts_with(&status_record), "{kept}");
     let trainer_devices = gpu_devices(listed_devices(&mut node, &ns, "trainer").await);
     assert_eq!(trainer_devices, chosen, "PodResources vs the record");
     let trainer_key = format!("{ns}/trainer");
@@ -340,6 +363,15 @@ async fn the_device_plugin_on_a_real_kubelet_hands_out_the_chosen_gpus_and_the_a
         &late_devices,
     )
     .await;
+
+    // The restarted kubelet rewrote every running pod's status: the
+    // scheduler's record is still there, unchanged.
+    let kept_after = status_record_of(&pods, "trainer").await;
+    assert_eq!(
+        kept_after,
+        Ok(kept),
+        "the status record after the kubelet's restart"
+    );
 
     // Inside the containers: the GPUs the runtime was told are the same.
     std::fs::write(handoff.join("stop"), b"").expect("writing the stop file");
