@@ -164,6 +164,7 @@ fn the_extenders_rbac_is_exactly_what_it_uses() {
             &["get", "list", "watch"],
         ),
         ("", "pods/binding", &["create"]),
+        ("", "pods/status", &["patch"]),
         ("events.k8s.io", "events", &["create", "patch"]),
     ]);
     let docs = render_ok("team-a", "gpu-infra", Some(EXTENDER_VALUES));
