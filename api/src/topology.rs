@@ -27,16 +27,33 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "How the GPUs of one node are wired, as its gputopo-agent discovered them. Cluster-scoped; the name is the node's.",
     printcolumn(name = "GPUs", type_ = "integer", json_path = ".spec.summary.gpuCount"),
+    printcolumn(name = "Vendor", type_ = "string", json_path = ".spec.vendor"),
     printcolumn(
         name = "Product",
         type_ = "string",
         json_path = ".spec.summary.product"
     ),
-    printcolumn(name = "P2P", type_ = "string", json_path = ".spec.summary.p2pLevel"),
+    printcolumn(
+        name = "Interconnect",
+        type_ = "string",
+        json_path = ".spec.summary.interconnect"
+    ),
+    // The weakest pair, so a partial mesh reads SYS or PIX rather than
+    // nothing (p2pLevel is null unless every pair has NVLink).
+    printcolumn(
+        name = "P2P",
+        type_ = "string",
+        json_path = ".spec.summary.p2pBottleneck"
+    ),
     printcolumn(
         name = "Island",
         type_ = "integer",
         json_path = ".spec.summary.largestIsland"
+    ),
+    printcolumn(
+        name = "Degraded",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Degraded\")].status"
     ),
     printcolumn(
         name = "Age",
@@ -230,6 +247,13 @@ pub struct TopologySummary {
     /// `NV<k>`: the largest k such that every GPU pair is joined directly by at
     /// least k NVLinks; null when some pair has no NVLink or there are fewer than two GPUs.
     pub p2p_level: Option<String>,
+    /// The weakest connection between any two GPUs, as a link class: `NV4`,
+    /// `XGMI`, `XGMI-ROUTED`, `PIX`, `PXB`, `PHB`, `NODE` or `SYS`; what
+    /// the P2P printer column shows. Equal to `p2pLevel` where that is set;
+    /// null with fewer than two GPUs, and on objects written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2p_bottleneck: Option<String>,
     pub all_to_all_nvlink: bool,
     pub largest_island: u32,
     /// Distinct NUMA nodes the GPUs sit on; null when no GPU's NUMA node is known.

@@ -37,13 +37,35 @@ fn crd_has_the_contract_shape() {
     let version = &crd["spec"]["versions"][0];
     assert_eq!(version["name"], "v1alpha1");
     assert!(version["subresources"]["status"].is_object());
-    let columns: Vec<&str> = version["additionalPrinterColumns"]
+    let columns: Vec<(&str, &str)> = version["additionalPrinterColumns"]
         .as_array()
         .expect("printer columns")
         .iter()
-        .map(|c| c["name"].as_str().expect("a column name"))
+        .map(|c| {
+            (
+                c["name"].as_str().expect("a column name"),
+                c["jsonPath"].as_str().expect("a column path"),
+            )
+        })
         .collect();
-    assert_eq!(columns, ["GPUs", "Product", "P2P", "Island", "Age"]);
+    // P2P is the weakest pair's class, set on partial meshes too (p2pLevel
+    // is not); Degraded is the condition's status.
+    assert_eq!(
+        columns,
+        [
+            ("GPUs", ".spec.summary.gpuCount"),
+            ("Vendor", ".spec.vendor"),
+            ("Product", ".spec.summary.product"),
+            ("Interconnect", ".spec.summary.interconnect"),
+            ("P2P", ".spec.summary.p2pBottleneck"),
+            ("Island", ".spec.summary.largestIsland"),
+            (
+                "Degraded",
+                ".status.conditions[?(@.type==\"Degraded\")].status"
+            ),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    );
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     for field in [
         "nodeName",

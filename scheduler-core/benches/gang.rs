@@ -64,6 +64,7 @@ fn hgx() -> Arc<NodeShape> {
             gpu_count: 8,
             product: None,
             p2p_level: None,
+            p2p_bottleneck: None,
             all_to_all_nvlink: true,
             largest_island: 8,
             numa_nodes: None,

@@ -64,6 +64,7 @@ fn topology_for(node: &Node) -> GpuTopology {
                 gpu_count: 2,
                 product: Some("NVIDIA A100-SXM4-80GB".into()),
                 p2p_level: Some("NV4".into()),
+                p2p_bottleneck: Some("NV4".into()),
                 all_to_all_nvlink: true,
                 largest_island: 2,
                 numa_nodes: Some(1),

@@ -253,6 +253,12 @@ fn summarize(
     } else {
         None
     };
+    // Every pair has a link (normalize refuses a missing one), so the
+    // weakest link is the node's weakest pair.
+    let p2p_bottleneck = (n >= 2)
+        .then(|| links.iter().map(GpuLink::class).min())
+        .flatten()
+        .map(|class| class.to_string());
     let product = match gpus.first().and_then(|g| g.product.as_ref()) {
         Some(p) if gpus.iter().all(|g| g.product.as_ref() == Some(p)) => Some(p.clone()),
         _ => None,
@@ -262,6 +268,7 @@ fn summarize(
         gpu_count: n,
         product,
         p2p_level,
+        p2p_bottleneck,
         all_to_all_nvlink: all_nv,
         largest_island: islands.iter().map(|i| i.len() as u32).max().unwrap_or(0),
         numa_nodes: (!numa.is_empty()).then_some(numa.len() as u32),
@@ -349,6 +356,7 @@ mod tests {
         let s = normalize("n", &facts(8, |_, _| "NV12")).unwrap();
         assert_eq!(s.links.len(), 28);
         assert_eq!(s.summary.p2p_level.as_deref(), Some("NV12"));
+        assert_eq!(s.summary.p2p_bottleneck.as_deref(), Some("NV12"));
         assert!(s.summary.all_to_all_nvlink);
         assert_eq!(s.islands, vec![(0..8).collect::<Vec<_>>()]);
         assert_eq!(s.summary.interconnect, Interconnect::Nvswitch);
@@ -365,6 +373,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.islands, vec![vec![0, 1], vec![2, 3]]);
         assert_eq!(s.summary.p2p_level, None);
+        assert_eq!(s.summary.p2p_bottleneck.as_deref(), Some("SYS"));
         assert_eq!(s.summary.largest_island, 2);
         assert_eq!(s.summary.interconnect, Interconnect::NvlinkBridge);
 
@@ -385,6 +394,7 @@ mod tests {
     fn single_gpu_has_no_p2p_level() {
         let s = normalize("n", &facts(1, |_, _| "SYS")).unwrap();
         assert_eq!(s.summary.p2p_level, None);
+        assert_eq!(s.summary.p2p_bottleneck, None);
         assert!(!s.summary.all_to_all_nvlink);
         assert_eq!(s.islands, vec![vec![0]]);
         assert!(s.links.is_empty());

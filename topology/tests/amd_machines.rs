@@ -36,6 +36,7 @@ fn mi300x_class_box_is_one_hive_of_eight_all_xgmi() {
     assert_eq!(s.summary.largest_island, 8);
     assert_eq!(s.summary.interconnect, Interconnect::Xgmi);
     assert_eq!(s.summary.p2p_level, None, "p2pLevel is NVLink only");
+    assert_eq!(s.summary.p2p_bottleneck.as_deref(), Some("XGMI"));
     assert_eq!(s.summary.numa_nodes, Some(2));
     assert_eq!(s.gpus[4].numa_node, Some(1));
 

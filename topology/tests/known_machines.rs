@@ -31,6 +31,8 @@ fn dgx1_v100_hybrid_cube_mesh() {
     assert_eq!(class(s, 0, 5), LinkClass::Sys);
     assert_eq!(class(s, 4, 7), LinkClass::Nv(2));
     assert_eq!(s.summary.p2p_level, None, "some pairs have no NVLink");
+    // The printer column's P2P: the weakest pair (GPU0-GPU5 over SYS), not nothing.
+    assert_eq!(s.summary.p2p_bottleneck.as_deref(), Some("SYS"));
     assert_eq!(s.islands, vec![(0..8).collect::<Vec<u32>>()]);
     assert_eq!(s.summary.largest_island, 8);
     assert_eq!(s.summary.interconnect, Interconnect::NvlinkMesh);
@@ -53,6 +55,7 @@ fn dgx_a100_nvswitch_with_numa_per_gpu_and_nic_affinity() {
     let s = &d.spec;
     assert!(s.links.iter().all(|l| l.class() == LinkClass::Nv(12)));
     assert_eq!(s.summary.p2p_level.as_deref(), Some("NV12"));
+    assert_eq!(s.summary.p2p_bottleneck, s.summary.p2p_level);
     assert!(s.summary.all_to_all_nvlink);
     assert_eq!(s.summary.interconnect, Interconnect::Nvswitch);
     let numa: Vec<Option<i32>> = s.gpus.iter().map(|g| g.numa_node).collect();

@@ -290,6 +290,8 @@ fn replayed_facts_normalize_to_the_contract_summary() {
     };
     let (dgx1, findings) = summary(DGX1);
     assert_eq!(dgx1.p2p_level, None, "DGX-1: some pairs have no NVLink");
+    // Recorded from NVML: the cube-mesh's weakest pair crosses the sockets.
+    assert_eq!(dgx1.p2p_bottleneck.as_deref(), Some("SYS"));
     assert_eq!(dgx1.interconnect, Interconnect::NvlinkMesh);
     assert_eq!((dgx1.largest_island, dgx1.numa_nodes), (8, Some(2)));
     assert!(findings.is_empty(), "{findings:?}");
@@ -301,6 +303,7 @@ fn replayed_facts_normalize_to_the_contract_summary() {
 
     let (degraded, findings) = summary(H100_DEGRADED);
     assert_eq!(degraded.p2p_level.as_deref(), Some("NV16"));
+    assert_eq!(degraded.p2p_bottleneck.as_deref(), Some("NV16"));
     assert!(
         !findings.is_empty() && findings.iter().all(|f| f.gpu == 3),
         "{findings:?}"

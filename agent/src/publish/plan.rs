@@ -299,6 +299,7 @@ mod tests {
                 gpu_count: gpus,
                 product: None,
                 p2p_level: None,
+                p2p_bottleneck: None,
                 all_to_all_nvlink: false,
                 largest_island: 0,
                 numa_nodes: None,

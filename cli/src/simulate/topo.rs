@@ -71,6 +71,11 @@ fn pcie(node: &str, model: &str, gpus: u32) -> GpuTopologySpec {
         }
     }
     let numa = if gpus > 1 { 2 } else { 1 };
+    let p2p_bottleneck = links
+        .iter()
+        .map(GpuLink::class)
+        .min()
+        .map(|class| class.to_string());
     GpuTopologySpec {
         node_name: node.to_string(),
         source: TopologySource::Fixture,
@@ -97,6 +102,7 @@ fn pcie(node: &str, model: &str, gpus: u32) -> GpuTopologySpec {
             gpu_count: gpus,
             product: Some(model.to_string()),
             p2p_level: None,
+            p2p_bottleneck,
             all_to_all_nvlink: false,
             largest_island: u32::from(gpus > 0),
             numa_nodes: Some(numa),

@@ -71,6 +71,7 @@ pub fn spec_with(
             gpu_count: n,
             product: None,
             p2p_level: None,
+            p2p_bottleneck: None,
             all_to_all_nvlink: false,
             largest_island: 0,
             numa_nodes: None,

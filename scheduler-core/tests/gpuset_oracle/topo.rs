@@ -89,6 +89,7 @@ impl Topo {
                 gpu_count: n as u32,
                 product: None,
                 p2p_level: None,
+                p2p_bottleneck: None,
                 all_to_all_nvlink: false,
                 largest_island: 0,
                 numa_nodes: None,
