@@ -98,6 +98,11 @@ pub fn register_record_findings(registry: &mut Registry) -> Family<FindingLabel,
         ),
         family.clone(),
     );
+    // Every finding at 0 from the start: an alert on `increase()` then
+    // sees the first one.
+    for finding in RecordFinding::METRIC_LABELS {
+        let _ = family.get_or_create(&FindingLabel { finding });
+    }
     family
 }
 

@@ -7,7 +7,8 @@ use gputopo_scheduler::extender::metrics::{
     ExtenderMetrics, HandshakeLabel, RefusedLabel, RequestLabels, VerbLabel, VerdictLabel,
 };
 use gputopo_scheduler::metrics::{
-    AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, Metrics, NodeLabel, StateLabel,
+    AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, FindingLabel, Metrics, NodeLabel,
+    StateLabel,
 };
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,7 @@ fn scheduler_metrics() -> Metrics {
         .assignment_mismatches
         .get_or_create(&NodeLabel { node: "n1".into() });
     let _ = m.invalid_objects.get_or_create(&invalid_object());
+    let _ = m.record_findings.get_or_create(&finding());
     let _ = m.held.get_or_create(&StateLabel {
         kind: "assumed_pods",
     });
@@ -88,7 +90,12 @@ fn extender_metrics() -> ExtenderMetrics {
     let _ = m.invalid_objects.get_or_create(&invalid_object());
     let _ = m.handshakes.get_or_create(&HandshakeLabel { result: "ok" });
     let _ = m.refused.get_or_create(&RefusedLabel { reason: "timeout" });
+    let _ = m.record_findings.get_or_create(&finding());
     m
+}
+
+fn finding() -> FindingLabel {
+    FindingLabel { finding: "edited" }
 }
 
 #[test]

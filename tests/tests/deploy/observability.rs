@@ -157,6 +157,7 @@ fn every_alert_is_labelled_and_explained_with_a_runbook_in_the_operator_page() {
             "GputopoDegradedLinks",
             "GputopoFragmentationHigh",
             "GputopoInvalidObjects",
+            "GputopoGpuRecordEdited",
         ])
     );
     let anchors = operator_anchors();

@@ -133,10 +133,6 @@ impl Gputopo {
                 policy: "gputopo".into(),
                 message: format!("placed on unknown node {}", placement.node),
             })?;
-        let gpus = match (pod.is_share(), placement.shared) {
-            (true, Some(hold)) => vec![hold.gpu],
-            _ => placement.gpus.clone(),
-        };
         let handle = self
             .snapshot
             .add_pod(placement.bound_pod(pending))
@@ -144,6 +140,18 @@ impl Gputopo {
                 policy: "gputopo".into(),
                 message: e.to_string(),
             })?;
+        let gpus = match (pod.is_share(), placement.shared) {
+            (true, Some(hold)) => vec![hold.gpu],
+            // Counted, not chosen (a node where pods hold GPUs nobody
+            // named): the kubelet picks; here, the GPUs the snapshot
+            // charged for the count, so the two accounts stay one.
+            _ if placement.by_count => self
+                .snapshot
+                .pod(handle)
+                .map(|p| (0..32).filter(|g| p.gpus & (1 << g) != 0).collect())
+                .unwrap_or_default(),
+            _ => placement.gpus.clone(),
+        };
         Ok(Assignment {
             node,
             gpus,
