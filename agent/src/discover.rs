@@ -1,11 +1,13 @@
 //! One entry point over every source the agent knows: the live NVML (with
 //! sysfs for what NVML lacks) here, the saved files through
-//! [`gputopo_topology::discover`]. `NodeFacts` and the normalized topology
+//! [`gputopo_topology::discover`], or whichever vendor's library answers
+//! ([`crate::auto`]). `NodeFacts` and the normalized topology
 //! with its health out. The daemon and `gputopo-agent discover` call this;
 //! [`NvmlPaths`] are the flags naming NVML's library and sysfs, which the
 //! device plugin takes too.
 
 use crate::amd_smi::RealAmdSmi;
+use crate::auto::{AutoSource, NoBackend};
 use crate::nvml::RealNvml;
 use gputopo_topology::backend::amd_smi::{AmdSmiError, facts_from_amd_smi};
 use gputopo_topology::backend::nvml::{NvmlError, facts_from_nvml};
@@ -32,6 +34,8 @@ pub enum Source {
     },
     /// Saved `nvidia-smi` / `rocm-smi` / `amd-smi` outputs or a recording, read as the topology crate reads them.
     Saved(saved::Source),
+    /// NVML or AMD SMI, whichever answers on this node (`--backend auto`).
+    Auto(AutoSource),
 }
 
 /// `--nvml-library` and `--sysfs-root`: where the host's NVIDIA driver
@@ -65,6 +69,8 @@ pub enum DiscoverError {
     AmdSmi(Box<AmdSmiError>),
     #[error(transparent)]
     Saved(#[from] saved::DiscoverError),
+    #[error(transparent)]
+    NoBackend(#[from] NoBackend),
 }
 
 impl From<NvmlError> for DiscoverError {
@@ -101,5 +107,6 @@ pub fn gather(source: &Source) -> Result<(NodeFacts, Option<String>), DiscoverEr
             Ok((facts_from_amd_smi(&amd)?, None))
         }
         Source::Saved(source) => Ok(saved::gather(source)?),
+        Source::Auto(auto) => gather(&auto.detect()?),
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! [`nvml`] is the live NVML (the only code linking `nvml-wrapper`), [`host`]
 //! reads the machine a recording is taken on, [`discover`] puts the live NVML
-//! in front of the topology crate's file sources, [`scan`] runs discovery off
+//! in front of the topology crate's file sources ([`auto`]: NVML or AMD SMI,
+//! whichever answers), [`scan`] runs discovery off
 //! the async runtime (static topology kept, dynamic state read every scan),
 //! [`podres`] reads what the kubelet allocated, [`daemon`] rescans and
 //! [`publish`]es labels and the `GpuTopology` (and, with link devices on,
@@ -14,6 +15,7 @@
 //! liveness and probe routes.
 
 pub mod amd_smi;
+pub mod auto;
 pub mod daemon;
 pub mod discover;
 pub mod health;

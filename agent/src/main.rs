@@ -4,6 +4,7 @@
 use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use gputopo_agent::amd_smi::RealAmdSmi;
+use gputopo_agent::auto::{AutoSource, Backend};
 use gputopo_agent::daemon::{DaemonConfig, run};
 use gputopo_agent::discover::{NvmlPaths, Source, build, gather};
 use gputopo_agent::health::{Liveness, router};
@@ -57,10 +58,13 @@ enum Command {
     Man(ManArgs),
 }
 
-/// Where the agent looks: exactly one of NVML, AMD SMI, saved tool texts, or a recording.
+/// Where the agent looks: exactly one of NVML, AMD SMI, whichever answers, saved tool texts, or a recording.
 #[derive(Args)]
-#[command(group(ArgGroup::new("source").required(true).args(["nvml", "amd_smi", "nvidia_smi_topo", "rocm_smi_topo", "amd_smi_topo", "fixture"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["backend", "nvml", "amd_smi", "nvidia_smi_topo", "rocm_smi_topo", "amd_smi_topo", "fixture"])))]
 struct SourceArgs {
+    /// The live library to ask: auto (NVML if the NVIDIA driver answers, else AMD SMI if it lists a GPU; one DaemonSet for both vendors), nvml (as --nvml) or amd-smi (as --amd-smi).
+    #[arg(long, value_enum, env = "GPUTOPO_BACKEND")]
+    backend: Option<Backend>,
     /// Ask the NVIDIA driver through NVML (on a GPU node).
     #[arg(long, env = "GPUTOPO_NVML")]
     nvml: bool,
@@ -106,12 +110,18 @@ struct SourceArgs {
 
 impl SourceArgs {
     fn into_source(self) -> Result<Source> {
-        Ok(if self.nvml {
+        Ok(if self.nvml || self.backend == Some(Backend::Nvml) {
             self.host.nvml.source()
-        } else if self.amd_smi {
+        } else if self.amd_smi || self.backend == Some(Backend::AmdSmi) {
             Source::AmdSmi {
                 library: self.host.amd_smi_library,
             }
+        } else if self.backend == Some(Backend::Auto) {
+            Source::Auto(AutoSource {
+                nvml_library: self.host.nvml.nvml_library,
+                sysfs_root: self.host.nvml.sysfs_root,
+                amd_smi_library: self.host.amd_smi_library,
+            })
         } else if !self.rocm_smi_topo.is_empty() {
             Source::Saved(SavedSource::RocmSmi {
                 texts: self.rocm_smi_topo,
@@ -128,7 +138,7 @@ impl SourceArgs {
             Source::Saved(SavedSource::Fixture(path))
         } else {
             bail!(
-                "one of --nvml, --amd-smi, --nvidia-smi-topo, --rocm-smi-topo, --amd-smi-topo or --fixture is required"
+                "one of --backend, --nvml, --amd-smi, --nvidia-smi-topo, --rocm-smi-topo, --amd-smi-topo or --fixture is required"
             );
         })
     }
@@ -476,6 +486,7 @@ mod tests {
         "GPUTOPO_AMD_SMI",
         "GPUTOPO_AMD_SMI_LIBRARY",
         "GPUTOPO_AMD_SMI_TOPO",
+        "GPUTOPO_BACKEND",
         "GPUTOPO_FIXTURE",
         "GPUTOPO_GFD_COMPATIBLE_LABELS",
         "GPUTOPO_LISTEN",

@@ -8,12 +8,15 @@
 //! the published links and `Degraded` at the next scan. When NVML stops
 //! answering altogether (a driver crash), every GPU it knew is reported lost
 //! and NVML is opened again at the next scan. SIGHUP ([`Scanner::forget`])
-//! drops everything kept. Other sources are read whole every scan.
+//! drops everything kept. Other sources are read whole every scan. With
+//! `--backend auto` each scan asks which vendor's library answers until one
+//! does, then scans as that backend would (kept until SIGHUP).
 //!
 //! A scan cut short by the caller's timeout keeps running on its thread
 //! (blocking calls cannot be cancelled); the next scan waits for that one
 //! instead of starting another, so a hung driver call never piles up threads.
 
+use crate::auto::AutoSource;
 use crate::discover::{DiscoverError, Discovered, Source, build, gather};
 use crate::nvml::{RealNvml, RecordingNvml};
 use gputopo_api::TopologySource;
@@ -79,6 +82,25 @@ enum Opener {
     /// whole every scan like the other files.
     Recording(PathBuf),
     Whole(Source),
+    /// Resolved into one of the above at the first scan a library answers.
+    Auto(AutoSource),
+}
+
+impl Opener {
+    fn for_source(source: Source) -> Opener {
+        match source {
+            Source::Nvml {
+                library,
+                sysfs_root,
+            } => Opener::Nvml {
+                library,
+                sysfs_root,
+            },
+            Source::Saved(saved::Source::Fixture(path)) => Opener::Recording(path),
+            Source::Auto(auto) => Opener::Auto(auto),
+            other => Opener::Whole(other),
+        }
+    }
 }
 
 /// What an NVML scan keeps between scans.
@@ -90,6 +112,8 @@ struct Kept {
     known: Option<Arc<NvmlAnswers>>,
     /// Critical XIDs per GPU, held until SIGHUP (see `dynamic::findings`).
     xids: BTreeMap<u32, BTreeSet<u64>>,
+    /// What `--backend auto` resolved to.
+    chosen: Option<Arc<Opener>>,
 }
 
 pub struct Scanner {
@@ -102,20 +126,9 @@ pub struct Scanner {
 
 impl Scanner {
     pub fn new(node: String, source: Source) -> Scanner {
-        let opener = match source {
-            Source::Nvml {
-                library,
-                sysfs_root,
-            } => Opener::Nvml {
-                library,
-                sysfs_root,
-            },
-            Source::Saved(saved::Source::Fixture(path)) => Opener::Recording(path),
-            other => Opener::Whole(other),
-        };
         Scanner {
             node,
-            opener: Arc::new(opener),
+            opener: Arc::new(Opener::for_source(source)),
             kept: Arc::default(),
             forget: Arc::default(),
             pending: None,
@@ -138,6 +151,7 @@ impl Scanner {
                 if forget.swap(false, Ordering::SeqCst) {
                     *kept = Kept::default();
                 }
+                let opener = resolve(&opener, &mut kept)?;
                 scan_now(&node, &opener, &mut kept)
             })
         });
@@ -145,6 +159,25 @@ impl Scanner {
         self.pending = None;
         result.map_err(|e| ScanError::Task(e.to_string()))?
     }
+}
+
+/// The opener itself, or what `--backend auto` resolves to on this node.
+fn resolve(opener: &Arc<Opener>, kept: &mut Kept) -> Result<Arc<Opener>, ScanError> {
+    let Opener::Auto(auto) = opener.as_ref() else {
+        return Ok(opener.clone());
+    };
+    if let Some(chosen) = &kept.chosen {
+        return Ok(chosen.clone());
+    }
+    let source = auto.detect().map_err(DiscoverError::from)?;
+    let backend = match source {
+        Source::Nvml { .. } => "NVML",
+        _ => "AMD SMI",
+    };
+    info!(backend, "--backend auto: this node answers to {backend}");
+    let chosen = Arc::new(Opener::for_source(source));
+    kept.chosen = Some(chosen.clone());
+    Ok(chosen)
 }
 
 fn whole(node: &str, source: &Source) -> Result<Scanned, ScanError> {
@@ -159,6 +192,7 @@ fn scan_now(node: &str, opener: &Opener, kept: &mut Kept) -> Result<Scanned, Sca
     if kept.nvml.is_none() {
         let opened: Result<(SharedNvml, SharedSysfs), ScanError> = match opener {
             Opener::Whole(source) => return whole(node, source),
+            Opener::Auto(auto) => return whole(node, &Source::Auto(auto.clone())),
             Opener::Nvml {
                 library,
                 sysfs_root,

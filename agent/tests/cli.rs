@@ -247,6 +247,51 @@ fn amd_smi_without_the_library_says_so_and_fails() {
 }
 
 #[test]
+fn backend_auto_without_either_library_names_both_and_fails() {
+    let o = agent(&[
+        "discover",
+        "--backend",
+        "auto",
+        "--nvml-library",
+        "/nonexistent/libnvidia-ml.so.1",
+        "--amd-smi-library",
+        "/nonexistent/libamd_smi.so",
+        "--node",
+        "n",
+    ]);
+    assert!(!o.status.success());
+    assert!(stdout(&o).is_empty());
+    let err = stderr(&o);
+    assert!(
+        err.contains("--backend auto tried NVML, then AMD SMI"),
+        "{err}"
+    );
+    assert!(err.contains("NVML not available: "), "{err}");
+    assert!(err.contains("/nonexistent/libamd_smi.so"), "{err}");
+    // --backend amd-smi is --amd-smi; and it is one source among the others.
+    let o = agent(&["discover", "--backend", "amd-smi", "--node", "n"]);
+    assert!(
+        stderr(&o).contains("AMD SMI not available: "),
+        "{}",
+        stderr(&o)
+    );
+    let o = agent(&[
+        "discover",
+        "--backend",
+        "auto",
+        "--nvidia-smi-topo",
+        DGX_A100,
+    ]);
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+    let o = agent(&["discover", "--backend", "nvidia", "--node", "n"]);
+    assert!(
+        stderr(&o).contains("[possible values: auto, nvml, amd-smi]"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn rocm_smi_and_amd_smi_texts_give_amd_objects_and_labels() {
     let o = agent(&[
         "discover",
