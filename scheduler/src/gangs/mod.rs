@@ -25,6 +25,30 @@ pub struct GangObjects {
     pub upstream_groups: Vec<Arc<UpstreamPodGroup>>,
     pub jobsets: Vec<Arc<JobSet>>,
     pub leader_worker_sets: Vec<Arc<LeaderWorkerSet>>,
+    /// Which of their APIs the API server serves now: a pod naming an
+    /// object of one it does not is told so, not just that it waits.
+    pub served: GangApis,
+}
+
+/// Whether each gang kind's API is served (all, unless the watches found
+/// otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GangApis {
+    pub pod_groups: bool,
+    pub upstream_groups: bool,
+    pub jobsets: bool,
+    pub leader_worker_sets: bool,
+}
+
+impl Default for GangApis {
+    fn default() -> GangApis {
+        GangApis {
+            pod_groups: true,
+            upstream_groups: true,
+            jobsets: true,
+            leader_worker_sets: true,
+        }
+    }
 }
 
 /// What a gang's defining object says.
@@ -46,6 +70,11 @@ pub enum GangSizeError {
     /// The object the pods name is not (yet) there: they wait for it.
     #[error("{0} does not exist (yet); waiting for it")]
     Missing(String),
+    /// The API of the object the pods name is not served: they wait for it.
+    #[error(
+        "{object}: the API server does not serve {api} (its CRD is not installed or its feature is off); waiting: gputopo starts watching it once it is served, no restart needed"
+    )]
+    NotServed { object: String, api: &'static str },
     /// The object says something unusable; its pods wait until it is fixed.
     #[error("{object}: {field} is {value}; accepted: {accepted}")]
     Invalid {
@@ -93,6 +122,12 @@ impl GangObjects {
             }
             GangRef::PodGroup { name } => {
                 let object = format!("PodGroup {namespace}/{name} (scheduling.x-k8s.io)");
+                if !self.served.pod_groups {
+                    return Err(GangSizeError::NotServed {
+                        object,
+                        api: "podgroups.scheduling.x-k8s.io",
+                    });
+                }
                 let g = self
                     .pod_groups
                     .iter()
@@ -116,6 +151,12 @@ impl GangObjects {
             }
             GangRef::SchedulingGroup { name } => {
                 let object = format!("PodGroup {namespace}/{name} (scheduling.k8s.io)");
+                if !self.served.upstream_groups {
+                    return Err(GangSizeError::NotServed {
+                        object,
+                        api: "podgroups.scheduling.k8s.io/v1beta1",
+                    });
+                }
                 let g = self
                     .upstream_groups
                     .iter()
@@ -151,6 +192,12 @@ impl GangObjects {
             }
             GangRef::JobSet { name, .. } => {
                 let object = format!("JobSet {namespace}/{name}");
+                if !self.served.jobsets {
+                    return Err(GangSizeError::NotServed {
+                        object,
+                        api: "jobsets.jobset.x-k8s.io",
+                    });
+                }
                 let set = self
                     .jobsets
                     .iter()

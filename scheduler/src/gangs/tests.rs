@@ -196,3 +196,41 @@ fn a_scheduler_plugins_group_of_zero_members_is_refused() {
         .unwrap_err();
     assert!(e.to_string().contains("spec.minMember is 0"), "{e}");
 }
+
+#[test]
+fn a_gang_of_a_kind_not_served_says_which_api_and_that_no_restart_is_needed() {
+    let objects = GangObjects {
+        served: GangApis {
+            pod_groups: false,
+            ..GangApis::default()
+        },
+        ..GangObjects::default()
+    };
+    let names = vec!["gputopo-scheduler".to_string()];
+    let err = objects
+        .size(
+            "ml",
+            &GangRef::PodGroup {
+                name: "ring".into(),
+            },
+            &names,
+        )
+        .unwrap_err();
+    assert!(matches!(err, GangSizeError::NotServed { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("PodGroup ml/ring") && text.contains("podgroups.scheduling.x-k8s.io"),
+        "{text}"
+    );
+    // Served, the same group missing is only missing.
+    let err = GangObjects::default()
+        .size(
+            "ml",
+            &GangRef::PodGroup {
+                name: "ring".into(),
+            },
+            &names,
+        )
+        .unwrap_err();
+    assert!(matches!(err, GangSizeError::Missing(_)), "{err:?}");
+}

@@ -8,7 +8,7 @@
 use crate::change_feed::{ChangeFeed, ChangedObjects, Drained, changed_objects};
 use crate::checked::{Checked, InvalidObject, InvalidObjectsGauge, InvalidReport};
 use crate::claims::DraObjects;
-use crate::gangs::{GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
+use crate::gangs::{GangApis, GangObjects, JobSet, LeaderWorkerSet, PodGroup, UpstreamPodGroup};
 use crate::storage_objects::{StorageObjects, StorageStores};
 use crate::trim::{trim_meta, trim_node, trim_pod};
 use crate::workload_objects::WorkloadObjects;
@@ -22,11 +22,12 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::Store;
 use std::sync::Arc;
-use tracing::warn;
 
+mod follow;
 mod reflect;
+pub use follow::{RECHECK, Served};
 pub use reflect::{always, pod_changes_cluster, reflect};
-use reflect::{empty_store, optional, owned, served};
+use reflect::{optional, owned};
 
 /// Why the watches could not start.
 #[derive(Debug, thiserror::Error)]
@@ -53,12 +54,16 @@ pub struct Watches {
     /// not watched (the extender).
     storage: Option<StorageStores>,
     topologies: Store<Checked<GpuTopology>>,
+    topologies_served: Served,
     /// The gang objects; each empty when not watched (the extender) or
     /// not served.
     groups: Store<Checked<PodGroup>>,
     upstream_groups: Store<Checked<UpstreamPodGroup>>,
     jobsets: Store<Checked<JobSet>>,
     leader_worker_sets: Store<Checked<LeaderWorkerSet>>,
+    /// Whether each gang kind is served now: PodGroup, the upstream
+    /// PodGroup, JobSet, LeaderWorkerSet.
+    gang_served: [Served; 4],
     /// `resource.k8s.io/v1`: the secondary scheduler allocates claims from
     /// them; the extender judges claims' fit per node (both modes).
     dra: DraStores,
@@ -85,15 +90,17 @@ impl DraStores {
         on_event: &(impl Fn(bool) + Clone + Send + 'static),
         readiness: &Readiness,
     ) -> DraStores {
-        const NO_DRA: &str = "resource.k8s.io/v1 is not served (Kubernetes 1.34+); pods with ResourceClaims wait until a restart after it is";
-        let slices = optional(client, true, "ResourceSlice", NO_DRA, on_event, readiness).await;
-        let claims = optional(client, true, "ResourceClaim", NO_DRA, on_event, readiness).await;
-        let classes = optional(client, true, "DeviceClass", NO_DRA, on_event, readiness).await;
-        let taint_rules = optional(
+        const NO_DRA: &str = "resource.k8s.io/v1 is not served (Kubernetes 1.34+); pods with ResourceClaims wait until it is";
+        let (slices, _) =
+            optional(client, true, "ResourceSlice", NO_DRA, on_event, readiness).await;
+        let (claims, _) =
+            optional(client, true, "ResourceClaim", NO_DRA, on_event, readiness).await;
+        let (classes, _) = optional(client, true, "DeviceClass", NO_DRA, on_event, readiness).await;
+        let (taint_rules, _) = optional(
             client,
             true,
             "DeviceTaintRule",
-            "devicetaintrules.resource.k8s.io/v1 is not served (the DRADeviceTaintRules feature, Kubernetes 1.37); only taints in ResourceSlices are honoured until a restart after it is",
+            "devicetaintrules.resource.k8s.io/v1 is not served (the DRADeviceTaintRules feature, Kubernetes 1.37); only taints in ResourceSlices are honoured until it is",
             on_event,
             readiness,
         )
@@ -110,7 +117,8 @@ impl DraStores {
 impl Watches {
     /// Starts the reflectors; every event calls `on_event(changed)`. A
     /// custom resource the API server does not serve gets an empty store
-    /// (and a log line saying what that means) until a restart.
+    /// (and a log line saying what that means) until it is served, and is
+    /// watched from then on (`follow.rs`).
     /// While the API server cannot be reached this waits (with backoff,
     /// saying so in `readiness`) rather than fail: a process that exits
     /// would only crash-loop until it is back. `secondary`: the secondary
@@ -123,51 +131,52 @@ impl Watches {
         invalid: InvalidObjectsGauge,
         readiness: &Readiness,
     ) -> Watches {
-        let (pod_changes, node_changes, topology_changes) = Default::default();
-        let topologies = Api::<Checked<GpuTopology>>::all(client.clone());
-        let topologies = if served(&topologies, "GpuTopology", readiness).await {
-            reflect(
-                topologies,
-                "GpuTopology",
-                on_event.clone(),
-                always,
-                Some(&topology_changes),
-                trim_meta,
-            )
-        } else {
-            warn!(
-                "the API server does not serve gputopologies.gputopo.dev (CRD not installed); every node is treated as having no topology until a restart"
-            );
-            empty_store()
-        };
-        let groups = optional(
+        let (pod_changes, node_changes, topology_changes): (
+            ChangeFeed<Pod>,
+            ChangeFeed<Node>,
+            ChangeFeed<Checked<GpuTopology>>,
+        ) = Default::default();
+        let (topologies, topologies_served) = follow::follow(
+            follow::Follow {
+                api: Api::<Checked<GpuTopology>>::all(client.clone()),
+                what: "GpuTopology",
+                missing: "the API server does not serve gputopologies.gputopo.dev (CRD not installed); every node is treated as having no topology until it is",
+                changes: always,
+                feed: Some(topology_changes.clone()),
+                trim: trim_meta,
+            },
+            on_event.clone(),
+            readiness,
+        )
+        .await;
+        let (groups, groups_served) = optional(
             client,
             secondary,
             "PodGroup",
-            "podgroups.scheduling.x-k8s.io is not served; gangs of scheduler-plugins PodGroups wait until a restart after installing the CRD",
+            "podgroups.scheduling.x-k8s.io is not served; gangs of scheduler-plugins PodGroups wait until its CRD is installed",
             &on_event,
             readiness,
         )
         .await;
-        let upstream_groups = optional(
+        let (upstream_groups, upstream_served) = optional(
             client,
             secondary,
             "PodGroup (scheduling.k8s.io)",
-            "podgroups.scheduling.k8s.io/v1beta1 is not served (the GenericWorkload feature, Kubernetes 1.35+); pods naming one in spec.schedulingGroup wait until a restart after it is enabled",
+            "podgroups.scheduling.k8s.io/v1beta1 is not served (the GenericWorkload feature, Kubernetes 1.35+); pods naming one in spec.schedulingGroup wait until it is enabled",
             &on_event,
             readiness,
         )
         .await;
-        let jobsets = optional(
+        let (jobsets, jobsets_served) = optional(
             client,
             secondary,
             "JobSet",
-            "jobsets.jobset.x-k8s.io is not served; JobSet pods wait for their JobSet until a restart after installing JobSet",
+            "jobsets.jobset.x-k8s.io is not served; JobSet pods wait for their JobSet until JobSet is installed",
             &on_event,
             readiness,
         )
         .await;
-        let leader_worker_sets = optional(
+        let (leader_worker_sets, lws_served) = optional(
             client,
             secondary,
             "LeaderWorkerSet",
@@ -216,10 +225,12 @@ impl Watches {
                 trim_node,
             ),
             topologies,
+            topologies_served,
             groups,
             upstream_groups,
             jobsets,
             leader_worker_sets,
+            gang_served: [groups_served, upstream_served, jobsets_served, lws_served],
             dra,
             invalid: InvalidReport::new(invalid),
             pod_changes,
@@ -263,6 +274,11 @@ impl Watches {
             .cloned()
             .collect();
         self.invalid.observe("GpuTopology", &bad)
+    }
+
+    /// Whether the API server serves `GpuTopology` now.
+    pub fn topologies_served(&self) -> bool {
+        self.topologies_served.now()
     }
 
     /// The `GpuTopology` objects gputopo can use, and those newly found
@@ -311,6 +327,12 @@ impl Watches {
                 &self.leader_worker_sets,
                 &mut invalid,
             ),
+            served: GangApis {
+                pod_groups: self.gang_served[0].now(),
+                upstream_groups: self.gang_served[1].now(),
+                jobsets: self.gang_served[2].now(),
+                leader_worker_sets: self.gang_served[3].now(),
+            },
         };
         (gangs, invalid)
     }

@@ -3,6 +3,7 @@
 //! kinds (empty where not served) and of the kinds only the secondary
 //! scheduler keeps.
 
+use super::follow::{Follow, Served, follow};
 use crate::change_feed::ChangeFeed;
 use crate::checked::Checked;
 use crate::trim::trim_meta;
@@ -17,7 +18,7 @@ use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use std::time::Duration;
-use tracing::{info, warn};
+use tracing::warn;
 
 /// Whether the API server serves `api`'s resource (its CRD is installed);
 /// asks again, with backoff up to 30 s, until it answers.
@@ -49,8 +50,8 @@ where
 }
 
 /// A watch of a kind gputopo can do without: an empty store when `watch`
-/// is false, or (saying `missing` once) when the API server does not serve
-/// the kind.
+/// is false (the kind is not this mode's), else the kind followed as the
+/// API server serves it or not (`follow.rs`), saying `missing` while not.
 pub(super) async fn optional<K>(
     client: &kube::Client,
     watch: bool,
@@ -58,7 +59,7 @@ pub(super) async fn optional<K>(
     missing: &'static str,
     on_event: &(impl Fn(bool) + Clone + Send + 'static),
     readiness: &Readiness,
-) -> Store<Checked<K>>
+) -> (Store<Checked<K>>, Served)
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -69,15 +70,18 @@ where
         + 'static,
     K::Scope: Send + Sync,
 {
-    let api = Api::<Checked<K>>::all(client.clone());
     if !watch {
-        empty_store()
-    } else if served(&api, what, readiness).await {
-        reflect(api, what, on_event.clone(), always, None, trim_meta)
-    } else {
-        info!("{missing}");
-        empty_store()
+        return (empty_store(), Served::always());
     }
+    let f = Follow {
+        api: Api::<Checked<K>>::all(client.clone()),
+        what,
+        missing,
+        changes: always,
+        feed: None,
+        trim: trim_meta,
+    };
+    follow(f, on_event.clone(), readiness).await
 }
 
 /// A built-in kind's watch when `watch.0` (the secondary scheduler), else
