@@ -3,13 +3,15 @@
 //! write only what changed. Every write is server-side apply under the
 //! agent's own field manager, inside a short `tracing` span. With link
 //! devices on, the node's ResourceSlice of gputopo's link devices too
-//! ([`links`]).
+//! ([`links`]). Against a CRD older than the agent, the fields it refuses
+//! are left out ([`skew`]).
 
 pub mod links;
 pub mod plan;
+pub mod skew;
 pub mod status;
 
-use gputopo_api::GpuTopology;
+use gputopo_api::{GpuTopology, GpuTopologySpec, GpuTopologyStatus};
 use gputopo_topology::dra_slice::{LINK_DRIVER, slice_name};
 use gputopo_topology::labels::{LabelOptions, node_labels};
 use k8s_openapi::api::core::v1::Node;
@@ -20,9 +22,10 @@ pub use plan::Observed;
 use plan::{
     FIELD_MANAGER, gfd_labels_held_by_others, labels_managed_by, plan_labels, plan_topology,
 };
-use serde_json::json;
+use serde_json::{Value, json};
+use skew::RefusedFields;
 use std::time::Duration;
-use tracing::{Instrument, info, info_span};
+use tracing::{Instrument, info, info_span, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -84,6 +87,8 @@ pub struct Publisher {
     link_devices: bool,
     /// The labels last left to another writer: said once, when it changes.
     yielded: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// `GpuTopology` fields the API server's CRD does not declare.
+    refused: std::sync::Mutex<RefusedFields>,
 }
 
 impl Publisher {
@@ -95,6 +100,7 @@ impl Publisher {
             heartbeat: DEFAULT_HEARTBEAT,
             link_devices: false,
             yielded: std::sync::Mutex::default(),
+            refused: std::sync::Mutex::default(),
         }
     }
 
@@ -160,6 +166,56 @@ impl Publisher {
         }
     }
 
+    fn refused(&self) -> std::sync::MutexGuard<'_, RefusedFields> {
+        self.refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Server-side applies `object` (its status with `status`), less the
+    /// fields the CRD refuses; a refusal naming fields not known before
+    /// is learnt and the apply made again without them (see [`skew`]).
+    async fn apply_known(
+        &self,
+        api: &Api<GpuTopology>,
+        mut object: Value,
+        status: bool,
+        now: &Time,
+    ) -> Result<(), kube::Error> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let name = self.node.as_str();
+        self.refused().strip(&mut object);
+        let first = if status {
+            api.patch_status(name, &params, &Patch::Apply(&object))
+                .await
+        } else {
+            api.patch(name, &params, &Patch::Apply(&object)).await
+        };
+        let refusal = match first {
+            Err(kube::Error::Api(e)) if e.code == 500 => e,
+            other => return other.map(drop),
+        };
+        let learnt = self.refused().learn(&refusal.message, now.0);
+        if learnt.is_empty() {
+            return Err(kube::Error::Api(refusal));
+        }
+        warn!(
+            node = %self.node,
+            fields = ?learnt,
+            "the GpuTopology CRD is older than this agent and refuses these fields; publishing without them until the CRD is upgraded (docs/upgrades.md)"
+        );
+        self.refused().strip(&mut object);
+        if status {
+            api.patch_status(name, &params, &Patch::Apply(&object))
+                .await
+                .map(drop)
+        } else {
+            api.patch(name, &params, &Patch::Apply(&object))
+                .await
+                .map(drop)
+        }
+    }
+
     /// Brings the Node's labels and its `GpuTopology` in line with `observed`.
     pub async fn publish(
         &self,
@@ -219,7 +275,19 @@ impl Publisher {
                     node: node_name.clone(),
                     source,
                 })?;
-        let plan = plan_topology(current.as_ref(), observed, &uid, &now, self.heartbeat);
+        // Compared and written without what the CRD refuses, so that a
+        // quiet node writes nothing against an older CRD too.
+        let refused = {
+            let mut refused = self.refused();
+            refused.expire(now.0);
+            refused.clone()
+        };
+        let known_spec: GpuTopologySpec = refused.without("spec", observed.spec);
+        let known = Observed {
+            spec: &known_spec,
+            ..*observed
+        };
+        let plan = plan_topology(current.as_ref(), &known, &uid, &now, self.heartbeat);
         if let Some(object) = plan.object {
             let mut value =
                 serde_json::to_value(&object).map_err(|source| PublishError::Serialize {
@@ -230,8 +298,7 @@ impl Publisher {
             if let Some(map) = value.as_object_mut() {
                 map.remove("status");
             }
-            topologies
-                .patch(node_name, &apply, &Patch::Apply(&value))
+            self.apply_known(&topologies, value, false, &now)
                 .instrument(info_span!("apply_gpu_topology", node = %node_name, gpus = observed.spec.gpus.len()))
                 .await
                 .map_err(|source| PublishError::ApplyTopology {
@@ -240,14 +307,17 @@ impl Publisher {
                 })?;
             writes.topology = true;
         }
-        if let Some(status) = plan.status {
+        let stored_status = current.as_ref().and_then(|c| c.status.as_ref());
+        if let Some(status) = plan
+            .status
+            .filter(|s| Some(&refused.without::<GpuTopologyStatus>("status", s)) != stored_status)
+        {
             let patch = json!({
                 "apiVersion": "gputopo.dev/v1alpha1",
                 "kind": "GpuTopology",
                 "status": status,
             });
-            topologies
-                .patch_status(node_name, &apply, &Patch::Apply(&patch))
+            self.apply_known(&topologies, patch, true, &now)
                 .instrument(info_span!(
                     "apply_gpu_topology_status",
                     node = %node_name,
