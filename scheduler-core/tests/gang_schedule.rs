@@ -475,3 +475,44 @@ fn members_with_zone_affinity_to_each_other_share_one_zone() {
         p[0].explanation
     );
 }
+
+#[test]
+fn the_gangs_mean_gpu_set_is_the_mean_of_what_each_member_line_says() {
+    let snap = snapshot(fabric(), vec![]);
+    let placements = placed(schedule_gang(
+        &snap,
+        &gang("g4", 4, 2),
+        &SchedulerConfig::default(),
+    ));
+    let members: Vec<f64> = placements
+        .iter()
+        .map(|p| p.parts.gpu_set.expect("whole-GPU members score their set"))
+        .collect();
+    let mean = (members.iter().sum::<f64>() / members.len() as f64 * 100.0).round() as i64;
+    for p in &placements {
+        let said = p
+            .explanation
+            .split("; mean GPU set ")
+            .nth(1)
+            .expect("a mean");
+        let said: i64 = said
+            .split(';')
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .expect("a number");
+        assert_eq!(said, mean, "{}", p.explanation);
+        // The member's own line carries its own part, named the same way.
+        let own = format!(
+            "GPU set {}",
+            (p.parts.gpu_set.unwrap() * 100.0).round() as i64
+        );
+        assert!(p.explanation.contains(&own), "{}", p.explanation);
+        assert!(
+            !p.explanation.contains("GPU-set score"),
+            "{}",
+            p.explanation
+        );
+    }
+}

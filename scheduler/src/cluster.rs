@@ -249,6 +249,13 @@ pub fn stale_reading_warning(
     let ReadingState::Stale { observed_at, .. } = state else {
         return None;
     };
+    // The agent writes the epoch until its first reading succeeds (a node
+    // without a reachable kubelet, such as a kwok one): no date to give.
+    if observed_at == k8s_openapi::jiff::Timestamp::UNIX_EPOCH {
+        return Some(format!(
+            "node {name}: its agent has not read the kubelet's allocations yet (its GpuTopology's status.podResources.lastError says why): the pods' assigned-gpus count instead"
+        ));
+    }
     Some(format!(
         "node {name}: its kubelet allocations were read at {observed_at}, more than {} ago: the pods' assigned-gpus count instead",
         humantime::format_duration(trust.max_age)
@@ -343,5 +350,29 @@ mod tests {
         let store = HashMap::from([("n/a".to_string(), unbound), ("n/b".to_string(), bound)]);
         assert_eq!(cache.reconcile(&store), 2);
         assert!(cache.contains("n/a") && !cache.contains("n/b") && !cache.contains("n/c"));
+    }
+
+    #[test]
+    fn a_node_never_read_is_not_dated_to_the_epoch() {
+        let trust = ReadingTrust {
+            now: "2026-11-29T12:00:00Z".parse().expect("a time"),
+            max_age: std::time::Duration::from_secs(900),
+        };
+        let stale = |observed_at: k8s_openapi::jiff::Timestamp| ReadingState::Stale {
+            observed_at,
+            age: trust.now.duration_since(observed_at),
+        };
+        let never = stale_reading_warning(
+            "kwok-1",
+            stale(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            trust,
+        )
+        .expect("a warning");
+        assert!(!never.contains("1970"), "{never}");
+        assert!(never.contains("has not read the kubelet"), "{never}");
+        let old =
+            stale_reading_warning("n1", stale("2026-11-29T11:00:00Z".parse().unwrap()), trust)
+                .expect("a warning");
+        assert!(old.contains("read at 2026-11-29T11:00:00Z"), "{old}");
     }
 }

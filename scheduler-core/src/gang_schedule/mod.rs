@@ -220,13 +220,29 @@ impl Gang<'_> {
                     why,
                 }));
             }
-            let mut placed = member_placement(&ctx, slot, candidates);
-            placed.explanation = format!(
-                "gang {name}, {n} members: {}; this member on {}",
-                chosen.explanation, placed.explanation
-            );
+            let placed = member_placement(&ctx, slot, candidates);
             self.record(work, &members[m], &placed)?;
             placements[m] = Some(placed);
+        }
+        // The gang's mean is of the same number each member's line shows
+        // (its node score's `GPU set` part), so the two never disagree.
+        let sets: Vec<f64> = gpu_members
+            .iter()
+            .filter_map(|&m| placements[m].as_ref()?.parts.gpu_set)
+            .collect();
+        let mean = if sets.is_empty() {
+            String::new()
+        } else {
+            let m = sets.iter().sum::<f64>() / sets.len() as f64;
+            format!("; mean GPU set {}", (m * 100.0).round() as i64)
+        };
+        for &m in gpu_members {
+            if let Some(p) = placements[m].as_mut() {
+                p.explanation = format!(
+                    "gang {name}, {n} members: {}{mean}; this member on {}",
+                    chosen.explanation, p.explanation
+                );
+            }
         }
         Ok(None)
     }

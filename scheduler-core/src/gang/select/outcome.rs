@@ -57,13 +57,6 @@ impl Problem<'_> {
         let mut nodes: Vec<usize> = members.iter().map(|m| m.node).collect();
         nodes.sort_unstable();
         nodes.dedup();
-        let mean = choice
-            .filled
-            .placed
-            .iter()
-            .map(|p| u64::from(p.score))
-            .sum::<u64>()
-            / n.max(1) as u64;
         let mut out = format!("{what} on {} node(s)", nodes.len());
         if !spans.is_empty() {
             let parts: Vec<String> = spans
@@ -106,7 +99,6 @@ impl Problem<'_> {
                 }
             }
         }
-        out.push_str(&format!("; mean GPU-set score {mean}"));
         if let Within::OneDomainAt { tier } | Within::Domain { tier, .. } = &spec.within {
             out.push_str(&format!("; required: one {}", self.tree.tier_name(*tier)));
         }
