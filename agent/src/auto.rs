@@ -6,9 +6,9 @@
 //! the agent starts; the scanner keeps the answer until SIGHUP.
 
 use crate::amd_smi::RealAmdSmi;
-use crate::discover::Source;
 use crate::nvml::RealNvml;
-use gputopo_topology::backend::amd_smi::AmdSmiSource;
+use gputopo_topology::backend::amd_smi::{AmdSmiError, AmdSmiSource};
+use gputopo_topology::backend::nvml::NvmlError;
 use std::path::PathBuf;
 
 /// `--backend`: which library the agent asks on this node.
@@ -31,13 +31,13 @@ pub struct AutoSource {
 }
 
 /// Neither vendor's library answered: what each said.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[error(
     "no GPU backend answered on this node (--backend auto tried NVML, then AMD SMI): {nvml}; {amd_smi}"
 )]
 pub struct NoBackend {
-    pub nvml: String,
-    pub amd_smi: String,
+    pub nvml: Box<NvmlError>,
+    pub amd_smi: Box<AmdSmiError>,
 }
 
 /// The vendor `--backend auto` settled on.
@@ -50,52 +50,45 @@ pub enum Vendor {
 /// NVML first: a node with both drivers is read as NVIDIA (the AMD probe is
 /// not even tried then). Each probe says why it failed.
 pub fn choose(
-    nvml: impl FnOnce() -> Result<(), String>,
-    amd_smi: impl FnOnce() -> Result<(), String>,
+    nvml: impl FnOnce() -> Result<(), NvmlError>,
+    amd_smi: impl FnOnce() -> Result<(), AmdSmiError>,
 ) -> Result<Vendor, NoBackend> {
     let nvml = match nvml() {
         Ok(()) => return Ok(Vendor::Nvidia),
-        Err(e) => e,
+        Err(e) => Box::new(e),
     };
     match amd_smi() {
         Ok(()) => Ok(Vendor::Amd),
-        Err(amd_smi) => Err(NoBackend { nvml, amd_smi }),
+        Err(e) => Err(NoBackend {
+            nvml,
+            amd_smi: Box::new(e),
+        }),
     }
 }
 
 impl AutoSource {
-    /// The live source of the vendor whose library answers now.
-    pub fn detect(&self) -> Result<Source, NoBackend> {
-        let vendor = choose(|| self.probe_nvml(), || self.probe_amd_smi())?;
-        Ok(match vendor {
-            Vendor::Nvidia => Source::Nvml {
-                library: self.nvml_library.clone(),
-                sysfs_root: self.sysfs_root.clone(),
-            },
-            Vendor::Amd => Source::AmdSmi {
-                library: self.amd_smi_library.clone(),
-            },
-        })
+    /// The vendor whose library answers now (see [`choose`]).
+    pub fn detect(&self) -> Result<Vendor, NoBackend> {
+        choose(|| self.probe_nvml(), || self.probe_amd_smi())
     }
 
-    fn probe_nvml(&self) -> Result<(), String> {
+    fn probe_nvml(&self) -> Result<(), NvmlError> {
         match &self.nvml_library {
             Some(path) => RealNvml::init_with_library(path),
             None => RealNvml::init(),
         }
         .map(drop)
-        .map_err(|e| e.to_string())
     }
 
-    fn probe_amd_smi(&self) -> Result<(), String> {
+    fn probe_amd_smi(&self) -> Result<(), AmdSmiError> {
         let amd = match &self.amd_smi_library {
             Some(path) => RealAmdSmi::init_with_library(path),
             None => RealAmdSmi::init(),
-        }
-        .map_err(|e| e.to_string())?;
-        let answers = amd.snapshot().map_err(|e| e.to_string())?;
-        if answers.devices.is_empty() {
-            return Err("AMD SMI not available: it lists no AMD GPU".to_owned());
+        }?;
+        if amd.snapshot()?.devices.is_empty() {
+            return Err(AmdSmiError::Unavailable {
+                reason: "it lists no AMD GPU".to_owned(),
+            });
         }
         Ok(())
     }
@@ -105,6 +98,18 @@ impl AutoSource {
 mod tests {
     use super::*;
     use std::cell::Cell;
+
+    fn no_nvml(why: &str) -> NvmlError {
+        NvmlError::Unavailable {
+            reason: why.to_owned(),
+        }
+    }
+
+    fn no_amd_smi(why: &str) -> AmdSmiError {
+        AmdSmiError::Unavailable {
+            reason: why.to_owned(),
+        }
+    }
 
     #[test]
     fn nvml_wins_and_amd_smi_is_not_asked_then() {
@@ -116,58 +121,56 @@ mod tests {
                 Ok(())
             },
         );
-        assert_eq!(vendor, Ok(Vendor::Nvidia));
+        assert!(matches!(vendor, Ok(Vendor::Nvidia)), "{vendor:?}");
         assert!(!asked.get());
     }
 
     #[test]
     fn amd_smi_answers_where_nvml_does_not() {
-        let vendor = choose(|| Err("NVML not available: no driver".into()), || Ok(()));
-        assert_eq!(vendor, Ok(Vendor::Amd));
+        let vendor = choose(|| Err(no_nvml("no driver")), || Ok(()));
+        assert!(matches!(vendor, Ok(Vendor::Amd)), "{vendor:?}");
     }
 
     #[test]
     fn nothing_answering_names_what_was_tried_and_why() {
         let e = choose(
-            || Err("NVML not available: libnvidia-ml.so.1 missing".into()),
-            || Err("AMD SMI not available: libamd_smi.so missing".into()),
+            || Err(no_nvml("libnvidia-ml.so.1 missing")),
+            || Err(no_amd_smi("libamd_smi.so missing")),
         )
         .expect_err("neither answered");
-        let text = e.to_string();
-        assert!(
-            text.contains("--backend auto tried NVML, then AMD SMI"),
-            "{text}"
+        assert_eq!(
+            e.to_string(),
+            "no GPU backend answered on this node (--backend auto tried NVML, then AMD SMI): \
+             NVML not available: libnvidia-ml.so.1 missing; \
+             AMD SMI not available: libamd_smi.so missing"
         );
-        assert!(text.contains("libnvidia-ml.so.1 missing"), "{text}");
-        assert!(text.contains("libamd_smi.so missing"), "{text}");
+    }
+
+    fn nowhere() -> AutoSource {
+        AutoSource {
+            nvml_library: Some("/nonexistent/libnvidia-ml.so.1".into()),
+            sysfs_root: "/sys".into(),
+            amd_smi_library: Some("/nonexistent/libamd_smi.so".into()),
+        }
     }
 
     #[test]
     fn detect_without_either_library_is_no_backend() {
-        let auto = AutoSource {
-            nvml_library: Some("/nonexistent/libnvidia-ml.so.1".into()),
-            sysfs_root: "/sys".into(),
-            amd_smi_library: Some("/nonexistent/libamd_smi.so".into()),
-        };
-        let e = auto.detect().expect_err("no library at those paths");
-        assert!(e.nvml.starts_with("NVML not available: "), "{e}");
-        assert!(e.amd_smi.starts_with("AMD SMI not available: "), "{e}");
-        assert!(e.amd_smi.contains("/nonexistent/libamd_smi.so"), "{e}");
+        let e = nowhere().detect().expect_err("no library at those paths");
+        assert!(matches!(*e.nvml, NvmlError::Unavailable { .. }), "{e}");
+        let amd = e.amd_smi.to_string();
+        assert!(amd.starts_with("AMD SMI not available: "), "{amd}");
+        assert!(amd.contains("/nonexistent/libamd_smi.so"), "{amd}");
     }
 
     #[test]
     fn the_daemons_scanner_asks_again_every_scan_until_one_answers() {
-        use crate::discover::DiscoverError;
+        use crate::discover::{DiscoverError, Source};
         use crate::scan::{ScanError, Scanner};
-        let auto = AutoSource {
-            nvml_library: Some("/nonexistent/libnvidia-ml.so.1".into()),
-            sysfs_root: "/sys".into(),
-            amd_smi_library: Some("/nonexistent/libamd_smi.so".into()),
-        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
-        let mut scanner = Scanner::new("n".into(), Source::Auto(auto));
+        let mut scanner = Scanner::new("n".into(), Source::Auto(nowhere()));
         for _ in 0..2 {
             let e = runtime.block_on(scanner.scan()).expect_err("no library");
             assert!(

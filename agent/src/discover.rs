@@ -7,7 +7,7 @@
 //! device plugin takes too.
 
 use crate::amd_smi::RealAmdSmi;
-use crate::auto::{AutoSource, NoBackend};
+use crate::auto::{AutoSource, NoBackend, Vendor};
 use crate::nvml::RealNvml;
 use gputopo_topology::backend::amd_smi::{AmdSmiError, facts_from_amd_smi};
 use gputopo_topology::backend::nvml::{NvmlError, facts_from_nvml};
@@ -107,6 +107,19 @@ pub fn gather(source: &Source) -> Result<(NodeFacts, Option<String>), DiscoverEr
             Ok((facts_from_amd_smi(&amd)?, None))
         }
         Source::Saved(source) => Ok(saved::gather(source)?),
-        Source::Auto(auto) => gather(&auto.detect()?),
+        Source::Auto(auto) => gather(&detect(auto)?),
     }
+}
+
+/// The live source of the vendor whose library answers now (`--backend auto`).
+pub fn detect(auto: &AutoSource) -> Result<Source, NoBackend> {
+    Ok(match auto.detect()? {
+        Vendor::Nvidia => Source::Nvml {
+            library: auto.nvml_library.clone(),
+            sysfs_root: auto.sysfs_root.clone(),
+        },
+        Vendor::Amd => Source::AmdSmi {
+            library: auto.amd_smi_library.clone(),
+        },
+    })
 }

@@ -514,8 +514,9 @@ mod tests {
     #[test]
     fn every_documented_environment_variable_is_still_accepted() {
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        // The chart's agent DaemonSets (NVIDIA, AMD, auto) are one template.
         let manifests = [
-            "helm/gputopo/templates/agent-daemonset.yaml",
+            "helm/gputopo/templates/_agent-daemonset.tpl",
             "daemonset/agent-daemonset.yaml",
         ];
         let drift = daemon::env_var_drift(&Cli::command(), ACCEPTED, &repo, &manifests);

@@ -17,7 +17,7 @@
 //! instead of starting another, so a hung driver call never piles up threads.
 
 use crate::auto::AutoSource;
-use crate::discover::{DiscoverError, Discovered, Source, build, gather};
+use crate::discover::{DiscoverError, Discovered, Source, build, detect, gather};
 use crate::nvml::{RealNvml, RecordingNvml};
 use gputopo_api::TopologySource;
 use gputopo_topology::backend::nvml::dynamic::{
@@ -169,7 +169,7 @@ fn resolve(opener: &Arc<Opener>, kept: &mut Kept) -> Result<Arc<Opener>, ScanErr
     if let Some(chosen) = &kept.chosen {
         return Ok(chosen.clone());
     }
-    let source = auto.detect().map_err(DiscoverError::from)?;
+    let source = detect(auto).map_err(DiscoverError::from)?;
     let backend = match source {
         Source::Nvml { .. } => "NVML",
         _ => "AMD SMI",

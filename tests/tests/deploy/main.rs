@@ -21,6 +21,8 @@
 //!   and the uninstall leaves the CRD;
 //! - the Dockerfiles build what `scripts/static-build` checks in CI;
 //! - the optional device plugin (`devicePlugin.enabled`): `deploy/device_plugin.rs`.
+//! - AMD GPUs (`agent.amd.enabled`, `agent.backend`): the AMD pool renders
+//!   and is accepted, and its agent publishes recorded AMD machines: `deploy/amd*.rs`.
 //! - the optional PrometheusRule and Grafana dashboard (`metrics.prometheusRule`,
 //!   `metrics.grafanaDashboard`) render, and every metric they query is one the
 //!   real daemons export: `deploy/observability*.rs`.
@@ -37,6 +39,8 @@
 mod agent_e2e;
 mod agent_policy;
 mod agent_security;
+mod amd;
+mod amd_e2e;
 mod chart;
 mod chart_process;
 mod cluster;
