@@ -1,12 +1,14 @@
 //! The CRD copies committed for operators must be exactly what the Rust types
 //! generate (kube-rs controller-rs style): a changed field fails CI here until
-//! the YAML is regenerated.
+//! the YAML is regenerated. The chart's copy is a file its CRD template
+//! reads (`helm/gputopo/templates/crd-gputopologies.yaml` adds only labels
+//! and the keep annotation), so `helm upgrade` ships exactly this.
 
 use std::path::Path;
 
 const COPIES: [&str; 2] = [
     "daemonset/crd-gputopologies.yaml",
-    "helm/gputopo/crds/gputopologies.gputopo.dev.yaml",
+    "helm/gputopo/files/gputopologies.gputopo.dev.yaml",
 ];
 
 #[test]

@@ -115,3 +115,17 @@ fn an_older_agents_object_schedules_as_the_whole_object() {
         }
     }
 }
+
+#[test]
+fn a_newer_agents_field_this_scheduler_does_not_know_is_ignored() {
+    // During an upgrade's rollouts, new agents may run beside the previous
+    // scheduler: the types refuse no unknown field, so the object reads.
+    for whole in machines() {
+        let mut value = serde_json::to_value(&whole).expect("serializes");
+        value["spec"]["summary"]["fromANewerAgent"] = json!("NV99");
+        value["spec"]["gpus"][0]["fromANewerAgent"] = json!({"x": 1});
+        let read: GpuTopology = serde_json::from_value(value).expect("read, the field ignored");
+        assert_eq!(read, whole);
+        assert_eq!(decide(&read, 4), decide(&whole, 4));
+    }
+}

@@ -216,6 +216,83 @@ impl Publisher {
         }
     }
 
+    /// Brings the `GpuTopology` (object, then status) in line with
+    /// `observed`; says which of the two it wrote.
+    async fn publish_topology(
+        &self,
+        observed: &Observed<'_>,
+        uid: &str,
+        now: &Time,
+    ) -> Result<(bool, bool), PublishError> {
+        let node_name = &self.node;
+        let topologies: Api<GpuTopology> = Api::all(self.client.clone());
+        let (mut topology, mut status_written) = (false, false);
+        let current =
+            topologies
+                .get_opt(node_name)
+                .await
+                .map_err(|source| PublishError::ReadTopology {
+                    node: node_name.clone(),
+                    source,
+                })?;
+        // Compared and written without what the CRD refuses, so that a
+        // quiet node writes nothing against an older CRD too.
+        let refused = {
+            let mut refused = self.refused();
+            refused.expire(now.0);
+            refused.clone()
+        };
+        let known_spec: GpuTopologySpec = refused.without("spec", observed.spec);
+        let known = Observed {
+            spec: &known_spec,
+            ..*observed
+        };
+        let plan = plan_topology(current.as_ref(), &known, uid, now, self.heartbeat);
+        if let Some(object) = plan.object {
+            let mut value =
+                serde_json::to_value(&object).map_err(|source| PublishError::Serialize {
+                    node: node_name.clone(),
+                    source,
+                })?;
+            // Status goes through its own subresource; apply only metadata and spec here.
+            if let Some(map) = value.as_object_mut() {
+                map.remove("status");
+            }
+            self.apply_known(&topologies, value, false, now)
+                .instrument(info_span!("apply_gpu_topology", node = %node_name, gpus = observed.spec.gpus.len()))
+                .await
+                .map_err(|source| PublishError::ApplyTopology {
+                    node: node_name.clone(),
+                    source,
+                })?;
+            topology = true;
+        }
+        let stored_status = current.as_ref().and_then(|c| c.status.as_ref());
+        if let Some(status) = plan
+            .status
+            .filter(|s| Some(&refused.without::<GpuTopologyStatus>("status", s)) != stored_status)
+        {
+            let patch = json!({
+                "apiVersion": "gputopo.dev/v1alpha1",
+                "kind": "GpuTopology",
+                "status": status,
+            });
+            self.apply_known(&topologies, patch, true, now)
+                .instrument(info_span!(
+                    "apply_gpu_topology_status",
+                    node = %node_name,
+                    allocations = status.allocations.len()
+                ))
+                .await
+                .map_err(|source| PublishError::ApplyStatus {
+                    node: node_name.clone(),
+                    source,
+                })?;
+            status_written = true;
+        }
+        Ok((topology, status_written))
+    }
+
     /// Brings the Node's labels and its `GpuTopology` in line with `observed`.
     pub async fn publish(
         &self,
@@ -224,7 +301,6 @@ impl Publisher {
     ) -> Result<Writes, PublishError> {
         let node_name = &self.node;
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let topologies: Api<GpuTopology> = Api::all(self.client.clone());
         let apply = PatchParams::apply(FIELD_MANAGER).force();
         let mut writes = Writes::default();
 
@@ -267,69 +343,7 @@ impl Publisher {
             writes.labels = true;
         }
 
-        let current =
-            topologies
-                .get_opt(node_name)
-                .await
-                .map_err(|source| PublishError::ReadTopology {
-                    node: node_name.clone(),
-                    source,
-                })?;
-        // Compared and written without what the CRD refuses, so that a
-        // quiet node writes nothing against an older CRD too.
-        let refused = {
-            let mut refused = self.refused();
-            refused.expire(now.0);
-            refused.clone()
-        };
-        let known_spec: GpuTopologySpec = refused.without("spec", observed.spec);
-        let known = Observed {
-            spec: &known_spec,
-            ..*observed
-        };
-        let plan = plan_topology(current.as_ref(), &known, &uid, &now, self.heartbeat);
-        if let Some(object) = plan.object {
-            let mut value =
-                serde_json::to_value(&object).map_err(|source| PublishError::Serialize {
-                    node: node_name.clone(),
-                    source,
-                })?;
-            // Status goes through its own subresource; apply only metadata and spec here.
-            if let Some(map) = value.as_object_mut() {
-                map.remove("status");
-            }
-            self.apply_known(&topologies, value, false, &now)
-                .instrument(info_span!("apply_gpu_topology", node = %node_name, gpus = observed.spec.gpus.len()))
-                .await
-                .map_err(|source| PublishError::ApplyTopology {
-                    node: node_name.clone(),
-                    source,
-                })?;
-            writes.topology = true;
-        }
-        let stored_status = current.as_ref().and_then(|c| c.status.as_ref());
-        if let Some(status) = plan
-            .status
-            .filter(|s| Some(&refused.without::<GpuTopologyStatus>("status", s)) != stored_status)
-        {
-            let patch = json!({
-                "apiVersion": "gputopo.dev/v1alpha1",
-                "kind": "GpuTopology",
-                "status": status,
-            });
-            self.apply_known(&topologies, patch, true, &now)
-                .instrument(info_span!(
-                    "apply_gpu_topology_status",
-                    node = %node_name,
-                    allocations = status.allocations.len()
-                ))
-                .await
-                .map_err(|source| PublishError::ApplyStatus {
-                    node: node_name.clone(),
-                    source,
-                })?;
-            writes.status = true;
-        }
+        (writes.topology, writes.status) = self.publish_topology(observed, &uid, &now).await?;
         if self.link_devices {
             writes.link_slice = self.publish_link_slice(observed.spec, &uid).await?;
         }

@@ -113,11 +113,11 @@ fn non_default_values_render_as_asked() {
     assert_eq!(
         kinds(&defaults),
         [
-            "CustomResourceDefinition",
             "PodDisruptionBudget",
             "ServiceAccount",
             "ServiceAccount",
             "ConfigMap",
+            "CustomResourceDefinition",
             "ClusterRole",
             "ClusterRole",
             "ClusterRoleBinding",

@@ -74,8 +74,8 @@ pub(super) fn documents(text: &str) -> Result<Vec<Value>, serde_yaml::Error> {
     Ok(docs)
 }
 
-/// `helm template` of the chart, CRDs included, for the control plane's
-/// Kubernetes version; `values` is a values file's text.
+/// `helm template` of the chart (the CRD is one of its templates), for the
+/// control plane's Kubernetes version; `values` is a values file's text.
 pub(super) fn render(
     release: &str,
     namespace: &str,
@@ -87,7 +87,6 @@ pub(super) fn render(
         release,
         "--namespace",
         namespace,
-        "--include-crds",
         "--kube-version",
         gputopo_testenv::kubernetes_version(),
     ]

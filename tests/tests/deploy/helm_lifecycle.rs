@@ -1,5 +1,5 @@
 //! `helm install`, `upgrade` (to extender mode too) and `uninstall` on the
-//! real API server; the uninstall leaves the CRD.
+//! real API server; the uninstall leaves the CRD (its keep policy).
 
 use super::helm::helm_on;
 use super::objects::{container, env_value};
@@ -23,6 +23,9 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
         env_value(container(&value), "GPUTOPO_GFD_COMPATIBLE_LABELS").map(str::to_owned)
     };
 
+    // The shared control plane installed the CRD itself, as plain manifests
+    // or another release would have: the release takes it over
+    // (docs/upgrades.md, "A CRD Helm did not install").
     let out = helm_on(
         env,
         &[
@@ -32,6 +35,7 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
             "-n",
             &namespace,
             "--create-namespace",
+            "--take-ownership",
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -145,13 +149,20 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
     assert!(daemonsets.get_opt(agent_name).await.expect("get").is_none());
     let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
     assert!(roles.get_opt(agent_name).await.expect("get").is_none());
-    // Helm leaves crds/ alone: the GpuTopology CRD, and so every node's
-    // object, survives an uninstall (docs/deploy.md, "With Helm").
+    // The CRD template's keep policy: the GpuTopology CRD, and so every
+    // node's object, survives an uninstall (docs/upgrades.md), though the
+    // release held it.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    assert!(
-        crds.get_opt("gputopologies.gputopo.dev")
-            .await
-            .expect("get")
-            .is_some()
+    let crd = crds
+        .get_opt("gputopologies.gputopo.dev")
+        .await
+        .expect("get")
+        .expect("the CRD survives the uninstall");
+    let annotations = crd.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("meta.helm.sh/release-name")
+            .map(String::as_str),
+        Some(release)
     );
 }

@@ -92,7 +92,7 @@ fn every_documented_plain_manifest_install_applies_every_object_namespace_first(
         for command in apply_commands(&text) {
             let files = applied_files(&command);
             if !files.iter().any(|f| all.contains(f)) {
-                // The CRD alone (`helm/gputopo/crds/`), the device plugin's
+                // The CRD alone (docs/upgrades.md), the device plugin's
                 // own manifest: not an install of gputopo.
                 continue;
             }

@@ -19,6 +19,9 @@
 //!   files, filters and binds over TLS a pod as kube-scheduler asks;
 //! - `helm install`, `upgrade` and `uninstall` work on the real API server,
 //!   and the uninstall leaves the CRD;
+//! - the CRD is a template kept on uninstall, and a release of the previous
+//!   chart upgrades to this one with its CRD brought up to date and its
+//!   `GpuTopology` objects kept: `deploy/upgrade.rs` (docs/upgrades.md);
 //! - the Dockerfiles build what `scripts/static-build` checks in CI;
 //! - the optional device plugin (`devicePlugin.enabled`): `deploy/device_plugin.rs`.
 //! - AMD GPUs (`agent.amd.enabled`, `agent.backend`): the AMD pool renders
@@ -31,7 +34,7 @@
 //!
 //! One module per thing deployed or checked (`chart`, `plain_manifests`,
 //! `agent_*`, `scheduler_*`, `extender_*`, `device_plugin*`, `dry_run`,
-//! `helm_lifecycle`, `observability*`); the helpers they share: `helm` (running helm,
+//! `helm_lifecycle`, `upgrade`, `observability*`); the helpers they share: `helm` (running helm,
 //! rendering the chart), `values` (the releases and values files), `objects`
 //! (reading rendered objects), `cluster` (applying them to the test control
 //! plane) and `chart_process` (running a binary as the chart's container).
@@ -61,6 +64,7 @@ mod plain_manifests;
 mod scheduler_e2e;
 mod scheduler_rbac;
 mod scheduler_render;
+mod upgrade;
 mod values;
 
 // The helpers at the root, as they were before the split: `agent_e2e`,
