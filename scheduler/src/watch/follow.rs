@@ -7,13 +7,15 @@
 //! watches go on untouched. Whether each kind is served now is shared
 //! ([`Served`]), so a pod waiting for one can be told which API is missing.
 
-use super::reflect::{served, watch_backoff};
 use crate::change_feed::ChangeFeed;
+use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use gputopo_ops::Readiness;
 use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,6 +56,52 @@ pub struct Follow<K: Resource<DynamicType = ()> + Clone + 'static> {
     pub changes: fn(&watcher::Event<K>) -> bool,
     pub feed: Option<ChangeFeed<K>>,
     pub trim: fn(&mut K),
+}
+
+/// Whether the API server serves `api`'s resource (its CRD is installed);
+/// asks again, with backoff up to 30 s, until it answers.
+pub(super) async fn served<K>(api: &Api<K>, what: &'static str, readiness: &Readiness) -> bool
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let probe = || async {
+        match api.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
+    let backoff = ExponentialBuilder::default()
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .without_max_times();
+    probe
+        .retry(backoff)
+        .notify(|e, wait| {
+            warn!(what, error = %e, ?wait, "asking the API server whether it serves {what}; retrying");
+            readiness.set_not_ready(format!(
+                "cannot reach the API server (asking whether it serves {what}): {e}"
+            ));
+        })
+        .await
+        .unwrap_or(false)
+}
+
+/// Watch retries: 500 ms doubling to 5 s, jittered, reset after 30 s
+/// without an error. kube-runtime's default (client-go's: 0.8 s doubling to
+/// 30 s, reset after 2 minutes) can leave 13 s between the API server's
+/// return after an outage of a few seconds and the next list, most of the
+/// 15 s the scheduler has to be scheduling again (the fault runs,
+/// docs/benchmarks/faults-and-soak.md). While the API server is down this
+/// is one attempt per watch every 5 s at most.
+pub(super) fn watch_backoff() -> ResetTimerBackoff<ExponentialBackoff> {
+    let exponential = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    ResetTimerBackoff::new(exponential.into(), Duration::from_secs(30))
 }
 
 /// Whether a watch error means the kind is not served (any more).

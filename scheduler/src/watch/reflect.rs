@@ -1,53 +1,20 @@
 //! How one kind is watched: whether the API server serves it, a
 //! reflector with its backoff and event filter, the stores of optional
-//! kinds (empty where not served) and of the kinds only the secondary
+//! kinds (`follow.rs`; empty where not watched) and of the kinds only the secondary
 //! scheduler keeps.
 
-use super::follow::{Follow, Served, follow};
+use super::follow::{Follow, Served, follow, watch_backoff};
 use crate::change_feed::ChangeFeed;
 use crate::checked::Checked;
 use crate::trim::trim_meta;
-use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use gputopo_ops::Readiness;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::utils::ResetTimerBackoff;
-use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
-use std::time::Duration;
 use tracing::warn;
-
-/// Whether the API server serves `api`'s resource (its CRD is installed);
-/// asks again, with backoff up to 30 s, until it answers.
-pub(super) async fn served<K>(api: &Api<K>, what: &'static str, readiness: &Readiness) -> bool
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
-{
-    let probe = || async {
-        match api.list_metadata(&ListParams::default().limit(1)).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-            Err(e) => Err(e),
-        }
-    };
-    let backoff = ExponentialBuilder::default()
-        .with_max_delay(Duration::from_secs(30))
-        .with_jitter()
-        .without_max_times();
-    probe
-        .retry(backoff)
-        .notify(|e, wait| {
-            warn!(what, error = %e, ?wait, "asking the API server whether it serves {what}; retrying");
-            readiness.set_not_ready(format!(
-                "cannot reach the API server (asking whether it serves {what}): {e}"
-            ));
-        })
-        .await
-        .unwrap_or(false)
-}
 
 /// A watch of a kind gputopo can do without: an empty store when `watch`
 /// is false (the kind is not this mode's), else the kind followed as the
@@ -127,23 +94,6 @@ where
     store
 }
 
-/// Watch retries: 500 ms doubling to 5 s, jittered, reset after 30 s
-/// without an error. kube-runtime's default (client-go's: 0.8 s doubling to
-/// 30 s, reset after 2 minutes) can leave 13 s between the API server's
-/// return after an outage of a few seconds and the next list, most of the
-/// 15 s the scheduler has to be scheduling again (the fault runs,
-/// docs/benchmarks/faults-and-soak.md). While the API server is down this
-/// is one attempt per watch every 5 s at most.
-pub(super) fn watch_backoff() -> ResetTimerBackoff<ExponentialBackoff> {
-    let exponential = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_secs(5))
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times();
-    ResetTimerBackoff::new(exponential.into(), Duration::from_secs(30))
-}
-
 /// Starts a reflector for `api` feeding a store; every event calls
 /// `on_event(changes(&event))`. Watch errors are logged and retried with
 /// [`watch_backoff`].
@@ -214,6 +164,7 @@ pub fn always<K>(_: &watcher::Event<K>) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     #[tokio::test]
     async fn watch_retries_start_within_a_second_and_never_wait_past_ten() {
