@@ -44,6 +44,10 @@ async fn helm_installs_upgrades_and_uninstalls_leaving_the_crd() {
         out.contains(&format!("rollout status daemonset/{agent_name}")),
         "NOTES: {out}"
     );
+    assert!(
+        out.contains("The GpuTopology CRD is kept by `helm uninstall`"),
+        "NOTES: {out}"
+    );
     let ds = daemonsets.get(agent_name).await.expect("the DaemonSet");
     assert_eq!(gfd_env(&ds).as_deref(), Some("true"));
 
