@@ -98,12 +98,19 @@ app.kubernetes.io/component: scheduler
 {{/*
 The scheduler's configuration file (docs/scheduler.md): scheduler.config as
 it is (values.schema.json holds it to the file's own schema), with
-schedulerNames from scheduler.schedulerName.
+schedulerNames from scheduler.schedulerName and scheduler.extraSchedulerNames.
 */}}
 {{- define "gputopo.scheduler.config" -}}
 {{- $config := deepCopy (.Values.scheduler.config | default dict) }}
-{{- $_ := set $config "schedulerNames" (list .Values.scheduler.schedulerName) }}
+{{- $_ := set $config "schedulerNames" (include "gputopo.scheduler.names" . | fromJsonArray) }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+Every spec.schedulerName the top-level settings serve, as a JSON array.
+*/}}
+{{- define "gputopo.scheduler.names" -}}
+{{- concat (list .Values.scheduler.schedulerName) (.Values.scheduler.extraSchedulerNames | default list) | toJson }}
 {{- end }}
 
 {{/*
@@ -137,6 +144,17 @@ than install something that silently does less.
 {{- end }}
 {{- if and .Values.scheduler.existingConfigMap .Values.scheduler.config }}
 {{- fail (printf "scheduler.existingConfigMap (%s) and scheduler.config exclude each other: with a ConfigMap of your own the chart renders no configuration file, so scheduler.config would be ignored; put those settings in %s's config.yaml, or unset scheduler.existingConfigMap" .Values.scheduler.existingConfigMap .Values.scheduler.existingConfigMap) }}
+{{- end }}
+{{- range .Values.scheduler.extraSchedulerNames }}
+{{- if eq . $.Values.scheduler.schedulerName }}
+{{- fail (printf "scheduler.extraSchedulerNames lists %s, which is scheduler.schedulerName already: list only the other names to serve" .) }}
+{{- end }}
+{{- $extra := . }}
+{{- range ($.Values.scheduler.config | default dict).profiles }}
+{{- if eq .schedulerName $extra }}
+{{- fail (printf "scheduler.extraSchedulerNames and scheduler.config.profiles both name %s: a name is served by the top-level settings (extraSchedulerNames) or by one profile, not both" $extra) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- with (.Values.scheduler.config | default dict).networkTiers }}
 {{- if and .preset .keys }}

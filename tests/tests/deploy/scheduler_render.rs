@@ -245,3 +245,42 @@ fn the_scheduler_renders_as_asked() {
         scheduler_object(&custom, "Service").expect("a Service")["spec"]["selector"]
     );
 }
+
+#[test]
+#[ignore = "needs the control-plane binaries: scripts/test, or cargo test -- --include-ignored"]
+fn extra_scheduler_names_are_served_with_the_same_settings_and_never_twice() {
+    let values = "scheduler:\n  extraSchedulerNames: [scheduler-plugins-scheduler]\n";
+    let docs = render_ok(RELEASE, NAMESPACE, Some(values));
+    let config = scheduler_object(&docs, "ConfigMap").expect("a ConfigMap");
+    let file: Value =
+        serde_yaml::from_str(config["data"]["config.yaml"].as_str().expect("config.yaml"))
+            .expect("YAML");
+    assert_eq!(
+        file["schedulerNames"],
+        json!(["gputopo-scheduler", "scheduler-plugins-scheduler"])
+    );
+    // With a ConfigMap of the operator's, the names reach the process too.
+    let own = "scheduler:\n  existingConfigMap: mine\n  extraSchedulerNames: [scheduler-plugins-scheduler]\n";
+    let docs = render_ok(RELEASE, NAMESPACE, Some(own));
+    let deployment = scheduler_object(&docs, "Deployment").expect("a Deployment");
+    assert_eq!(
+        env_value(container(deployment), "GPUTOPO_SCHEDULER_NAME"),
+        Some("gputopo-scheduler,scheduler-plugins-scheduler")
+    );
+    // A name served twice fails the render, naming both values.
+    for (values, names) in [
+        (
+            "scheduler:\n  extraSchedulerNames: [gputopo-scheduler]\n",
+            ["scheduler.extraSchedulerNames", "scheduler.schedulerName"],
+        ),
+        (
+            "scheduler:\n  extraSchedulerNames: [ray]\n  config:\n    profiles:\n      - schedulerName: ray\n",
+            ["scheduler.extraSchedulerNames", "scheduler.config.profiles"],
+        ),
+    ] {
+        let err = super::helm::render(RELEASE, NAMESPACE, Some(values))
+            .expect_err("a name served twice")
+            .to_string();
+        assert!(names.iter().all(|n| err.contains(n)), "{err}");
+    }
+}
