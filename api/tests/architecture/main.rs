@@ -8,7 +8,7 @@
 //! * `string_errors`: no `Result<_, String>` in library code;
 //! * `pure_crates`: scheduler-core and topology have no kube client, async
 //!   runtime or HTTP stack beneath them;
-//! * `docs_paths`: every repository path `docs/architecture.md` names
+//! * `docs_paths`: every repository path the README and the docs name
 //!   exists.
 //!
 //! The Rust is parsed with `syn` once for all checks (`workspace`): each
