@@ -101,6 +101,9 @@ pub struct GangUnit {
     pub readiness: GangReadiness,
     /// How long it may wait before it is told it timed out.
     pub timeout: Duration,
+    /// The gang's minimum, where its object gives one: members bound
+    /// beyond it joined an elastic gang rather than replaced a lost one.
+    pub size: Option<u32>,
 }
 
 impl GangUnit {
@@ -166,9 +169,9 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
             is_gated(p) && is_unbound_for(p, ctx.names) && GangKey::of_pod(p).as_ref() == Some(&key)
         })
         .count() as u32;
-    let (readiness, timeout) = match ctx.gangs.size(&first.namespace, gang, ctx.names) {
-        Err(e) => (GangReadiness::SizeUnknown(e), None),
-        Ok(GangSize::Independent(why)) => (GangReadiness::Independent(why), None),
+    let (readiness, timeout, size) = match ctx.gangs.size(&first.namespace, gang, ctx.names) {
+        Err(e) => (GangReadiness::SizeUnknown(e), None, None),
+        Ok(GangSize::Independent(why)) => (GangReadiness::Independent(why), None, None),
         Ok(GangSize::Gang { size, timeout }) if members.len() as u32 + bound < size => (
             GangReadiness::Incomplete {
                 size,
@@ -177,8 +180,9 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
                 gated,
             },
             timeout,
+            Some(size),
         ),
-        Ok(GangSize::Gang { timeout, .. }) => (GangReadiness::Complete, timeout),
+        Ok(GangSize::Gang { timeout, size }) => (GangReadiness::Complete, timeout, Some(size)),
     };
     let timeout = timeout.unwrap_or(ctx.default_timeout);
     GangUnit {
@@ -188,6 +192,7 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
         bound_members,
         readiness,
         timeout,
+        size,
     }
 }
 

@@ -210,12 +210,23 @@ impl Cycle {
         }
         let mut events = Vec::new();
         if !unit.bound_members.is_empty() {
-            let event = recovery_event(&work.snapshot, unit, placements);
-            for (pod, _) in &unit.members {
-                work.report
-                    .gang_recoveries
-                    .push(since_created(pod, work.clock));
-                events.push((pod.clone(), event.clone()));
+            let replaced = recovery_event(&work.snapshot, unit, placements);
+            for (i, (pod, _)) in unit.members.iter().enumerate() {
+                // Member N of the gang: up to its minimum it replaces a lost
+                // one (timed as a recovery); beyond, it joins an elastic gang.
+                let n = unit.bound + i as u32 + 1;
+                match unit.size.filter(|&size| n > size) {
+                    Some(size) => {
+                        let event = joined_event(&work.snapshot, unit, placements, (n, size));
+                        events.push((pod.clone(), event));
+                    }
+                    None => {
+                        work.report
+                            .gang_recoveries
+                            .push(since_created(pod, work.clock));
+                        events.push((pod.clone(), replaced.clone()));
+                    }
+                }
             }
         }
         self.written.gang_placed(&unit.key);
@@ -298,6 +309,7 @@ pub fn gang_fit(
     core: &SchedulerConfig,
 ) -> GangFit {
     let nodes: Vec<String> = unit.bound_members.iter().map(|(_, n)| n.clone()).collect();
+    let model = shared_model(snapshot, &nodes);
     let mut last = None;
     for selector in domain_selectors(snapshot, &nodes) {
         let list: Vec<PendingPod> = unit
@@ -306,6 +318,17 @@ pub fn gang_fit(
             .map(|(_, p)| {
                 let mut p = p.clone();
                 p.node_selector.extend(selector.clone());
+                // The bound members' GPU model, as the gang was placed
+                // under (unless the gang may mix models).
+                if let Some(model) = model
+                    && !p
+                        .request
+                        .gang_mixed_models
+                        .unwrap_or(core.gang_mixed_models)
+                {
+                    p.node_selector
+                        .insert(MODEL_LABEL.to_string(), model.to_string());
+                }
                 p
             })
             .collect();
@@ -366,16 +389,53 @@ pub fn members_placed(unit: &GangUnit, placements: &[Placement]) -> Vec<(Member,
         .collect()
 }
 
-/// The event on a member placed beside its gang's bound members: how many,
-/// and the closest network domain they now share.
-fn recovery_event(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]) -> EventSpec {
+/// The GPU product label the gang's bound members' nodes share, if one.
+const MODEL_LABEL: &str = "nvidia.com/gpu.product";
+
+/// The `nvidia.com/gpu.product` every node of `nodes` carries, when they
+/// all carry the same one.
+fn shared_model<'a>(snapshot: &'a Snapshot, nodes: &[String]) -> Option<&'a str> {
+    let mut models = nodes.iter().map(|n| {
+        snapshot
+            .node_id(n)
+            .and_then(|id| snapshot.node(id).label(MODEL_LABEL))
+    });
+    let first = models.next()??;
+    models.all(|m| m == Some(first)).then_some(first)
+}
+
+/// The event on a member beyond the gang's minimum (an elastic gang's
+/// scale-up): which member it is, and where it joined the others.
+fn joined_event(
+    snapshot: &Snapshot,
+    unit: &GangUnit,
+    placements: &[Placement],
+    (member, minimum): (u32, u32),
+) -> EventSpec {
+    let nodes: Vec<String> = unit.bound_members.iter().map(|(_, n)| n.clone()).collect();
+    let model = shared_model(snapshot, &nodes)
+        .map_or(String::new(), |m| format!(" on their GPU model {m},"));
+    EventSpec::normal(
+        "GangMemberJoined",
+        "Scheduling",
+        format!(
+            "joined gang {} (member {member} of minimum {minimum}), beside its {} bound member(s){model} in {}",
+            unit.key,
+            unit.bound_members.len(),
+            shared_domain(snapshot, unit, placements)
+        ),
+    )
+}
+
+/// The closest network domain the bound members and `placements` share.
+fn shared_domain(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]) -> String {
     let nodes: Vec<String> = unit
         .bound_members
         .iter()
         .map(|(_, n)| n.clone())
         .chain(placements.iter().map(|p| p.node.clone()))
         .collect();
-    let shared = domain_selectors(snapshot, &nodes)
+    domain_selectors(snapshot, &nodes)
         .into_iter()
         .next()
         .filter(|s| !s.is_empty())
@@ -384,7 +444,13 @@ fn recovery_event(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        });
+        })
+}
+
+/// The event on a member placed beside its gang's bound members: how many,
+/// and the closest network domain they now share.
+fn recovery_event(snapshot: &Snapshot, unit: &GangUnit, placements: &[Placement]) -> EventSpec {
+    let shared = shared_domain(snapshot, unit, placements);
     EventSpec::normal(
         "GangMemberReplaced",
         "Scheduling",

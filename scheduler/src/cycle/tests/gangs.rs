@@ -465,3 +465,54 @@ fn a_new_leader_reserves_for_a_waiting_gang_before_a_small_pod_can_take_its_gpus
         );
     }
 }
+
+#[test]
+fn a_member_beyond_the_minimum_joins_on_the_gangs_gpu_model_and_says_so() {
+    // n1, n2 (H100) on leaf-1 hold the gang's two members; on leaf-2, n3
+    // (H200, half used: packing's first choice for a 4-GPU pod) and n4
+    // (H100, empty) have room. A third member, beyond the minimum of
+    // two (an elastic gang scaled up), arrives.
+    let mut w = World::dgx(4, 2);
+    for (i, product) in ["H100", "H100", "H200", "H100"].iter().enumerate() {
+        Arc::make_mut(&mut w.nodes[i])
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("nvidia.com/gpu.product".into(), product.to_string());
+    }
+    w.add(bound_member("job", 2, 0, "n1"));
+    w.add(bound_member("job", 2, 1, "n2"));
+    w.add(pod("busy", 4, Some("n3"), 0));
+    w.add(member("job", 2, 2, 4, 0));
+    let mut h = Harness::new(w, Settings::default());
+    let (report, writes) = h.cycle();
+    assert_eq!(
+        binds(&writes),
+        [("ml/job-2".to_string(), "n4".to_string())],
+        "the gang's model, not the first free node: {:?}",
+        report.outcomes
+    );
+    assert!(report.gang_recoveries.is_empty(), "nothing was lost");
+    let reasons: Vec<(&str, String)> = writes
+        .iter()
+        .filter_map(|w| match w {
+            super::fake::Write::Event { pod, event } if pod == "ml/job-2" => {
+                Some((event.reason, event.note.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let joined = reasons
+        .iter()
+        .find(|(r, _)| *r == "GangMemberJoined")
+        .map(|(_, n)| n.clone())
+        .unwrap_or_else(|| panic!("a GangMemberJoined event: {reasons:?}"));
+    assert!(
+        joined.contains("member 3 of minimum 2") && joined.contains("H100"),
+        "{joined}"
+    );
+    assert!(
+        reasons.iter().all(|(r, _)| *r != "GangMemberReplaced"),
+        "{reasons:?}"
+    );
+}
