@@ -129,12 +129,14 @@ fn named_paths(text: &str, top: &BTreeSet<&str>) -> Vec<(usize, String)> {
 
 fn looks_like_path(span: &str, top: &BTreeSet<&str>) -> bool {
     let bare = span.trim_end_matches('/');
+    // `.proto`: an extension named, not a file.
+    let extension_only = bare.starts_with('.') && !bare.contains('/');
     let plain = !bare.is_empty()
         && bare
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
         && !bare.starts_with('/')
-        && !(bare.starts_with('.') && !bare.contains('/'));
+        && !extension_only;
     let first = bare.split('/').next().unwrap_or_default();
     let pathlike = (bare.contains('/') && top.contains(first))
         || [".rs", ".md", ".toml", ".yaml", ".proto"]
