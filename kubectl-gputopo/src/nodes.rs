@@ -9,7 +9,7 @@
 use crate::table::render;
 use crate::view::View;
 use crate::{gpu_list, mask_gpus};
-use gputopo_api::{GpuTopology, GpuTopologySpec, LinkClass, LinkType};
+use gputopo_api::{GpuTopology, GpuTopologySpec, LinkClass, LinkType, keys};
 use gputopo_scheduler::cluster::ReadingTrust;
 use gputopo_scheduler_core::reported::ReadingState;
 use gputopo_scheduler_core::snapshot::NodeRef;
@@ -32,7 +32,8 @@ pub struct NodesReport {
 #[serde(rename_all = "camelCase")]
 pub struct NodeView {
     pub name: String,
-    /// The product when every GPU is the same model.
+    /// The product when every GPU is the same model (the `GpuTopology`'s,
+    /// else the `nvidia.com/gpu.product` label).
     pub model: Option<String>,
     pub gpu_count: u32,
     /// `nvswitch`, `nvlink-mesh`, `nvlink-bridge`, `pcie`, `xgmi`; `None`
@@ -174,7 +175,7 @@ fn node_view(
         name: n.name().to_string(),
         model: spec
             .and_then(|s| s.summary.product.clone())
-            .or_else(|| n.gpu_model().map(str::to_string)),
+            .or_else(|| n.label(keys::node::GPU_PRODUCT).map(str::to_string)),
         gpu_count: n.gpus().count_ones(),
         interconnect: spec.map(|s| s.summary.interconnect.as_str().to_string()),
         p2p: spec.and_then(|s| {
@@ -330,13 +331,20 @@ impl NodeView {
         for d in &self.domains {
             out.push_str(&format!("  {}={}\n", d.tier, d.name));
         }
+        // NICs grouped by the GPUs they sit beside: what a gang's ranks use.
+        let mut by_gpus: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         for nic in &self.nics {
-            out.push_str(&format!(
-                "  NIC {} (NUMA {}): nearest GPUs {}\n",
-                nic.name,
-                nic.numa_node.map_or_else(|| "-".into(), |n| n.to_string()),
-                gpu_list(&nic.nearest_gpus)
-            ));
+            by_gpus
+                .entry(gpu_list(&nic.nearest_gpus))
+                .or_default()
+                .push(&nic.name);
+        }
+        for (gpus, names) in by_gpus {
+            let near = match gpus.as_str() {
+                "-" => "beside no GPU".to_string(),
+                _ => format!("beside GPUs {gpus}"),
+            };
+            out.push_str(&format!("  NICs {near}: {}\n", names.join(", ")));
         }
         if !self.counted_holders.is_empty() {
             out.push_str(&format!(
