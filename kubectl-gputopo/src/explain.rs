@@ -15,11 +15,22 @@ use gputopo_api::keys::pod as pod_keys;
 use gputopo_scheduler::BOTTLENECK_ANNOTATION;
 use gputopo_scheduler::annotations::bottleneck_text;
 use gputopo_scheduler::assignment_record::{AssignmentRecord, CONDITION_TYPE, RecordKeeper};
+use gputopo_scheduler::claims::uses_claims;
 use gputopo_scheduler::cluster::{ReadingTrust, is_gated, is_unbound_for};
 use gputopo_scheduler::cycle::Outcome;
-use gputopo_scheduler_core::explain::explain_pod;
+use gputopo_scheduler_core::config::SchedulerConfig;
+use gputopo_scheduler_core::dra::{ClaimError, DraPod, hold_snapshot};
+use gputopo_scheduler_core::dra_schedule::explain_claims;
+use gputopo_scheduler_core::explain::{ExplainRow, Explanation, explain_pod};
+use gputopo_scheduler_core::pod::PendingPod;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
+
+/// A claim pod whose claims cannot be read (missing, or asking what
+/// gputopo does not allocate): its nodes are not judged.
+#[derive(Debug, thiserror::Error)]
+#[error("its claims cannot be judged: {0}")]
+pub struct ClaimsNotJudged(#[source] pub ClaimError);
 
 /// No such pod.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +95,8 @@ pub struct PendingView {
     pub nominated_node: Option<String>,
     /// Every node's verdict for this pod alone, chosen first.
     pub nodes: Vec<NodeRow>,
+    /// Why `nodes` is empty for a pod with ResourceClaims.
+    pub nodes_note: Option<String>,
 }
 
 /// The scheduler's decision now.
@@ -224,24 +237,66 @@ fn pending_view(
         None => not_tried(view, pod, scheduler_name, names),
     };
     let (core, _) = view.settings.settings.profile_for(scheduler_name);
-    let explanation = explain_pod(&view.snapshot, pod, core);
+    let (nodes, nodes_note) = match explanation(view, pod, core) {
+        Ok(e) => (e.rows.iter().map(node_row).collect(), None),
+        Err(note) => (Vec::new(), Some(note.to_string())),
+    };
     PendingView {
         gates,
         decision,
         nominated_node: view.verdicts.nominations.get(&key).cloned(),
-        nodes: explanation
-            .rows
-            .iter()
-            .map(|r| NodeRow {
-                node: r.node.clone(),
-                verdict: r.verdict.as_str().to_string(),
-                score: r.score,
-                gpus: r.gpus.clone(),
-                bottleneck: r.bottleneck.map(|b| b.to_string()),
-                reason: r.reason.clone(),
-            })
-            .collect(),
+        nodes,
+        nodes_note,
     }
+}
+
+fn node_row(r: &ExplainRow) -> NodeRow {
+    NodeRow {
+        node: r.node.clone(),
+        verdict: r.verdict.as_str().to_string(),
+        score: r.score,
+        gpus: r.gpus.clone(),
+        bottleneck: r.bottleneck.map(|b| b.to_string()),
+        reason: r.reason.clone(),
+    }
+}
+
+/// Every node's verdict for `pod` alone: with its claims' devices where
+/// its GPUs come through ResourceClaims (as `gputopo explain` judges
+/// them); `Err` says why a claim pod's nodes cannot be judged.
+fn explanation(
+    view: &View,
+    pod: &Pod,
+    core: &SchedulerConfig,
+) -> Result<Explanation, ClaimsNotJudged> {
+    let dra = &view.cluster.dra;
+    let pending = match PendingPod::from_k8s(pod) {
+        Ok(p) if uses_claims(pod) => p,
+        _ => return Ok(explain_pod(&view.snapshot, pod, core)),
+    };
+    let claims = DraPod::from_pod(
+        pod,
+        |namespace, name| {
+            dra.claims
+                .iter()
+                .find(|c| {
+                    c.metadata.namespace.as_deref() == Some(namespace)
+                        && c.metadata.name.as_deref() == Some(name)
+                })
+                .map(AsRef::as_ref)
+        },
+        dra.classes.iter().map(AsRef::as_ref),
+    )
+    .map_err(ClaimsNotJudged)?;
+    let mut inventory = dra.inventory(&view.settings.settings.dra, &view.cluster.topologies);
+    hold_snapshot(&mut inventory, &view.snapshot);
+    Ok(explain_claims(
+        &view.snapshot,
+        &inventory,
+        &claims,
+        &pending,
+        core,
+    ))
 }
 
 /// The decision an outcome of the dry-run cycle stands for.
@@ -379,6 +434,9 @@ impl PendingView {
             out.push_str(&format!(
                 "  it would wait on node {n} while its victims leave\n"
             ));
+        }
+        if let Some(note) = &self.nodes_note {
+            out.push_str(&format!("  nodes not judged: {note}\n"));
         }
         if !self.nodes.is_empty() {
             out.push_str("\nEvery node, judged for this pod alone on the cluster as it is:\n");

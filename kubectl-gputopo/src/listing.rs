@@ -203,10 +203,32 @@ impl Cluster {
             now,
             max_age: settings.accounting.reported_allocations_max_age,
         };
-        let (snapshot, warnings) =
+        let (mut snapshot, warnings) =
             build_snapshot(&objects, &AssumeCache::default(), &settings.core, trust)?;
         notes.extend(warnings);
+        if !self.dra.is_empty() {
+            notes.extend(self.hold_claimed(&mut snapshot, settings));
+        }
         Ok((snapshot, notes))
+    }
+
+    /// The GPUs allocated to ResourceClaims held in `snapshot`, as the
+    /// cycle holds them (a placeholder `resourceclaim:<name>` per claim and
+    /// node, unless a pod holds them already); warnings.
+    fn hold_claimed(&self, snapshot: &mut Snapshot, settings: &Settings) -> Vec<String> {
+        let inventory = self.dra.inventory(&settings.dra, &self.topologies);
+        let mut warnings: Vec<String> =
+            inventory.warnings.iter().map(ToString::to_string).collect();
+        for (node, claims) in inventory.busy_gpus() {
+            for (claim, mask) in claims {
+                let (namespace, name) = claim.split_once('/').unwrap_or(("default", claim));
+                let placeholder = format!("resourceclaim:{name}");
+                if let Err(e) = snapshot.hold_free_gpus(namespace, &placeholder, node, mask) {
+                    warnings.push(format!("ResourceClaim {claim}: {e}"));
+                }
+            }
+        }
+        warnings
     }
 
     /// The pod `namespace/name`, as listed.
