@@ -142,6 +142,7 @@ async fn kube_scheduler_places_gpu_pods_through_the_extender() {
     let (a, b) = (gpus_of(&bound[0]), gpus_of(&bound[1]));
     let all: BTreeSet<u32> = a.iter().chain(&b).copied().collect();
     assert_eq!(all.len(), 8, "{a:?} and {b:?} overlap");
+    record_edits_are_reported(&ext, &ks, &pods, &group, &a).await;
     // The first bound got the set scheduler-core picks on the empty node.
     let config = SchedulerConfig::default();
     let mut builder = SnapshotBuilder::new(&config);
@@ -423,4 +424,65 @@ async fn the_extender_refuses_strangers_other_profiles_other_uids_and_big_bodies
         assert!(Instant::now() < deadline, "{missing:?} missing:\n{metrics}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The extender's bind writes the pod's status record too; an edit of the
+/// annotations after binding is not believed, and the pod is told (event
+/// `GPURecordEdited`) once the extender next reads the cluster.
+async fn record_edits_are_reported(
+    ext: &ExtenderProcess,
+    ks: &gputopo_testenv::SchedulerProcess,
+    pods: &Api<Pod>,
+    group: &str,
+    held: &[u32],
+) {
+    let list = held
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let quad_a = wait_for("quad-a's status record", ext, ks, || async {
+        let p = pods.get("quad-a").await.ok()?;
+        let record = p
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "gputopo.dev/gpu-assignment")?
+            .message
+            .clone()?;
+        record
+            .starts_with(&format!("gputopo.dev/assigned-gpus={list}"))
+            .then_some(p)
+    })
+    .await;
+    assert!(node_of(&quad_a).is_some());
+    pods.patch(
+        "quad-a",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(
+            json!({"metadata": {"annotations": {"gputopo.dev/assigned-gpus": "x"}}}),
+        ),
+    )
+    .await
+    .expect("an admin may edit annotations (no policy here)");
+    // A filter request makes the extender read the cluster again (asked
+    // directly: a pod for kube-scheduler would change the counts below).
+    let mut probe = gpu_pod("probe-edit", "nobody", group, 1, &[]);
+    probe.metadata.namespace = Some("default".into());
+    let body = json!({"Pod": probe, "Nodes": null, "NodeNames": [node_of(&quad_a)]}).to_string();
+    let client = pods.clone().into_client();
+    let ns = pods.namespace().unwrap_or_default().to_string();
+    let edited = wait_for("a GPURecordEdited event on quad-a", ext, ks, || async {
+        let (code, answer) = ext.post("/filter", &body).await;
+        assert_eq!(code, 200, "{answer}");
+        events(&client, &ns, "quad-a", "GPURecordEdited")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    let note = edited.note.unwrap_or_default();
+    assert!(note.contains(&list) && note.contains("=x"), "{note}");
 }

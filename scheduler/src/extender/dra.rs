@@ -55,6 +55,11 @@ impl ExtenderDra {
     }
 
     /// The inventory of `generation` with `snapshot`'s held GPUs taken out.
+    /// The events recorder the extender reports through.
+    pub fn recorder(&self) -> Recorder {
+        self.recorder.clone()
+    }
+
     fn inventory(
         &self,
         watches: &Watches,

@@ -229,6 +229,7 @@ impl Extender {
                             finding: f.metric_label(),
                         })
                         .inc();
+                    self.report_finding(p, f);
                 }
                 keys.insert(key);
                 observed.pod
@@ -236,6 +237,29 @@ impl Extender {
             .collect();
         keeper.retain(|k| keys.contains(k));
         pods
+    }
+
+    /// The finding's event on the pod, sent in the background (a snapshot
+    /// is built synchronously).
+    fn report_finding(&self, pod: &Pod, f: &crate::assignment_record::RecordFinding) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let recorder = self.dra.recorder();
+        let reference = kube::Resource::object_ref(pod, &());
+        let event = kube::runtime::events::Event {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: f.event_reason().into(),
+            note: Some(f.message()),
+            action: "Verifying".into(),
+            secondary: None,
+        };
+        let pod = f.pod().to_string();
+        runtime.spawn(async move {
+            if let Err(e) = recorder.publish(&event, &reference).await {
+                warn!(%pod, error = %e, "event not written");
+            }
+        });
     }
 
     fn pod_claims(&self, pod: &Pod, snapshot: &Snapshot) -> PodClaims {
