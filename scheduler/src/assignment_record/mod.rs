@@ -54,12 +54,11 @@ pub enum RecordError {
 impl AssignmentRecord {
     /// The record the pod's annotations hold now.
     pub fn from_annotations(pod: &Pod) -> AssignmentRecord {
-        let annotations = pod.metadata.annotations.as_ref();
-        AssignmentRecord(
-            KEYS.iter()
-                .filter_map(|k| Some((*k, annotations?.get(*k)?.clone())))
-                .collect(),
-        )
+        pod.metadata
+            .annotations
+            .as_ref()
+            .map(AssignmentRecord::from_binding)
+            .unwrap_or_default()
     }
 
     /// The record a binding writes (its annotations).

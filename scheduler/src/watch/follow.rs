@@ -191,7 +191,7 @@ where
 /// Lists and watches `f` into `writer` until the API server says it does
 /// not serve the kind; other errors are retried with backoff. Hands
 /// `on_event` back (owned, so the task needs no `Sync` callback).
-async fn watch_until_gone<K, E: Fn(bool)>(
+pub(super) async fn watch_until_gone<K, E: Fn(bool)>(
     f: &Follow<K>,
     writer: &mut reflector::store::Writer<K>,
     on_event: E,

@@ -3,17 +3,16 @@
 //! kinds (`follow.rs`; empty where not watched) and of the kinds only the secondary
 //! scheduler keeps.
 
-use super::follow::{Follow, Served, follow, watch_backoff};
+use super::follow::{Follow, RECHECK, Served, follow, watch_until_gone};
 use crate::change_feed::ChangeFeed;
 use crate::checked::Checked;
 use crate::trim::trim_meta;
-use futures::StreamExt;
 use gputopo_ops::Readiness;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tracing::warn;
 
 /// A watch of a kind gputopo can do without: an empty store when `watch`
@@ -114,29 +113,26 @@ where
         + Sync
         + 'static,
 {
-    let (store, writer) = reflector::store();
-    // Stored without what the scheduler never reads (`trim.rs`).
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .backoff(watch_backoff())
-            .modify(trim),
-    );
-    let feed = feed.cloned();
+    let (store, mut writer) = reflector::store();
+    // Stored without what the scheduler never reads (`trim.rs`); the same
+    // loop as a followed kind's, which a built-in kind never leaves.
+    let f = Follow {
+        api,
+        what,
+        missing: "",
+        changes,
+        feed: feed.cloned(),
+        trim,
+    };
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(e) => {
-                    // The reflector applied `e` to the store before
-                    // yielding it: recorded after, as the feed requires.
-                    if let Some(feed) = &feed {
-                        feed.record(&e);
-                    }
-                    on_event(changes(&e));
-                }
-                Err(e) => warn!(watch = what, error = %e, "watch error; retrying with backoff"),
-            }
+        let mut on_event = on_event;
+        loop {
+            on_event = watch_until_gone(&f, &mut writer, on_event).await;
+            warn!(
+                watch = what,
+                "the API server answered 404 for {what}; watching again"
+            );
+            tokio::time::sleep(RECHECK).await;
         }
     });
     store
@@ -162,6 +158,7 @@ pub fn always<K>(_: &watcher::Event<K>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::follow::watch_backoff;
     use super::*;
     use serde_json::json;
     use std::time::Duration;
