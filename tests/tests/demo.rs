@@ -154,10 +154,9 @@ fn demo_brings_up_the_cluster_and_lists_every_topology() {
         .take_while(|l| !l.is_empty())
         .map(|l| l.split_whitespace().collect())
         .collect();
-    // The two DRA pods have a claim each; an inference replica that lands
-    // on the DRA node (timing decides which nodes are still free when the
-    // Deployment's pods come) gets its own special claim, also listed.
-    assert!(claims.len() >= 2, "{stdout}");
+    // The two DRA pods have a claim each, and nobody else (the inference
+    // replicas keep off the DRA node by node affinity).
+    assert_eq!(claims.len(), 2, "{stdout}");
     assert!(
         claims.iter().any(|c| c[1] == "dra-claim"),
         "the template's claim: {stdout}"

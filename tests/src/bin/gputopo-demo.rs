@@ -17,7 +17,7 @@
 //!
 //!   gputopo-demo --agent target/release/gputopo-agent --scheduler target/release/gputopo-scheduler [--fixtures fixtures] [--once]
 
-use anyhow::{Context, Result, bail};
+use anyhow::{bail, Context, Result};
 use gputopo_api::GpuTopology;
 use gputopo_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Pod;
@@ -462,7 +462,7 @@ async fn run_workload(env: &TestEnv) -> Result<Vec<Placed>> {
         }
     }
     jobset::create(env, DEMO_NAMESPACE, SCHEDULER_NAME).await?;
-    deployment::create(env, DEMO_NAMESPACE, SCHEDULER_NAME).await?;
+    deployment::create(env, DEMO_NAMESPACE, SCHEDULER_NAME, DRA_NODE).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         // The JobSet's pods, once its controller and the Job controller made them.

@@ -2,7 +2,10 @@
 //! Deployment and ReplicaSet controllers, spread one per node by a
 //! `topologySpreadConstraints` entry (`maxSkew: 1` over
 //! `kubernetes.io/hostname`, `DoNotSchedule`), which gputopo-scheduler
-//! honours as kube-scheduler does.
+//! honours as kube-scheduler does. The replicas keep off the DRA node
+//! (required node affinity): its GPUs are held for the DRA pods, which wait
+//! for the ResourceClaim controller to make their claims, so a replica
+//! arriving first would otherwise take a GPU the four-GPU claim needs.
 
 use anyhow::{Context, Result};
 use gputopo_testenv::TestEnv;
@@ -16,8 +19,8 @@ pub const DEPLOYMENT: &str = "infer-spread";
 /// Its replicas.
 pub const PODS: usize = 2;
 
-/// Creates the Deployment in `ns`.
-pub async fn create(env: &TestEnv, ns: &str, scheduler: &str) -> Result<()> {
+/// Creates the Deployment in `ns`, its pods kept off `avoid_node`.
+pub async fn create(env: &TestEnv, ns: &str, scheduler: &str, avoid_node: &str) -> Result<()> {
     let deployment: Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -32,6 +35,15 @@ pub async fn create(env: &TestEnv, ns: &str, scheduler: &str) -> Result<()> {
                 },
                 "spec": {
                     "schedulerName": scheduler,
+                    "affinity": {"nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchExpressions": [{
+                                "key": "kubernetes.io/hostname",
+                                "operator": "NotIn",
+                                "values": [avoid_node]
+                            }]}]
+                        }
+                    }},
                     "topologySpreadConstraints": [{
                         "maxSkew": 1,
                         "topologyKey": "kubernetes.io/hostname",
