@@ -91,6 +91,13 @@ pub mod pod {
     /// `"false"`: the pod is not made part of a gang derived from its
     /// controller's labels (JobSet, LeaderWorkerSet).
     pub const DERIVE_GANG: &str = "gputopo.dev/derive-gang";
+    /// A gang's structure (docs/contract/gang-structure.md): its domain,
+    /// required or preferred, and its slices, each value a node label key.
+    pub const GANG_REQUIRED_TOPOLOGY: &str = "gputopo.dev/gang-required-topology";
+    pub const GANG_PREFERRED_TOPOLOGY: &str = "gputopo.dev/gang-preferred-topology";
+    pub const GANG_SLICE_SIZE: &str = "gputopo.dev/gang-slice-size";
+    pub const GANG_SLICE_REQUIRED_TOPOLOGY: &str = "gputopo.dev/gang-slice-required-topology";
+    pub const GANG_SLICE_PREFERRED_TOPOLOGY: &str = "gputopo.dev/gang-slice-preferred-topology";
 
     /// Written by the scheduler on a pod it binds.
     pub const ASSIGNED_GPUS: &str = "gputopo.dev/assigned-gpus";

@@ -15,7 +15,8 @@ pub mod topology;
 pub use k8s_openapi;
 pub use link::{LinkClass, LinkType, MAX_BONDED_NVLINKS};
 pub use request::{
-    Collective, GangRef, GpuRequest, GpuShare, PlacementStrategy, RequestError, WorkloadKind,
+    Collective, GangRef, GangStructure, GpuRequest, GpuShare, PlacementStrategy, Rank,
+    RequestError, SliceLayer, TierKey, WorkloadKind,
 };
 
 pub use topology::{

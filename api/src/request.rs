@@ -7,6 +7,7 @@
 
 mod annotations;
 pub mod gang;
+pub mod structure;
 
 use crate::keys::{RESOURCE_GPU, RESOURCE_GPU_AMD, pod as key};
 use crate::quantity;
@@ -59,6 +60,7 @@ pub enum GpuShare {
 }
 
 pub use gang::GangRef;
+pub use structure::{GangStructure, Rank, SliceLayer, TierKey};
 
 /// Everything a pod asks of the GPU scheduler.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -87,6 +89,11 @@ pub struct GpuRequest {
     /// `gputopo.dev/gang-mixed-models`: whether the pod's gang may span GPU
     /// models; `None` leaves it to the scheduler's configuration.
     pub gang_mixed_models: Option<bool>,
+    /// Where the pod's gang must or should be, and its slices
+    /// (`gputopo.dev/gang-*-topology`, Kueue TAS's `podset-*` annotations).
+    pub gang_structure: GangStructure,
+    /// The pod's place in its gang, from its controller's indices.
+    pub rank: Option<Rank>,
 }
 
 /// A pod's GPU request could not be read. Each variant names the key and what is accepted.
@@ -310,6 +317,8 @@ impl GpuRequest {
                 _ => return Err(bad(k, v, ACCEPT_BOOL)),
             });
         }
+        self.gang_structure = structure::parse(annotations)?;
+        self.rank = structure::rank(labels, annotations)?;
         Ok(())
     }
 

@@ -7,7 +7,7 @@ use crate::keys::pod as key;
 use crate::quantity;
 use std::collections::BTreeMap;
 
-pub(super) const KNOWN_KEYS: [&str; 18] = [
+pub(super) const KNOWN_KEYS: [&str; 23] = [
     key::MIN_NVLINK_LEVEL,
     key::COLLECTIVE,
     key::WORKLOAD,
@@ -24,6 +24,11 @@ pub(super) const KNOWN_KEYS: [&str; 18] = [
     key::GANG_SIZE,
     key::GANG_MIXED_MODELS,
     key::DERIVE_GANG,
+    key::GANG_REQUIRED_TOPOLOGY,
+    key::GANG_PREFERRED_TOPOLOGY,
+    key::GANG_SLICE_SIZE,
+    key::GANG_SLICE_REQUIRED_TOPOLOGY,
+    key::GANG_SLICE_PREFERRED_TOPOLOGY,
     key::ASSIGNED_GPUS,
     key::ASSIGNED_GPU_UUIDS,
 ];
