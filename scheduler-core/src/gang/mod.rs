@@ -191,6 +191,25 @@ pub struct GangSpec {
     /// At most this many members on one node: 1 for members whose required
     /// anti-affinity over hostnames keeps each other apart.
     pub max_per_node: Option<u32>,
+    /// Soft: every member inside one domain of this tier if one has room,
+    /// else of the next tier outward, and so on (`structured.rs`).
+    pub preferred: Option<usize>,
+    /// Members in order cut into slices, each inside one domain of its
+    /// tier; layers outermost (largest) first, each size a multiple of the
+    /// next (`slices.rs`).
+    pub slices: Vec<Slice>,
+}
+
+/// One layer of slices: consecutive members, `size` at a time, each slice
+/// inside one domain of `tier`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    pub size: u32,
+    pub tier: usize,
+    /// Required: the gang waits rather than break a slice. Preferred: a
+    /// slice that fits no domain of its tier tries the next tier outward,
+    /// then goes unsliced.
+    pub required: bool,
 }
 
 impl GangSpec {
@@ -201,6 +220,8 @@ impl GangSpec {
             strategy: PlacementStrategy::default(),
             within: Within::Anywhere,
             max_per_node: None,
+            preferred: None,
+            slices: Vec::new(),
         }
     }
 
@@ -211,6 +232,8 @@ impl GangSpec {
             strategy: PlacementStrategy::default(),
             within: Within::Anywhere,
             max_per_node: None,
+            preferred: None,
+            slices: Vec::new(),
         }
     }
 
@@ -227,6 +250,18 @@ impl GangSpec {
     /// At most `max` members per node.
     pub fn at_most_per_node(mut self, max: u32) -> GangSpec {
         self.max_per_node = Some(max);
+        self
+    }
+
+    /// Prefer one domain of `tier`, then each tier outward.
+    pub fn preferring(mut self, tier: usize) -> GangSpec {
+        self.preferred = Some(tier);
+        self
+    }
+
+    /// Cut the members, in order, into slices (layers outermost first).
+    pub fn sliced(mut self, slices: Vec<Slice>) -> GangSpec {
+        self.slices = slices;
         self
     }
 }
@@ -306,6 +341,21 @@ pub struct Shortage {
     pub best: Vec<DomainCapacity>,
     /// Nodes that host no member, counted by the `gpuset` reason summary, most first.
     pub node_reasons: Vec<(String, u32)>,
+    /// Where slices are required: how many whole slices fit.
+    pub slices: Option<SliceShortage>,
+}
+
+/// How far a sliced gang is from fitting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceShortage {
+    /// Members per slice, and the tier each slice stays in (`rack`).
+    pub size: u32,
+    pub tier: String,
+    /// Slices the gang has, and how many whole ones fit where it may go.
+    pub needed: u32,
+    pub fit: u32,
+    /// The domain of the slices' tier holding the most whole slices.
+    pub best: Option<(String, u32)>,
 }
 
 impl fmt::Display for Shortage {
@@ -326,6 +376,16 @@ impl fmt::Display for Shortage {
                 self.fit
             )?,
             None => write!(f, "; {hosts} {nodes} can host members, {} in all", self.fit)?,
+        }
+        if let Some(sl) = &self.slices {
+            write!(
+                f,
+                "; in slices of {} each inside one {}: {} of {} slices fit",
+                sl.size, sl.tier, sl.fit, sl.needed
+            )?;
+            if let Some((domain, n)) = &sl.best {
+                write!(f, ", the most in one {} is {n} ({domain})", sl.tier)?;
+            }
         }
         for best in &self.best {
             write!(
@@ -359,6 +419,22 @@ pub enum GangNoFit {
     /// Too few member slots where the gang may go.
     #[error("{0}")]
     Short(Shortage),
+    #[error(
+        "{members} members cannot be cut into slices of {size}; the slice size must divide the gang's members"
+    )]
+    SlicesUneven { members: usize, size: u32 },
+    #[error(
+        "slices of {outer} cannot be cut into slices of {inner}; each layer's size must divide the one outside it"
+    )]
+    SlicesNotNested { outer: u32, inner: u32 },
+    #[error(
+        "slices in one {outer} cannot hold inner slices in one {inner}, a tier outward of it; list the layers outermost first"
+    )]
+    SlicesOutward { outer: String, inner: String },
+    #[error(
+        "a sliced gang's GPU members must ask for the same GPUs (these ask {sizes}); slice a gang of alike members"
+    )]
+    SlicesNeedOneRequest { sizes: String },
 }
 
 /// Places a whole gang or says why it cannot; see the module docs for the rule.

@@ -15,3 +15,4 @@ mod measures;
 mod no_fit;
 mod placement;
 mod properties;
+mod structure;

@@ -2,7 +2,7 @@
 //! the gang, enumerated exactly while few enough, else heuristically, then
 //! filled to compare GPU-set quality.
 
-use super::fill::{Filled, fill_all};
+use super::fill::Filled;
 use super::{Choice, Problem, Rank};
 use crate::gang::{EXACT_LEAF_SETS, QUALITY_CANDIDATES};
 
@@ -67,7 +67,7 @@ impl Problem<'_> {
                     break;
                 }
                 budget -= 1;
-                let Ok(filled) = fill_all(&self.prep, self.nodes_of(set)) else {
+                let Ok(filled) = self.fill(set) else {
                     continue;
                 };
                 qualities.push(filled.quality);

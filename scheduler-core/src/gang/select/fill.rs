@@ -127,6 +127,28 @@ pub(crate) fn fill_all(prep: &Prepared<'_>, nodes: Vec<u32>) -> Result<Filled, u
     Ok(filled)
 }
 
+/// Places `count` members of the first request group on `nodes`, numbering
+/// them from `next` (a sliced gang's members are alike). `false` when one
+/// found no node.
+pub(crate) fn fill_count(
+    prep: &Prepared<'_>,
+    nodes: Vec<u32>,
+    count: u64,
+    filled: &mut Filled,
+    next: &mut u32,
+) -> bool {
+    let mut filler = Filler::new(prep, nodes);
+    filler.start_group(0);
+    for _ in 0..count {
+        let Some((position, gpus, score)) = filler.take() else {
+            return false;
+        };
+        filled.record(prep, *next, position, gpus, score);
+        *next += 1;
+    }
+    true
+}
+
 /// Places members round-robin over `leaves` (each a list of node positions),
 /// one per leaf per round, skipping leaves that cannot host the next member.
 pub(crate) fn fill_round_robin(prep: &Prepared<'_>, leaves: Vec<Vec<u32>>) -> Result<Filled, u32> {

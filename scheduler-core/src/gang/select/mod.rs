@@ -18,6 +18,8 @@ mod distributed;
 mod fill;
 mod outcome;
 mod prepared;
+mod slices;
+mod structured;
 
 pub(crate) use prepared::Prepared;
 
@@ -50,18 +52,52 @@ struct Problem<'a> {
     node_cap: Vec<u32>,
     node_reason: Vec<Option<NoFitReason>>,
     leaf_cap: Vec<u64>,
+    /// Slice layers, outermost first; empty for an unsliced search.
+    layers: Vec<crate::gang::Slice>,
 }
 
 pub(crate) fn place(
     spec: &super::GangSpec,
     cluster: &GangCluster,
 ) -> Result<GangPlacement, GangNoFit> {
-    let n = spec.members.len();
-    if n == 0 {
+    if spec.members.is_empty() {
         return Err(GangNoFit::NoMembers);
     }
-    let tree = Tree::of_nodes(&cluster.tier_names, cluster.nodes.iter());
-    let scopes = scopes(&tree, &spec.within)?;
+    if spec.preferred.is_none() && spec.slices.is_empty() {
+        return place_exact(spec, cluster, None);
+    }
+    structured::place(spec, cluster)
+}
+
+/// One search: `spec`'s required domain narrowed to one domain of
+/// `gang_tier` where given, its slices (if any) required.
+pub(super) fn place_exact(
+    spec: &super::GangSpec,
+    cluster: &GangCluster,
+    gang_tier: Option<usize>,
+) -> Result<GangPlacement, GangNoFit> {
+    let n = spec.members.len();
+    let layers = spec.slices.clone();
+    // Sliced, the search's leaves are the outermost layer's domains.
+    let depth = layers.first().map(|s| s.tier + 1);
+    let tier_names = match depth {
+        Some(d) => &cluster.tier_names[..d.min(cluster.tier_names.len())],
+        None => &cluster.tier_names[..],
+    };
+    let tree = Tree::build(
+        tier_names,
+        cluster.nodes.iter().map(|node| {
+            let path = match depth {
+                Some(d) => &node.tiers[..d.min(node.tiers.len())],
+                None => &node.tiers[..],
+            };
+            (node.id, path)
+        }),
+    );
+    let mut scopes = scopes(&tree, &spec.within)?;
+    if let Some(tier) = gang_tier {
+        scopes = narrow(&tree, &scopes, tier)?;
+    }
     let mut prep = Prepared::new(&cluster.nodes, &spec.members, spec.strategy);
     prep.max_per_node = spec.max_per_node;
     let members = u32::try_from(n).unwrap_or(u32::MAX);
@@ -85,21 +121,31 @@ pub(crate) fn place(
             }
         })
         .unzip();
-    let mut leaf_cap = vec![0u64; tree.domains.len()];
-    for (position, &cap) in node_cap.iter().enumerate() {
-        leaf_cap[tree.node_leaf[position] as usize] += u64::from(cap);
-    }
-    let problem = Problem {
+    let mut problem = Problem {
         prep,
         tree,
         need,
         node_cap,
         node_reason,
-        leaf_cap,
+        leaf_cap: Vec::new(),
+        layers,
     };
+    let mut leaf_cap = vec![0u64; problem.tree.domains.len()];
+    if problem.layers.is_empty() {
+        for (position, &cap) in problem.node_cap.iter().enumerate() {
+            leaf_cap[problem.tree.node_leaf[position] as usize] += u64::from(cap);
+        }
+    } else {
+        for &leaf in problem.tree.leaves() {
+            leaf_cap[leaf as usize] = problem.slots(&problem.tree.domain(leaf).nodes, 0);
+        }
+    }
+    problem.leaf_cap = leaf_cap;
 
+    // Slices keep their members together: the spreading strategy does not
+    // apply to a sliced gang.
     let best = match spec.strategy {
-        PlacementStrategy::Distributed => scopes
+        PlacementStrategy::Distributed if problem.layers.is_empty() => scopes
             .iter()
             .filter_map(|&scope| problem.distributed(scope))
             .min_by(|a, b| {
@@ -108,7 +154,7 @@ pub(crate) fn place(
                     .cmp(&a.leaves.len())
                     .then(b.quality.cmp(&a.quality))
             }),
-        PlacementStrategy::Consolidated | PlacementStrategy::Balanced => scopes
+        _ => scopes
             .iter()
             .filter_map(|&scope| problem.consolidated(scope))
             .min_by(|a, b| {
@@ -122,6 +168,25 @@ pub(crate) fn place(
         Some(choice) => Ok(problem.placement(spec, &choice)),
         None => Err(GangNoFit::Short(problem.shortage(spec, &scopes))),
     }
+}
+
+/// The domains of `tier` inside the required scopes.
+fn narrow(
+    tree: &Tree,
+    required: &[Option<u32>],
+    tier: usize,
+) -> Result<Vec<Option<u32>>, GangNoFit> {
+    let inside = scopes(tree, &Within::OneDomainAt { tier })?;
+    Ok(inside
+        .into_iter()
+        .filter(|d| {
+            required.iter().any(|s| match (s, d) {
+                (None, _) => true,
+                (Some(s), Some(d)) => tree.domain(*d).ancestors.contains(s),
+                (Some(_), None) => false,
+            })
+        })
+        .collect())
 }
 
 /// The domains the gang may fill: `None` is the whole cluster.
@@ -161,6 +226,15 @@ pub(crate) fn scopes(tree: &Tree, within: &Within) -> Result<Vec<Option<u32>>, G
 }
 
 impl Problem<'_> {
+    /// Places the members on a set of leaves: slice by slice where sliced.
+    fn fill(&self, leaves: &[u32]) -> Result<Filled, u32> {
+        if self.layers.is_empty() {
+            fill::fill_all(&self.prep, self.nodes_of(leaves))
+        } else {
+            self.fill_sliced(leaves)
+        }
+    }
+
     fn scope_leaves(&self, scope: Option<u32>) -> &[u32] {
         match scope {
             None => self.tree.leaves(),

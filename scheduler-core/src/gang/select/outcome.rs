@@ -2,14 +2,15 @@
 //! when no scope holds the gang, the shortage that says how close it came.
 
 use super::fill::fill_all;
+use super::slices::path_to;
 use super::{Choice, Problem};
-use crate::gang::domain::short_tier_name;
+use crate::gang::domain::{natural_cmp, short_tier_name};
 use crate::gang::{
-    DomainCapacity, GangPlacement, GangSpec, MemberSlot, Members, Shortage, TierSpan, Within,
-    describe_request,
+    DomainCapacity, GangPlacement, GangSpec, MemberSlot, Members, Shortage, SliceShortage,
+    TierSpan, Within, describe_request,
 };
 use gputopo_api::PlacementStrategy;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 impl Problem<'_> {
     pub(super) fn placement(&self, spec: &GangSpec, choice: &Choice) -> GangPlacement {
@@ -29,6 +30,7 @@ impl Problem<'_> {
                 score: p.score,
             };
         }
+        self.in_rank_order(&mut members);
         let spans: Vec<TierSpan> = self.tree.tier_spans(&choice.leaves);
         let explanation = self.explain(spec, choice, &members, &spans);
         GangPlacement {
@@ -37,6 +39,41 @@ impl Problem<'_> {
             strategy: spec.strategy,
             quality: choice.quality,
             explanation,
+        }
+    }
+
+    /// Lays the members out in order over their slots: among members
+    /// asking alike, consecutive members get consecutive slots by domain
+    /// path, node and lowest GPU, so neighbouring ranks share a node and a
+    /// domain where the placement allows (and every slice its domain).
+    fn in_rank_order(&self, members: &mut [MemberSlot]) {
+        let position: HashMap<usize, usize> = self
+            .prep
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(p, n)| (n.id, p))
+            .collect();
+        let path = |slot: &MemberSlot| {
+            let node = &self.prep.nodes[position[&slot.node]];
+            path_to(&node.tiers, node.tiers.len())
+        };
+        for group in &self.prep.groups {
+            let mut slots: Vec<(String, MemberSlot)> = group
+                .members
+                .iter()
+                .map(|&m| (path(&members[m as usize]), members[m as usize]))
+                .collect();
+            slots.sort_by(|(pa, a), (pb, b)| {
+                natural_cmp(pa, pb)
+                    .then(a.node.cmp(&b.node))
+                    .then(a.gpus.trailing_zeros().cmp(&b.gpus.trailing_zeros()))
+            });
+            let mut ordered = group.members.clone();
+            ordered.sort_unstable();
+            for (m, (_, slot)) in ordered.into_iter().zip(slots) {
+                members[m as usize] = slot;
+            }
         }
     }
 
@@ -178,7 +215,47 @@ impl Problem<'_> {
             Within::OneDomainAt { tier } => Some(format!("one {}", self.tree.tier_name(*tier))),
             Within::Domain { tier, name } => Some(format!("{} {name}", self.tree.tier_name(*tier))),
         };
+        let slices = self.layers.first().map(|slice| {
+            let size = u64::from(slice.size);
+            let in_scopes = |leaf: u32| {
+                scopes.iter().any(|s| match s {
+                    None => true,
+                    Some(d) => self.tree.domain(leaf).ancestors.contains(d),
+                })
+            };
+            let leaves: Vec<u32> = self
+                .tree
+                .leaves()
+                .iter()
+                .copied()
+                .filter(|&l| in_scopes(l))
+                .collect();
+            let fit: u64 = scopes
+                .iter()
+                .map(|&scope| {
+                    self.scope_leaves(scope)
+                        .iter()
+                        .map(|&l| self.leaf_cap[l as usize] / size)
+                        .sum::<u64>()
+                })
+                .max()
+                .unwrap_or(0);
+            let best = leaves
+                .iter()
+                .map(|&l| (l, self.leaf_cap[l as usize] / size))
+                .filter(|&(_, n)| n > 0)
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(l, n)| (self.tree.domain(l).path.clone(), clamp_u32(n)));
+            SliceShortage {
+                size: slice.size,
+                tier: self.tree.tier_name(slice.tier).to_string(),
+                needed: clamp_u32(self.need / size),
+                fit: clamp_u32(fit),
+                best,
+            }
+        });
         Shortage {
+            slices,
             members: clamp_u32(spec.members.len() as u64),
             need,
             fit: clamp_u32(fit),

@@ -136,7 +136,8 @@ pub(super) fn propose(
     let mut scope_list = scopes(&tree, &preemptor.within).map_err(|e| match e {
         GangNoFit::NoSuchTier { tier, tiers } => PreemptNoFit::NoSuchTier { tier, tiers },
         GangNoFit::NoSuchDomain { tier, name } => PreemptNoFit::NoSuchDomain { tier, name },
-        GangNoFit::NoMembers | GangNoFit::Short(_) => PreemptNoFit::NoMembers,
+        // `scopes` says only which tier or domain is unknown.
+        _ => PreemptNoFit::NoMembers,
     })?;
     if preemptor.members > 1 && preemptor.within == Within::Anywhere {
         scope_list.extend((0..tree.domains.len() as u32).map(Some));
