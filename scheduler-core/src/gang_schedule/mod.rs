@@ -36,6 +36,7 @@ use gputopo_api::Collective;
 use std::collections::BTreeMap;
 
 mod one_by_one;
+mod structure;
 
 /// What happened to a gang.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,9 +97,10 @@ fn decide(
             m.pod.key()
         ));
     }
-    let gpu_members: Vec<usize> = (0..members.len())
+    let mut gpu_members: Vec<usize> = (0..members.len())
         .filter(|&i| contexts[i].wants_whole_gpus())
         .collect();
+    structure::in_rank_order(members, &mut gpu_members);
     let mut placements: Vec<Option<Placement>> = vec![None; members.len()];
     let mut work = snapshot.clone();
     let placed = gang
@@ -151,14 +153,30 @@ impl Gang<'_> {
             )));
         }
         let lead = &contexts[gpu_members[0]];
-        let nodes = candidate_nodes(snapshot, contexts, gpu_members);
+        let stated: Vec<&PendingPod> = gpu_members.iter().map(|&i| &members[i]).collect();
+        let structure = structure::read(snapshot, &stated).map_err(|e| {
+            waiting(format!(
+                "gang {name} ({n} members) waits, nothing bound: {e}"
+            ))
+        })?;
+        let mut nodes = candidate_nodes(snapshot, contexts, gpu_members);
+        let mut tier_names: Vec<String> = snapshot.tiers().keys().to_vec();
+        if structure.hostname {
+            structure::add_hostname_tier(snapshot, &mut tier_names, &mut nodes);
+        }
         let uniform = requests.windows(2).all(|w| w[0] == w[1]);
         let spec = if uniform {
             GangSpec::uniform(requests.len() as u32, requests[0])
         } else {
             GangSpec::each(requests.clone())
         }
-        .with_strategy(lead.pod.request.placement_strategy);
+        .with_strategy(lead.pod.request.placement_strategy)
+        .within(structure.within)
+        .sliced(structure.slices);
+        let spec = match structure.preferred {
+            Some(tier) => spec.preferring(tier),
+            None => spec,
+        };
         let spec =
             if self.apart || apart_per_node(snapshot, gpu_members.iter().map(|&i| &members[i])) {
                 spec.at_most_per_node(1)
@@ -171,7 +189,6 @@ impl Gang<'_> {
             .request
             .gang_mixed_models
             .unwrap_or(self.config.gang_mixed_models);
-        let tier_names: Vec<String> = snapshot.tiers().keys().to_vec();
         let chosen = place_on_one_model(snapshot, &spec, tier_names, nodes, mixed).map_err(|no_fit| {
             waiting(format!(
                 "gang {name} ({n} members) waits, nothing bound: {no_fit} ({candidates} of {} nodes could host a member)",
