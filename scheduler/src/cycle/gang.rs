@@ -83,6 +83,9 @@ pub enum GangReadiness {
     },
     /// The gang's size is not known.
     SizeUnknown(GangSizeError),
+    /// The gang's object and its members say different things of its
+    /// structure: it waits until one is changed.
+    Conflicting(String),
     /// The object the pods name says they are placed one by one (basic
     /// policy, ordered start): each goes alone.
     Independent(String),
@@ -98,6 +101,8 @@ pub struct GangUnit {
     pub bound: u32,
     /// Those members (`namespace/name`) and their nodes.
     pub bound_members: Vec<(String, String)>,
+    /// Their ranks (`bound_members` order), where their controllers give one.
+    pub bound_ranks: Vec<Option<gputopo_api::Rank>>,
     pub readiness: GangReadiness,
     /// How long it may wait before it is told it timed out.
     pub timeout: Duration,
@@ -127,6 +132,7 @@ impl GangUnit {
                 }
             )),
             GangReadiness::SizeUnknown(e) => Some(e.to_string()),
+            GangReadiness::Conflicting(why) => Some(why.clone()),
             GangReadiness::Independent(_) => None,
         }
     }
@@ -162,6 +168,13 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
     members.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     let bound_members = bound_members(&key, ctx);
     let bound = bound_members.len() as u32;
+    let bound_ranks = bound_members
+        .iter()
+        .map(|(k, _)| {
+            let pod = ctx.by_key.get(k)?;
+            gputopo_api::GpuRequest::from_pod(pod).ok()?.rank
+        })
+        .collect();
     let gated = ctx
         .by_key
         .values()
@@ -169,7 +182,22 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
             is_gated(p) && is_unbound_for(p, ctx.names) && GangKey::of_pod(p).as_ref() == Some(&key)
         })
         .count() as u32;
+    let required = ctx.gangs.required_topology(&first.namespace, gang);
+    let conflict = required.and_then(|key| {
+        crate::gangs::topology::require_on_members(
+            &first.namespace,
+            gang.name(),
+            &key,
+            members.iter_mut().map(|(_, p)| p),
+        )
+        .err()
+    });
     let (readiness, timeout, size) = match ctx.gangs.size(&first.namespace, gang, ctx.names) {
+        _ if conflict.is_some() => (
+            GangReadiness::Conflicting(conflict.map(|c| c.to_string()).unwrap_or_default()),
+            None,
+            None,
+        ),
         Err(e) => (GangReadiness::SizeUnknown(e), None, None),
         Ok(GangSize::Independent(why)) => (GangReadiness::Independent(why), None, None),
         Ok(GangSize::Gang { size, timeout }) if members.len() as u32 + bound < size => (
@@ -190,6 +218,7 @@ pub fn assemble(first: &PendingPod, gang: &GangRef, ctx: &GangContext<'_>) -> Ga
         members,
         bound,
         bound_members,
+        bound_ranks,
         readiness,
         timeout,
         size,

@@ -42,6 +42,7 @@ pub mod nominations;
 pub mod outcome;
 mod preempt;
 mod prepare;
+mod slice_recovery;
 pub mod queue;
 pub mod reservations;
 mod steps;
@@ -215,6 +216,15 @@ pub struct DomainUse {
     pub ratio: f64,
 }
 
+/// A network tier's whole free domains, for `gputopo_free_domains`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreeDomains {
+    /// The tier's node label key (`gputopo.dev/leaf`).
+    pub tier: String,
+    /// Its domains with GPUs and every one of them free.
+    pub count: u32,
+}
+
 /// What one cycle did: the metrics derive from it.
 #[derive(Clone, Debug, Default)]
 pub struct CycleReport {
@@ -232,6 +242,8 @@ pub struct CycleReport {
     /// GPU use after the cycle's placements; `None` when nothing was due.
     pub usage: Option<Usage>,
     pub domains: Vec<DomainUse>,
+    /// Per tier, outermost first.
+    pub free_domains: Vec<FreeDomains>,
     /// The snapshot could not be built; every due pod backs off.
     pub snapshot_error: Option<PrepareError>,
     /// Pods found running on other GPUs than chosen, each reported once.

@@ -6,6 +6,7 @@
 
 pub mod controllers;
 pub mod scheduler_plugins;
+pub mod topology;
 
 pub use controllers::{JobSet, LeaderWorkerSet};
 pub use scheduler_plugins::{PodGroup, PodGroupSpec, PodGroupStatus};

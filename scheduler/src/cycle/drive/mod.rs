@@ -16,7 +16,7 @@ mod statuses;
 
 pub use binds::DEFAULT_BINDS_IN_FLIGHT;
 
-use super::domains::domain_use;
+use super::domains::{domain_use, free_domains};
 use super::preempt::PreemptResult;
 use super::steps::{DueStep, Finish, GangStep, PodStep, PreemptStep, Preempting};
 use super::work::{Member, Work};
@@ -100,6 +100,7 @@ impl Cycle {
         self.await_binds(writes, &mut work, &mut binds).await;
         work.report.usage = Some(usage(&work.snapshot));
         work.report.domains = domain_use(&work.snapshot);
+        work.report.free_domains = free_domains(&work.snapshot);
         work.report
     }
 

@@ -9,6 +9,7 @@ use super::claims::gang_claims;
 use crate::cluster::pod_key;
 use crate::cycle::domains::domain_selectors;
 use crate::cycle::gang::{GangReadiness, GangUnit};
+use crate::cycle::slice_recovery;
 use crate::cycle::work::{Member, Work};
 use crate::cycle::writes::{EventSpec, WriteError};
 use crate::cycle::{Clock, Cycle, EvictionResult, Outcome};
@@ -310,14 +311,36 @@ pub fn gang_fit(
 ) -> GangFit {
     let nodes: Vec<String> = unit.bound_members.iter().map(|(_, n)| n.clone()).collect();
     let model = shared_model(snapshot, &nodes);
+    // A partly bound gang's rest keeps to its required domain, each member
+    // to its slice's domain where bound slice-mates name one; the slices
+    // themselves are not formed anew among the rest.
+    let required = unit
+        .members
+        .iter()
+        .find_map(|(_, p)| p.request.gang_structure.required.as_ref())
+        .map(|t| t.key.clone());
+    let partly_bound = !unit.bound_members.is_empty();
+    let slice_domains = slice_recovery::slice_selectors(snapshot, unit);
+    let selectors = if partly_bound {
+        slice_recovery::within_required(domain_selectors(snapshot, &nodes), required.as_deref())
+    } else {
+        domain_selectors(snapshot, &nodes)
+    };
     let mut last = None;
-    for selector in domain_selectors(snapshot, &nodes) {
+    for selector in selectors {
         let list: Vec<PendingPod> = unit
             .members
             .iter()
-            .map(|(_, p)| {
+            .zip(&slice_domains)
+            .map(|((_, p), slice_domain)| {
                 let mut p = p.clone();
                 p.node_selector.extend(selector.clone());
+                if partly_bound {
+                    p.request.gang_structure.slices.clear();
+                }
+                if let Some((key, value)) = slice_domain {
+                    p.node_selector.insert(key.clone(), value.clone());
+                }
                 // The bound members' GPU model, as the gang was placed
                 // under (unless the gang may mix models).
                 if let Some(model) = model
