@@ -19,7 +19,7 @@ pub(super) const HOSTNAME: &str = "kubernetes.io/hostname";
 /// The structure on tier indices (outermost first; the hostname tier, when
 /// used, after the configured ones).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Structure {
+pub(crate) struct Structure {
     pub within: Within,
     pub preferred: Option<usize>,
     pub slices: Vec<Slice>,
@@ -28,7 +28,7 @@ pub(super) struct Structure {
 }
 
 /// The GPU members' common structure, or why the gang cannot use it.
-pub(super) fn read(snapshot: &Snapshot, members: &[&PendingPod]) -> Result<Structure, String> {
+pub(crate) fn read(snapshot: &Snapshot, members: &[&PendingPod]) -> Result<Structure, String> {
     let mut stated: Option<(&PendingPod, &GangStructure)> = None;
     for m in members {
         let s = &m.request.gang_structure;

@@ -36,6 +36,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::SystemTime;
 
 mod rules;
+mod structured;
 mod without_gpus;
 
 /// Times the search runs again after the rules refused a node it chose.
@@ -80,6 +81,15 @@ pub enum PreemptionError {
         rules::MAX_RULE_NODES
     )]
     NoRoomWithoutGpus { pod: String, tried: usize },
+    /// The gang's structure cannot be read on this cluster's tiers.
+    #[error("{0}")]
+    Structure(String),
+    /// The room the cheapest evictions free would still not hold the gang
+    /// with its structure (its slices, its required domain).
+    #[error(
+        "no eviction is proposed: the room the cheapest evictions free would not hold the gang with its structure ({why})"
+    )]
+    StructureUnmet { why: String },
 }
 
 fn system_time(t: Timestamp) -> SystemTime {
@@ -130,12 +140,17 @@ pub fn propose_preemption_sparing(
     }
     let now_st = system_time(now);
     let nodes = candidate_nodes(&ctx, first, &spared, now_st);
-    let preemptor = Preemptor {
+    let structured = structured::read(snapshot, members)?;
+    let mut preemptor = Preemptor {
         priority: first.priority,
         request,
         members: members.len() as u32,
-        within: Within::Anywhere,
+        within: structured
+            .as_ref()
+            .map_or(Within::Anywhere, |(_, within)| within.clone()),
     };
+    let mut narrowed = false;
+    let mut unmet: Option<String> = None;
     let mut left_out: BTreeSet<usize> = BTreeSet::new();
     let still_refusing = |left_out: &BTreeSet<usize>| PreemptionError::RulesStillRefuse {
         nodes: left_out
@@ -157,11 +172,32 @@ pub fn propose_preemption_sparing(
             Ok(proposal) => proposal,
             // Without the nodes the rules refused, nothing is left: say why.
             Err(_) if !left_out.is_empty() => return Err(still_refusing(&left_out)),
+            // The narrower search for the slices found nothing either: the
+            // first proposal's reason stands.
+            Err(_) if narrowed => {
+                return Err(PreemptionError::StructureUnmet {
+                    why: unmet.take().unwrap_or_default(),
+                });
+            }
             Err(e) => return Err(e.into()),
         };
         let refusing = nodes_still_refusing(snapshot, first, config, &proposal);
         if refusing.is_empty() {
-            return Ok(plan_of(snapshot, proposal));
+            let Some((structure, _)) = &structured else {
+                return Ok(plan_of(snapshot, proposal));
+            };
+            match structured::room_holds(snapshot, members, config, &proposal) {
+                Ok(()) => return Ok(plan_of(snapshot, proposal)),
+                Err(why) => match structured::slice_scope(structure, snapshot) {
+                    Some(scope) if !narrowed && preemptor.within == Within::Anywhere => {
+                        preemptor.within = scope;
+                        narrowed = true;
+                        unmet = Some(why);
+                        continue;
+                    }
+                    _ => return Err(PreemptionError::StructureUnmet { why }),
+                },
+            }
         }
         left_out.extend(refusing);
     }
