@@ -148,6 +148,7 @@ impl Round<'_> {
             spec: &scanned.found.spec,
             findings: &scanned.found.findings,
             pod_resources: &pod_resources,
+            fabric: &scanned.fabric,
         };
         Ok(self
             .publisher

@@ -153,7 +153,7 @@ struct DiscoverArgs {
     node: Option<String>,
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
     output: Output,
-    /// Write nvidia.com/gpu.count, .product and .memory; turn off where GPU Feature Discovery runs.
+    /// Write nvidia.com/gpu.count, .product, .memory and .clique; turn off where GPU Feature Discovery runs.
     #[arg(long, env = "GPUTOPO_GFD_COMPATIBLE_LABELS", default_value_t = true, action = clap::ArgAction::Set)]
     gfd_compatible_labels: bool,
 }
@@ -165,7 +165,7 @@ struct RunArgs {
     /// This node's name, from the downward API (`spec.nodeName`).
     #[arg(long, env = "NODE_NAME")]
     node: String,
-    /// Write nvidia.com/gpu.count, .product and .memory; turn off where GPU Feature Discovery runs.
+    /// Write nvidia.com/gpu.count, .product, .memory and .clique; turn off where GPU Feature Discovery runs.
     #[arg(long, env = "GPUTOPO_GFD_COMPATIBLE_LABELS", default_value_t = true, action = clap::ArgAction::Set)]
     gfd_compatible_labels: bool,
     /// How often to rescan and reconcile (SIGHUP rescans at once).

@@ -28,6 +28,7 @@ use gputopo_topology::backend::nvml::{
 };
 use gputopo_topology::backend::recording::Recording;
 use gputopo_topology::backend::sysfs::{RealSysfs, RecordedSysfs, SysfsSource};
+use gputopo_topology::clique::{CliqueVerdict, readings_from_answers, readings_from_spec, verdict};
 use gputopo_topology::discover as saved;
 use gputopo_topology::normalize::NormalizeError;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +45,10 @@ pub struct Scanned {
     /// The MIG devices' UUIDs per GPU index, where NVML lists any: how the
     /// kubelet's MIG device IDs find their GPU.
     pub mig: BTreeMap<u32, Vec<String>>,
+    /// Whether the GPUs are in one multi-node NVLink clique: from NVML's
+    /// fabric answers (which tell a registration under way from no fabric),
+    /// else from the spec.
+    pub fabric: CliqueVerdict,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -182,8 +187,10 @@ fn resolve(opener: &Arc<Opener>, kept: &mut Kept) -> Result<Arc<Opener>, ScanErr
 
 fn whole(node: &str, source: &Source) -> Result<Scanned, ScanError> {
     let (facts, _) = gather(source)?;
+    let found = build(node, facts)?;
     Ok(Scanned {
-        found: build(node, facts)?,
+        fabric: verdict(&readings_from_spec(&found.spec)),
+        found,
         mig: BTreeMap::new(),
     })
 }
@@ -290,5 +297,9 @@ fn assemble(
             )
         })
         .collect();
-    Ok(Scanned { found, mig })
+    Ok(Scanned {
+        found,
+        mig,
+        fabric: verdict(&readings_from_answers(&answers)),
+    })
 }

@@ -8,6 +8,7 @@ use gputopo_agent::publish::{Observed, PublishError, Publisher};
 use gputopo_api::{DeviceForm, GpuAllocation, GpuHolder};
 use gputopo_testenv::{TestEnv, fake_gpu_node};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::clique::CliqueVerdict;
 use gputopo_topology::discover::build;
 use gputopo_topology::labels::LabelOptions;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -136,6 +137,7 @@ fn observed<'a>(
         spec: &found.spec,
         findings: &found.findings,
         pod_resources: round,
+        fabric: &CliqueVerdict::NoFabric,
     }
 }
 

@@ -8,6 +8,7 @@ use gputopo_agent::publish::{Observed, Publisher};
 use gputopo_api::GpuTopology;
 use gputopo_testenv::{TestEnv, fake_gpu_node, install_crd};
 use gputopo_topology::backend::nvidia_smi::facts_from_topo;
+use gputopo_topology::clique::CliqueVerdict;
 use gputopo_topology::discover::build;
 use gputopo_topology::labels::LabelOptions;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -75,6 +76,7 @@ async fn an_agent_newer_than_the_crd_writes_its_object_once() {
         spec: &found.spec,
         findings: &found.findings,
         pod_resources: &round,
+        fabric: &CliqueVerdict::NoFabric,
     };
     let publisher = Publisher::new(client.clone(), node.to_string(), LabelOptions::default());
     let now = || Time(k8s_openapi::jiff::Timestamp::now());

@@ -37,14 +37,19 @@ pub mod node {
     pub const XGMI_LARGEST_HIVE: &str = "gputopo.dev/xgmi.largest-hive";
     /// AMD: `true` when every GPU pair has a direct XGMI link.
     pub const XGMI_ALL_TO_ALL: &str = "gputopo.dev/xgmi.all-to-all";
+    /// The multi-node NVLink domain (GB200/GB300 NVL72) every GPU of the node
+    /// registered in, as GFD writes it: `<cluster UUID>.<clique id>`. Absent
+    /// unless all the node's GPUs are in one clique. The `gpu-clique` network tier.
+    pub const GPU_CLIQUE: &str = "nvidia.com/gpu.clique";
 
     /// The labels that carry GFD's meaning; an operator running GFD turns these off.
-    pub const GFD_COMPATIBLE: [&str; 3] = [GPU_COUNT, GPU_PRODUCT, GPU_MEMORY];
+    pub const GFD_COMPATIBLE: [&str; 4] = [GPU_COUNT, GPU_PRODUCT, GPU_MEMORY, GPU_CLIQUE];
     /// Every label the agent may write, and so the only ones it ever removes.
-    pub const OWNED: [&str; 11] = [
+    pub const OWNED: [&str; 12] = [
         GPU_COUNT,
         GPU_PRODUCT,
         GPU_MEMORY,
+        GPU_CLIQUE,
         NVLINK_P2P_LEVEL,
         NVLINK_LARGEST_ISLAND,
         NVLINK_ALL_TO_ALL,

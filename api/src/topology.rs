@@ -389,6 +389,11 @@ pub struct PodResourcesReading {
 
 /// The condition type the agent sets when NVLinks are missing or down.
 pub const CONDITION_DEGRADED: &str = "Degraded";
+/// The condition type the agent sets on nodes whose GPUs report a multi-node
+/// NVLink fabric: `True` when they are all in one clique (the node is labelled
+/// `nvidia.com/gpu.clique`), `False` when they disagree or have not finished
+/// registering. Absent on nodes without such a fabric.
+pub const CONDITION_GPU_FABRIC_READY: &str = "GpuFabricReady";
 
 impl GpuTopologySpec {
     /// The vendor, NVIDIA when the object does not say (see `vendor`).

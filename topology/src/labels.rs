@@ -1,5 +1,6 @@
 //! The node labels the agent owns (docs/contract/labels.md, "Node labels the agent writes").
 
+use crate::clique::{readings_from_spec, verdict};
 use gputopo_api::keys::node as key;
 use gputopo_api::{GpuTopologySpec, GpuVendor, LinkClass};
 use std::collections::BTreeMap;
@@ -7,8 +8,9 @@ use std::collections::BTreeMap;
 /// Which labels to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LabelOptions {
-    /// Write `nvidia.com/gpu.count`, `.product`, `.memory`. Off where GPU Feature
-    /// Discovery already writes them, so two writers never fight over a label.
+    /// Write `nvidia.com/gpu.count`, `.product`, `.memory`, `.clique`. Off where
+    /// GPU Feature Discovery already writes them, so two writers never fight
+    /// over a label.
     pub gfd_compatible: bool,
 }
 
@@ -58,6 +60,10 @@ pub fn node_labels(spec: &GpuTopologySpec, opts: LabelOptions) -> BTreeMap<Strin
         let memories: Option<Vec<u64>> = spec.gpus.iter().map(|g| g.memory_mib).collect();
         if let Some(min) = memories.and_then(|m| m.into_iter().min()) {
             put(key::GPU_MEMORY, min.to_string());
+        }
+        // GFD writes it too: only when every GPU is in one clique (crate::clique).
+        if let Some(clique) = verdict(&readings_from_spec(spec)).label() {
+            put(key::GPU_CLIQUE, clique.to_string());
         }
     }
     if let Some(level) = &s.p2p_level {

@@ -12,6 +12,7 @@
 //! over the sources that are files (saved `nvidia-smi` outputs, recordings).
 
 pub mod backend;
+pub mod clique;
 pub mod discover;
 pub mod dra_slice;
 pub mod facts;

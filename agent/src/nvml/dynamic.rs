@@ -1,7 +1,7 @@
 //! The live dynamic read, every scan: which GPUs still answer, the state of
-//! each NVLink the static answers list, MIG devices, and the critical XIDs
-//! the watcher collected. Cheap calls only; nothing here asks for the
-//! topology again.
+//! each NVLink the static answers list, MIG devices, the NVLink fabric
+//! registration, and the critical XIDs the watcher collected. Cheap calls
+//! only; nothing here asks for the topology again.
 
 use gputopo_topology::backend::nvml::{
     DeviceState, DynamicAnswers, LinkState, MigDeviceAnswer, NvmlAnswers, NvmlError,
@@ -40,7 +40,7 @@ pub(super) fn read(
             )
         } else {
             match nvml.device_by_index(index) {
-                Ok(device) => device_state(index, &device, known),
+                Ok(device) => device_state(nvml, index, &device, known),
                 Err(e) => DeviceState::lost(index, format!("nvmlDeviceGetHandleByIndex_v2: {e}")),
             }
         };
@@ -54,7 +54,7 @@ pub(super) fn read(
     Ok(DynamicAnswers { devices })
 }
 
-fn device_state(index: u32, d: &Device<'_>, known: &NvmlAnswers) -> DeviceState {
+fn device_state(nvml: &Nvml, index: u32, d: &Device<'_>, known: &NvmlAnswers) -> DeviceState {
     let uuid = match d.uuid() {
         Ok(u) => Some(u),
         Err(e) if gone(&e) => return DeviceState::lost(index, format!("nvmlDeviceGetUUID: {e}")),
@@ -95,6 +95,8 @@ fn device_state(index: u32, d: &Device<'_>, known: &NvmlAnswers) -> DeviceState 
         nvlinks,
         mig_devices: mig_devices(d),
         xid_errors: Vec::new(),
+        // Unreadable now (or not supported): the known answer stays.
+        fabric: super::fabric::fabric(nvml, d).ok(),
     }
 }
 

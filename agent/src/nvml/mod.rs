@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 mod dynamic;
 mod events;
+mod fabric;
 mod live;
 mod recording;
 

@@ -5,6 +5,7 @@
 use super::status::{PodResourcesRound, plan_status};
 use gputopo_api::keys::node::{GFD_COMPATIBLE, OWNED};
 use gputopo_api::{GpuTopology, GpuTopologySpec, GpuTopologyStatus};
+use gputopo_topology::clique::CliqueVerdict;
 use gputopo_topology::health::HealthFinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference, Time};
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,6 +79,8 @@ pub struct Observed<'a> {
     pub spec: &'a GpuTopologySpec,
     pub findings: &'a [HealthFinding],
     pub pod_resources: &'a PodResourcesRound,
+    /// The GPUs' multi-node NVLink clique, for `GpuFabricReady`.
+    pub fabric: &'a CliqueVerdict,
 }
 
 /// The writes a `GpuTopology` needs.
@@ -122,6 +125,7 @@ pub fn plan_topology(
     let status = plan_status(
         current.and_then(|c| c.status.as_ref()),
         observed.findings,
+        observed.fabric,
         observed.pod_resources,
         now,
         heartbeat,
@@ -326,6 +330,7 @@ mod tests {
             spec,
             findings,
             pod_resources: &PodResourcesRound::NotRead,
+            fabric: &CliqueVerdict::NoFabric,
         };
         plan_topology(current, &observed, uid, &now, HEARTBEAT)
     }

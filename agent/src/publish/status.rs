@@ -1,16 +1,17 @@
 //! The status the agent wants, and whether it needs a write. Pure: `now` is
 //! passed in. The agent is the status's only writer and applies it whole
 //! (server-side apply drops what an apply leaves out), so the plan is the
-//! complete status: the `Degraded` condition, `allocations` and
-//! `podResources`.
+//! complete status: the `Degraded` condition, `GpuFabricReady` on nodes
+//! with a multi-node NVLink fabric, `allocations` and `podResources`.
 //!
-//! A quiet node writes nothing: the condition keeps its transition time,
+//! A quiet node writes nothing: each condition keeps its transition time,
 //! unchanged allocations keep their `observedAt` — until it is
 //! `heartbeat` old, when it is refreshed so that readers can tell a live
 //! reading from an agent that stopped (docs/contract/gpu-topology.md: a
 //! reading older than three heartbeats is stale).
 
-use gputopo_api::{CONDITION_DEGRADED, GpuAllocation, GpuTopologyStatus, PodResourcesReading};
+use gputopo_api::{GpuAllocation, GpuTopologyStatus, PodResourcesReading};
+use gputopo_topology::clique::CliqueVerdict;
 use gputopo_topology::health::{HealthFinding, degraded_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -44,11 +45,20 @@ pub enum PodResourcesRound {
 pub fn plan_status(
     current: Option<&GpuTopologyStatus>,
     findings: &[HealthFinding],
+    fabric: &CliqueVerdict,
     round: &PodResourcesRound,
     now: &Time,
     heartbeat: Duration,
 ) -> Option<GpuTopologyStatus> {
-    let condition = plan_condition(current, findings, now);
+    let mut conditions = vec![plan_condition(
+        current,
+        degraded_condition(findings, now.clone()),
+    )];
+    conditions.extend(
+        fabric
+            .condition(now.clone())
+            .map(|c| plan_condition(current, c)),
+    );
     let previous = current.and_then(|s| s.pod_resources.as_ref());
     let kept_allocations = || current.map(|s| s.allocations.clone()).unwrap_or_default();
     let (allocations, pod_resources) = match round {
@@ -88,7 +98,7 @@ pub fn plan_status(
         ),
     };
     let desired = GpuTopologyStatus {
-        conditions: vec![condition],
+        conditions,
         allocations,
         pod_resources,
     };
@@ -113,16 +123,10 @@ fn bounded(error: &str) -> String {
     format!("{}…", &error[..end])
 }
 
-/// The `Degraded` condition for `findings`: the stored one when nothing
+/// `condition` (dated now), or the stored one of its type when nothing
 /// about it changed; its transition time moves only when the status flips.
-fn plan_condition(
-    current: Option<&GpuTopologyStatus>,
-    findings: &[HealthFinding],
-    now: &Time,
-) -> Condition {
-    let mut condition = degraded_condition(findings, now.clone());
-    let previous =
-        current.and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_DEGRADED));
+fn plan_condition(current: Option<&GpuTopologyStatus>, mut condition: Condition) -> Condition {
+    let previous = current.and_then(|s| s.conditions.iter().find(|c| c.type_ == condition.type_));
     match previous {
         Some(p) if same_condition(p, &condition) => p.clone(),
         Some(p) if p.status == condition.status => {
@@ -182,7 +186,14 @@ mod tests {
         round: &PodResourcesRound,
         now: i64,
     ) -> Option<GpuTopologyStatus> {
-        plan_status(current, &[], round, &at(now), HEARTBEAT)
+        plan_status(
+            current,
+            &[],
+            &CliqueVerdict::NoFabric,
+            round,
+            &at(now),
+            HEARTBEAT,
+        )
     }
 
     #[test]
@@ -273,6 +284,7 @@ mod tests {
         let s = plan_status(
             Some(&good),
             &[lost],
+            &CliqueVerdict::NoFabric,
             &read(vec![], &[]),
             &at(150),
             HEARTBEAT,
@@ -285,5 +297,55 @@ mod tests {
             s.pod_resources, good.pod_resources,
             "the reading is unchanged"
         );
+    }
+
+    #[test]
+    fn gpu_fabric_ready_follows_the_clique_and_goes_with_the_fabric() {
+        let clique = |c: &str| CliqueVerdict::OneClique {
+            clique: c.into(),
+            gpus: 4,
+        };
+        let plan = |current: Option<&GpuTopologyStatus>, fabric: &CliqueVerdict, now: i64| {
+            plan_status(
+                current,
+                &[],
+                fabric,
+                &PodResourcesRound::NotRead,
+                &at(now),
+                HEARTBEAT,
+            )
+        };
+        let first = plan(None, &clique("u.1"), 100).expect("written");
+        let types: Vec<&str> = first.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["Degraded", "GpuFabricReady"]);
+        let ready = &first.conditions[1];
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "OneClique")
+        );
+        // Unchanged: nothing to write.
+        assert_eq!(plan(Some(&first), &clique("u.1"), 200), None);
+        // Another clique, still True: the message moves, the time stays.
+        let moved = plan(Some(&first), &clique("u.2"), 200).expect("written");
+        assert_eq!(moved.conditions[1].last_transition_time, at(100));
+        assert!(moved.conditions[1].message.ends_with("u.2"));
+        // The GPUs disagree: False from now on.
+        let split = CliqueVerdict::CliquesDisagree {
+            message: "GPUs 0-1 in clique u.1; GPUs 2-3 in clique u.2".into(),
+        };
+        let bad = plan(Some(&moved), &split, 300).expect("written");
+        let c = &bad.conditions[1];
+        assert_eq!(
+            (
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.last_transition_time.clone()
+            ),
+            ("False", "CliquesDisagree", at(300))
+        );
+        assert_eq!(bad.conditions[0], first.conditions[0], "Degraded untouched");
+        // No fabric any more: the condition goes.
+        let gone = plan(Some(&bad), &CliqueVerdict::NoFabric, 400).expect("written");
+        assert_eq!(gone.conditions, first.conditions[..1]);
     }
 }

@@ -1,11 +1,12 @@
 //! The dynamic state: what NVML says *now* about what changes while a node
 //! runs — each NVLink's state, whether each GPU still answers, its MIG
-//! devices, critical XID errors. The agent reads it every scan and lays it
-//! over the static answers, which it reads once (NVLink topology queries are
-//! slow). Pure: the live read is the agent's, a recording derives it from
+//! devices, critical XID errors, its NVLink fabric registration (a GB200
+//! tray's GPUs may finish registering after the agent started). The agent
+//! reads it every scan and lays it over the static answers, which it reads
+//! once (NVLink topology queries are slow). Pure: the live read is the agent's, a recording derives it from
 //! its answers.
 
-use super::answers::{DeviceAnswers, MigDeviceAnswer, NvmlAnswers};
+use super::answers::{DeviceAnswers, FabricAnswer, MigDeviceAnswer, NvmlAnswers};
 use crate::health::{FindingKind, HealthFinding};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +38,10 @@ pub struct DeviceState {
     /// Critical XID errors reported since the previous reading.
     #[serde(default)]
     pub xid_errors: Vec<u64>,
+    /// `nvmlDeviceGetGpuFabricInfoV` now; `None` when not read (the GPU is
+    /// lost, or NVML gives no fabric answer): the known one stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<FabricAnswer>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +103,7 @@ fn device_state(d: &DeviceAnswers) -> DeviceState {
         }),
         mig_devices: d.mig_devices.clone(),
         xid_errors: d.xid_errors.clone(),
+        fabric: d.fabric.clone(),
     }
 }
 
@@ -133,9 +139,11 @@ pub fn still_describes(known: &NvmlAnswers, state: &DynamicAnswers) -> bool {
     })
 }
 
-/// `known` with the link states, lost GPUs and MIG devices of `state`. A
-/// lost GPU keeps its last known links (NVML cannot read them) and is named
-/// by [`findings`]; a link `state` does not mention keeps its known state.
+/// `known` with the link states, lost GPUs, MIG devices and fabric
+/// registrations of `state`. A lost GPU keeps its last known links and
+/// fabric (NVML cannot read them) and is named by [`findings`]; a link
+/// `state` does not mention keeps its known state, as does a fabric it
+/// does not read.
 pub fn overlay(known: &NvmlAnswers, state: &DynamicAnswers) -> NvmlAnswers {
     let mut out = known.clone();
     for d in &mut out.devices {
@@ -148,6 +156,9 @@ pub fn overlay(known: &NvmlAnswers, state: &DynamicAnswers) -> NvmlAnswers {
             continue;
         }
         d.mig_devices = s.mig_devices.clone();
+        if let Some(fabric) = &s.fabric {
+            d.fabric = Some(fabric.clone());
+        }
         for link in d.nvlinks.iter_mut().flatten() {
             if let Some(now) = s.nvlinks.iter().flatten().find(|l| l.link == link.link) {
                 link.active = now.active;
@@ -319,6 +330,28 @@ mod tests {
         assert!(still_describes(&k, &state));
         state.devices[0].nvlinks.as_mut().unwrap()[1].active = true;
         assert!(!still_describes(&k, &state));
+    }
+
+    #[test]
+    fn a_fabric_registration_read_now_replaces_the_known_one() {
+        use crate::backend::nvml::FabricState;
+        let fabric = |state| FabricAnswer {
+            state,
+            status: "Success".into(),
+            cluster_uuid: None,
+            clique_id: None,
+            health_mask: None,
+        };
+        let mut k = known();
+        k.devices[0].fabric = Some(fabric(FabricState::InProgress));
+        let mut state = DynamicAnswers::from_answers(&k);
+        state.devices[0].fabric = Some(fabric(FabricState::Completed));
+        assert!(still_describes(&k, &state));
+        let now = overlay(&k, &state);
+        assert_eq!(now.devices[0].fabric, Some(fabric(FabricState::Completed)));
+        // Not read now (or the GPU lost): the known registration stays.
+        state.devices[0].fabric = None;
+        assert_eq!(overlay(&k, &state).devices[0].fabric, k.devices[0].fabric);
     }
 
     #[test]

@@ -7,11 +7,10 @@ use super::answers::{
 use super::{NvmlError, NvmlSource};
 use crate::backend::pcie_path::nic_facts;
 use crate::backend::sysfs::{SysfsSource, canonical_pci_bus_id, format_cpulist, parse_cpulist};
+use crate::clique::NIL_CLUSTER_UUID as NIL_UUID;
 use crate::facts::{GpuFacts, NodeFacts, NvLinkFact, PairFact, RemoteEnd};
 use gputopo_api::{GpuFabric, GpuVendor, LinkClass, TopologySource};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
 
 /// Snapshots `src` and builds facts; `source` is `src.topology_source()`.
 pub fn facts_from_nvml(
