@@ -173,6 +173,14 @@ fn a_preferred_rack_falls_back_outward_and_says_which_tier_held() {
         "{}",
         wider.explanation
     );
+    // Why not a rack: the best rack's count.
+    assert!(
+        wider
+            .explanation
+            .contains("the fullest-fitting gpu.clique held 18 of 30 members"),
+        "{}",
+        wider.explanation
+    );
 
     let everywhere = place_gang(&trays(100).preferring(RACK), &cluster).unwrap();
     assert_eq!(domains(&cluster, &everywhere, SPINE).len(), 2);

@@ -45,6 +45,7 @@ pub(super) fn place(spec: &GangSpec, cluster: &GangCluster) -> Result<GangPlacem
             .to_string()
     };
     let mut last = None;
+    let mut first: Option<GangNoFit> = None;
     for &slice_tier in &slice_tiers {
         for &gang_tier in &gang_tiers {
             let scope = gang_tier.or(required);
@@ -56,14 +57,29 @@ pub(super) fn place(spec: &GangSpec, cluster: &GangCluster) -> Result<GangPlacem
             };
             match place_exact(&attempt, cluster, gang_tier) {
                 Ok(mut placed) => {
-                    let notes = notes(spec, gang_tier, slice_tier, &layers, &name);
+                    let mut notes = notes(spec, gang_tier, slice_tier, &layers, &name);
+                    if let (Some(p), Some(GangNoFit::Short(short))) = (spec.preferred, &first)
+                        && gang_tier != Some(p)
+                        && let Some(best) = short.best.iter().find(|b| b.tier == name(p))
+                    {
+                        notes.push(format!(
+                            "the fullest-fitting {} held {} of {} members ({})",
+                            best.tier,
+                            best.members,
+                            spec.members.len(),
+                            best.domain
+                        ));
+                    }
                     if !notes.is_empty() {
                         placed.explanation =
                             format!("{}; {}", placed.explanation, notes.join("; "));
                     }
                     return Ok(placed);
                 }
-                Err(e) => last = Some(e),
+                Err(e) => {
+                    first.get_or_insert_with(|| e.clone());
+                    last = Some(e);
+                }
             }
         }
     }
