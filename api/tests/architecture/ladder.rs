@@ -78,6 +78,7 @@ const CYCLE: Ladder = Ladder {
             modules: &[
                 "gang",
                 "domains",
+                "slice_recovery",
                 "accounting",
                 "clocks",
                 "gang_status",

@@ -36,7 +36,7 @@ use gputopo_api::Collective;
 use std::collections::BTreeMap;
 
 mod one_by_one;
-pub(crate) mod structure;
+pub mod structure;
 
 /// What happened to a gang.
 #[derive(Clone, Debug, PartialEq)]

@@ -27,8 +27,33 @@ pub(crate) struct Structure {
     pub hostname: bool,
 }
 
+/// Why a gang's stated structure cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StructureError {
+    #[error(
+        "members {first} and {other} state different structures ({first_says} and {other_says}); members of one gang must state the same"
+    )]
+    Disagree {
+        first: String,
+        other: String,
+        first_says: String,
+        other_says: String,
+    },
+    #[error(
+        "{from} names node label {key}, which is not a network tier of this scheduler (its tiers, outermost first: {tiers}; or {HOSTNAME}); name one of them, or add the label to networkTiers"
+    )]
+    NotATier {
+        from: String,
+        key: String,
+        tiers: String,
+    },
+}
+
 /// The GPU members' common structure, or why the gang cannot use it.
-pub(crate) fn read(snapshot: &Snapshot, members: &[&PendingPod]) -> Result<Structure, String> {
+pub(crate) fn read(
+    snapshot: &Snapshot,
+    members: &[&PendingPod],
+) -> Result<Structure, StructureError> {
     let mut stated: Option<(&PendingPod, &GangStructure)> = None;
     for m in members {
         let s = &m.request.gang_structure;
@@ -38,13 +63,12 @@ pub(crate) fn read(snapshot: &Snapshot, members: &[&PendingPod]) -> Result<Struc
         match stated {
             None => stated = Some((m, s)),
             Some((first, f)) if !same(f, s) => {
-                return Err(format!(
-                    "members {} and {} state different structures ({} and {}); members of one gang must state the same",
-                    first.key(),
-                    m.key(),
-                    describe(f),
-                    describe(s)
-                ));
+                return Err(StructureError::Disagree {
+                    first: first.key(),
+                    other: m.key(),
+                    first_says: describe(f),
+                    other_says: describe(s),
+                });
             }
             Some(_) => {}
         }
@@ -54,7 +78,7 @@ pub(crate) fn read(snapshot: &Snapshot, members: &[&PendingPod]) -> Result<Struc
     };
     let keys = snapshot.tiers().keys();
     let mut hostname = false;
-    let mut tier = |key: &str, from: &str| -> Result<usize, String> {
+    let mut tier = |key: &str, from: &str| -> Result<usize, StructureError> {
         if key == HOSTNAME {
             hostname = true;
             return Ok(keys.len());
@@ -62,11 +86,10 @@ pub(crate) fn read(snapshot: &Snapshot, members: &[&PendingPod]) -> Result<Struc
         keys.iter()
             .position(|k| k == key)
             .or_else(|| keys.iter().position(|k| short_tier_name(k) == key))
-            .ok_or_else(|| {
-                format!(
-                    "{from} names node label {key}, which is not a network tier of this scheduler (its tiers, outermost first: {}; or {HOSTNAME}); name one of them, or add the label to networkTiers",
-                    keys.join(", ")
-                )
+            .ok_or_else(|| StructureError::NotATier {
+                from: from.to_string(),
+                key: key.to_string(),
+                tiers: keys.join(", "),
             })
     };
     let within = match &s.required {

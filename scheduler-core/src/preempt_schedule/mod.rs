@@ -82,8 +82,8 @@ pub enum PreemptionError {
     )]
     NoRoomWithoutGpus { pod: String, tried: usize },
     /// The gang's structure cannot be read on this cluster's tiers.
-    #[error("{0}")]
-    Structure(String),
+    #[error(transparent)]
+    Structure(#[from] crate::gang_schedule::structure::StructureError),
     /// The room the cheapest evictions free would still not hold the gang
     /// with its structure (its slices, its required domain).
     #[error(
@@ -186,9 +186,9 @@ pub fn propose_preemption_sparing(
             let Some((structure, _)) = &structured else {
                 return Ok(plan_of(snapshot, proposal));
             };
-            match structured::room_holds(snapshot, members, config, &proposal) {
-                Ok(()) => return Ok(plan_of(snapshot, proposal)),
-                Err(why) => match structured::slice_scope(structure, snapshot) {
+            match structured::room_breaks(snapshot, members, config, &proposal) {
+                None => return Ok(plan_of(snapshot, proposal)),
+                Some(why) => match structured::slice_scope(structure, snapshot) {
                     Some(scope) if !narrowed && preemptor.within == Within::Anywhere => {
                         preemptor.within = scope;
                         narrowed = true;

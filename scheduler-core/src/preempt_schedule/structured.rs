@@ -42,20 +42,20 @@ pub(super) fn slice_scope(s: &Structure, snapshot: &Snapshot) -> Option<Within> 
     (tier < snapshot.tiers().len()).then_some(Within::OneDomainAt { tier })
 }
 
-/// Whether the gang would be placed whole, with its structure, once the
-/// proposal's victims are gone; `Err` is the decision's reason.
-pub(super) fn room_holds(
+/// Why the gang would not be placed whole, with its structure, once the
+/// proposal's victims are gone (the decision's reason); `None` when it would.
+pub(super) fn room_breaks(
     snapshot: &Snapshot,
     members: &[PendingPod],
     config: &SchedulerConfig,
     proposal: &Proposal,
-) -> Result<(), String> {
+) -> Option<String> {
     let mut without = snapshot.clone();
     for v in &proposal.victims {
         without.remove_pod(PodId(v.id as u32));
     }
     match schedule_gang(&without, members, config) {
-        GangDecision::Placed(_) => Ok(()),
-        GangDecision::Waiting { message } => Err(message),
+        GangDecision::Placed(_) => None,
+        GangDecision::Waiting { message } => Some(message),
     }
 }

@@ -215,7 +215,23 @@ impl Problem<'_> {
             Within::OneDomainAt { tier } => Some(format!("one {}", self.tree.tier_name(*tier))),
             Within::Domain { tier, name } => Some(format!("{} {name}", self.tree.tier_name(*tier))),
         };
-        let slices = self.layers.first().map(|slice| {
+        let slices = self.slice_shortage(scopes);
+        Shortage {
+            slices,
+            members: clamp_u32(spec.members.len() as u64),
+            need,
+            fit: clamp_u32(fit),
+            hosts,
+            within,
+            best,
+            node_reasons,
+        }
+    }
+
+    /// Where slices are required: how many whole slices fit in the scopes,
+    /// and the domain holding the most.
+    fn slice_shortage(&self, scopes: &[Option<u32>]) -> Option<SliceShortage> {
+        self.layers.first().map(|slice| {
             let size = u64::from(slice.size);
             let in_scopes = |leaf: u32| {
                 scopes.iter().any(|s| match s {
@@ -253,17 +269,7 @@ impl Problem<'_> {
                 fit: clamp_u32(fit),
                 best,
             }
-        });
-        Shortage {
-            slices,
-            members: clamp_u32(spec.members.len() as u64),
-            need,
-            fit: clamp_u32(fit),
-            hosts,
-            within,
-            best,
-            node_reasons,
-        }
+        })
     }
 }
 
