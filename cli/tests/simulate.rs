@@ -270,5 +270,33 @@ fn topology_metrics_hold_their_invariants() {
             // scheduler-core's set choice is exact: always the node's best.
             assert_eq!(optimal, 100.0);
         }
+        // Whole domains free: one spine, two leaves, all free at the start.
+        let tiers: Vec<(&str, u64)> = r
+            .whole_domains_free
+            .iter()
+            .map(|d| (d.tier.as_str(), d.domains))
+            .collect();
+        assert_eq!(
+            tiers,
+            [("gputopo.dev/spine", 1), ("gputopo.dev/leaf", 2)],
+            "{policy:?}"
+        );
+        for d in &r.whole_domains_free {
+            assert_eq!(d.at_start, d.domains, "{policy:?}");
+            assert!(
+                d.min as f64 <= d.mean && d.mean <= d.domains as f64,
+                "{d:?}"
+            );
+            assert!(d.min <= d.at_end && d.at_end <= d.domains, "{d:?}");
+        }
     }
+}
+
+#[test]
+fn trace_clusters_have_no_domains_to_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_csv(dir.path(), PolicyKind::Gputopo, 1);
+    assert!(r.whole_domains_free.is_empty());
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(!json.contains("wholeDomainsFree"), "{json}");
 }

@@ -38,6 +38,12 @@ pub struct DomainLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TierLabel {
+    /// The tier's node label key (`gputopo.dev/leaf`).
+    pub tier: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvictionLabels {
     /// `evicted` | `refused` (a PodDisruptionBudget) | `error`.
     pub result: &'static str,
@@ -74,6 +80,8 @@ pub struct Metrics {
     pub gang_recovery: Histogram,
     pub held: Family<StateLabel, Gauge>,
     pub domain_utilization: Family<DomainLabels, Gauge<f64, AtomicU64>>,
+    /// Per network tier, its domains with GPUs and every one of them free.
+    pub free_domains: Family<TierLabel, Gauge>,
     pub evictions: Family<EvictionLabels, Counter>,
     /// Pods found on other GPUs than chosen, by node (each difference once).
     pub assignment_mismatches: Family<NodeLabel, Counter>,
@@ -134,6 +142,7 @@ impl Metrics {
         // 0.25 s to ~17 min: the goal is under 30 s.
         let gang_recovery = Histogram::new(exponential_buckets(0.25, 2.0, 12));
         let domain_utilization = Family::<DomainLabels, Gauge<f64, AtomicU64>>::default();
+        let free_domains = Family::<TierLabel, Gauge>::default();
         let evictions = Family::<EvictionLabels, Counter>::default();
         let invalid_objects = register_invalid_objects(registry);
         let assignment_mismatches = Family::<NodeLabel, Counter>::default();
@@ -163,6 +172,11 @@ impl Metrics {
             "domain_utilization_ratio",
             "GPUs held (whole or shared) over GPUs listed, per network domain, at the last decision",
             domain_utilization.clone(),
+        );
+        registry.register(
+            "free_domains",
+            "Network domains with GPUs and every one of them free (whole domains a gang can still have), per tier, at the last decision",
+            free_domains.clone(),
         );
         registry.register(
             "preemption_evictions",
@@ -218,6 +232,7 @@ impl Metrics {
             gang_recovery,
             held,
             domain_utilization,
+            free_domains,
             evictions,
             assignment_mismatches,
             record_findings,
@@ -302,6 +317,13 @@ impl Metrics {
                     })
                     .set(d.ratio);
             }
+            for f in &report.free_domains {
+                self.free_domains
+                    .get_or_create(&TierLabel {
+                        tier: f.tier.clone(),
+                    })
+                    .set(i64::from(f.count));
+            }
         }
     }
 }
@@ -349,6 +371,11 @@ mod tests {
                 domain: "leaf-1".into(),
             })
             .set(0.25);
+        m.free_domains
+            .get_or_create(&TierLabel {
+                tier: "gputopo.dev/spine".into(),
+            })
+            .set(3);
         m.evictions
             .get_or_create(&EvictionLabels { result: "refused" })
             .inc();
@@ -369,6 +396,7 @@ mod tests {
             "gputopo_gang_wait_seconds_sum 3.0",
             "gputopo_domain_utilization_ratio{tier=\"network.gputopo.dev/leaf\",domain=\"leaf-1\"} 0.25",
             "gputopo_preemption_evictions_total{result=\"refused\"} 1",
+            "gputopo_free_domains{tier=\"gputopo.dev/spine\"} 3",
         ] {
             assert!(text.contains(name), "{name} missing:\n{text}");
         }

@@ -8,7 +8,7 @@ use gputopo_scheduler::extender::metrics::{
 };
 use gputopo_scheduler::metrics::{
     AttemptLabels, BottleneckLabel, DomainLabels, EvictionLabels, FindingLabel, Metrics, NodeLabel,
-    StateLabel,
+    StateLabel, TierLabel,
 };
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -51,6 +51,9 @@ fn scheduler_metrics() -> Metrics {
     let _ = m.domain_utilization.get_or_create(&DomainLabels {
         tier: "gputopo.dev/leaf".into(),
         domain: "leaf-1".into(),
+    });
+    let _ = m.free_domains.get_or_create(&TierLabel {
+        tier: "gputopo.dev/leaf".into(),
     });
     let _ = m
         .evictions

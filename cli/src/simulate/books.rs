@@ -1,6 +1,7 @@
 //! One step of a run: placing an arrival unit whole or not at all, pods ending
 //! and waiting units starting, and the counts ([`Books`]) they move.
 
+use super::domains::DomainBooks;
 use super::policy;
 use super::world::Assignment;
 use super::{SimError, SimPod, SimResult, TopologyMetrics, World};
@@ -44,6 +45,8 @@ pub(super) struct Books {
     pub(super) queue_times: Vec<f64>,
     pub(super) makespan: Option<f64>,
     pub(super) topo: TopologyMetrics,
+    /// Whole free network domains, sampled after each arrival.
+    pub(super) domains: DomainBooks,
     /// Units that do not fit wait (arrival order) instead of failing.
     pub(super) queue: bool,
 }

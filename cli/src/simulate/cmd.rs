@@ -89,6 +89,13 @@ fn text_summary(r: &SimResult) -> String {
             p.arrived_pct, p.gpu_allocation_pct, p.fragmented_gpu_pct
         );
     }
+    for d in &r.whole_domains_free {
+        let _ = writeln!(
+            s,
+            "whole {} domains free (of {}): {} at start, mean {:.1}, least {}, {} at the last arrival",
+            d.tier, d.domains, d.at_start, d.mean, d.min, d.at_end
+        );
+    }
     s
 }
 
@@ -190,6 +197,50 @@ fn topology_table(by_workload: &BTreeMap<String, Vec<SimResult>>) -> String {
                 mean(&|r| r.queue_time_p99_s),
                 mean(&|r| r.makespan_s),
             );
+        }
+    }
+    md
+}
+
+/// Whole network domains free (runs on clusters with tier labels), mean
+/// over seeds per workload, policy and tier.
+fn domains_table(by_workload: &BTreeMap<String, Vec<SimResult>>) -> String {
+    let mut md = String::new();
+    for (workload, runs) in by_workload {
+        if runs.iter().all(|r| r.whole_domains_free.is_empty()) {
+            continue;
+        }
+        let _ = write!(
+            md,
+            "\n## Whole domains free: {workload}\n\nMean over seeds. Per network tier, the domains with every GPU free: mean and least over the instants just after each arrival, and at the last arrival (of the tier's domains with GPUs).\n\n| policy | seeds | tier | domains | mean | least | at the last arrival |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+        );
+        for kind in PolicyKind::ALL {
+            let list: Vec<&SimResult> = runs
+                .iter()
+                .filter(|r| r.policy == kind.name() && !r.whole_domains_free.is_empty())
+                .collect();
+            let Some(first) = list.first() else { continue };
+            let n = list.len() as f64;
+            for (t, tier) in first.whole_domains_free.iter().enumerate() {
+                let mean = |f: &dyn Fn(&simulate::WholeDomainsFree) -> f64| {
+                    list.iter()
+                        .filter_map(|r| r.whole_domains_free.get(t))
+                        .map(f)
+                        .sum::<f64>()
+                        / n
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | `{}` | {} | {:.1} | {:.1} | {:.1} |",
+                    kind.name(),
+                    list.len(),
+                    tier.tier,
+                    tier.domains,
+                    mean(&|d| d.mean),
+                    mean(&|d| d.min as f64),
+                    mean(&|d| d.at_end as f64),
+                );
+            }
         }
     }
     md
@@ -338,6 +389,7 @@ fn report_inner(dir: &Path, published: Option<&Path>) -> Result<()> {
     }
     md.push_str(&pivot(&at_100));
     md.push_str(&topology_table(&by_workload));
+    md.push_str(&domains_table(&by_workload));
     let write = |name: &str, text: &str| {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| path.display().to_string())

@@ -45,6 +45,16 @@
 //! one leaf (the innermost network tier), and complete 8-GPU NVLink slots
 //! left; under `Arrival`, queue time p50/p99 and makespan.
 //!
+//! # Whole domains free
+//!
+//! On clusters whose nodes carry the configured network tiers' labels
+//! (cluster YAML; trace nodes carry none) the result carries, per tier,
+//! how many domains had every GPU free: at the start, the mean and the
+//! least over the instants just after each arrival (either order), and at
+//! the last arrival ([`WholeDomainsFree`], `domains.rs`). It is the
+//! scheduler's `gputopo_free_domains{tier}`, and what the domain-fit part
+//! of `gputopo`'s score keeps up for gangs.
+//!
 //! # Determinism
 //!
 //! Three ChaCha8 streams seeded from `--seed`: one for the workload
@@ -54,6 +64,7 @@
 
 mod books;
 mod cluster;
+mod domains;
 pub mod frag;
 pub mod generate;
 pub mod input;
@@ -69,7 +80,7 @@ mod world;
 
 pub use cluster::{Models, NodeUse, SimCluster, SimNode};
 pub use load::{load_cluster, load_workload};
-pub use result::{Point, SimResult, TopologyMetrics};
+pub use result::{Point, SimResult, TopologyMetrics, WholeDomainsFree};
 pub use rng::below;
 pub use run::simulate;
 pub use workload::{SimPod, Workload, arrival_plan};

@@ -228,6 +228,10 @@ fn from_json(v: &serde_json::Value) -> Option<SimResult> {
         topology: v
             .get("topology")
             .and_then(|t| serde_json::from_value(t.clone()).ok()),
+        whole_domains_free: v
+            .get("wholeDomainsFree")
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+            .unwrap_or_default(),
         runtime_ms: v.get("runtimeMs").and_then(serde_json::Value::as_u64),
     })
 }

@@ -66,6 +66,24 @@ pub struct TopologyMetrics {
     pub(super) rank_sum: u64,
 }
 
+/// Whole network domains left free over a run, one tier (clusters whose
+/// nodes carry the configured tiers' labels; `domains.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WholeDomainsFree {
+    /// The tier's node label key (`gputopo.dev/leaf`).
+    pub tier: String,
+    /// Its domains with GPUs.
+    pub domains: u64,
+    pub at_start: u64,
+    /// Mean over the instants just after each arrival.
+    pub mean: f64,
+    /// The least over those instants.
+    pub min: u64,
+    /// At the last arrival.
+    pub at_end: u64,
+}
+
 /// The result of one run, as printed with `-o json`.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,6 +119,9 @@ pub struct SimResult {
     pub makespan_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyMetrics>,
+    /// Per network tier, outermost first: its domains with every GPU free.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub whole_domains_free: Vec<WholeDomainsFree>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime_ms: Option<u64>,
 }

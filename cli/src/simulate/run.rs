@@ -2,6 +2,7 @@
 //! state to the [`SimResult`] (see the protocol in [`super`]).
 
 use super::books::{Books, Ctx, advance, fail, free_mask, place_unit};
+use super::domains::Domains;
 use super::frag::FragModel;
 use super::policy::{self, PolicyKind};
 use super::rng::{node_order, streams};
@@ -90,11 +91,7 @@ pub fn simulate(
             None if books.queue => waiting.push(u),
             None => fail(&ctx, unit, &mut result),
         }
-        if books.queue
-            && let Some(slots) = wiring.slots8(&world)
-        {
-            sample_slots(&mut books.topo, slots);
-        }
+        sample(&wiring, &world, &mut books);
         // One point per 10 % of the cluster's GPUs arrived, up to 130 %.
         while next_point <= 130 && arrived * 100 >= u64::from(next_point) * total_milli {
             result.points.push(Point {
@@ -112,9 +109,7 @@ pub fn simulate(
     result.arrived_gpu_pct = round4(pct(arrived, total_milli));
     result.final_gpu_allocation_pct = round4(pct(books.allocated, total_milli));
     result.final_fragmented_gpu_pct = round4(fragmented_pct(&world, total_milli));
-    if let Some(slots) = wiring.slots8(&world) {
-        books.topo.full_nvlink_slots8_at_end = slots;
-    }
+    at_last_arrival(&wiring, &world, &mut books);
     if books.queue {
         let mut rest = Rest {
             world: &mut world,
@@ -127,6 +122,7 @@ pub fn simulate(
     if wiring.known {
         result.topology = Some(summarize_topology(&mut books.topo));
     }
+    result.whole_domains_free = wiring.domains.summary(&books.domains);
     if !options.omit_runtime {
         result.runtime_ms = Some(started.elapsed().as_millis() as u64);
     }
@@ -162,6 +158,7 @@ fn open_books(world: &World<'_>, wiring: &Wiring, pods: usize, order: Order) -> 
             full_nvlink_slots8_at_start: wiring.slots8(world).unwrap_or(0),
             ..TopologyMetrics::default()
         },
+        domains: wiring.domains.open(world),
         queue: order == Order::Arrival,
     }
 }
@@ -250,15 +247,17 @@ fn empty_result(
         queue_time_p99_s: None,
         makespan_s: None,
         topology: None,
+        whole_domains_free: Vec::new(),
         runtime_ms: None,
     }
 }
 
-/// The nodes' wiring, where the cluster's snapshot knows it: GPU shapes and
-/// each node's leaf of the network tiers.
+/// The nodes' wiring, where the cluster's snapshot knows it: GPU shapes,
+/// each node's leaf of the network tiers, and the network domains.
 struct Wiring {
     shapes: Vec<Option<Arc<NodeShape>>>,
     leaves: Vec<Option<String>>,
+    domains: Domains,
     /// Whether any node has a shape (the topology metrics are kept then).
     known: bool,
 }
@@ -289,6 +288,7 @@ impl Wiring {
         Wiring {
             shapes,
             leaves,
+            domains: Domains::of(cluster),
             known,
         }
     }
@@ -312,11 +312,27 @@ impl Wiring {
     }
 }
 
-/// One sample of the free 8-GPU NVLink sets (queue mode, after each unit).
-fn sample_slots(topo: &mut TopologyMetrics, slots: u64) {
-    topo.slots_sum += slots;
-    topo.slots_samples += 1;
-    topo.full_nvlink_slots8_min = Some(topo.full_nvlink_slots8_min.map_or(slots, |m| m.min(slots)));
+/// One sample just after a unit arrived: the whole free network domains,
+/// and in queue mode the free 8-GPU NVLink sets.
+fn sample(wiring: &Wiring, world: &World<'_>, books: &mut Books) {
+    wiring.domains.sample(world, &mut books.domains);
+    if books.queue
+        && let Some(slots) = wiring.slots8(world)
+    {
+        let topo = &mut books.topo;
+        topo.slots_sum += slots;
+        topo.slots_samples += 1;
+        topo.full_nvlink_slots8_min =
+            Some(topo.full_nvlink_slots8_min.map_or(slots, |m| m.min(slots)));
+    }
+}
+
+/// What the last arrival left: free 8-GPU NVLink sets and whole domains.
+fn at_last_arrival(wiring: &Wiring, world: &World<'_>, books: &mut Books) {
+    if let Some(slots) = wiring.slots8(world) {
+        books.topo.full_nvlink_slots8_at_end = slots;
+    }
+    wiring.domains.close(world, &mut books.domains);
 }
 
 /// `milli` thousandths of a GPU as a percentage of the cluster's.

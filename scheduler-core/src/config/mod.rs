@@ -284,6 +284,14 @@ pub struct ScoreWeights {
     /// 1000: what the pod asks comes first, as it would under kube-scheduler,
     /// and the GPU parts decide among nodes its preferences rank alike.
     pub pod_preferences: u32,
+    /// Best fit at the level of network domains: a GPU pod goes to a
+    /// domain already partly in use, the fullest that holds it, before an
+    /// untouched one, at every tier (the innermost counting most), so
+    /// that whole racks, leaves, spines and GPU cliques stay free for the
+    /// gangs that need them. Applies to GPU pods other than `distributed`
+    /// ones on clusters where some tier has two domains with GPUs.
+    /// Default 15; 0 turns it off.
+    pub domain_fit: u32,
 }
 
 /// PodTopologySpread's default constraints: what a pod that states none is
@@ -371,6 +379,7 @@ impl Default for ScoreWeights {
             balanced_allocation: 5,
             image_locality: 10,
             pod_preferences: 1000,
+            domain_fit: 15,
         }
     }
 }

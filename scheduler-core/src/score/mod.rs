@@ -21,6 +21,12 @@
 //!   for `consolidated` (bin-pack: prefer busy nodes and domains), `+0.5` for
 //!   `balanced` (the default: lean to packing, since empty nodes are what
 //!   8-GPU and gang jobs need) and `−1` for `distributed` (least allocated).
+//! * **Domain fit** (default 15), GPU pods other than `distributed` ones,
+//!   on clusters where some network tier has two domains with GPUs: best
+//!   fit at the level of network domains, every tier, the innermost
+//!   counting most; a domain already in use (the fullest, in GPUs left,
+//!   first) before an untouched one, so whole domains stay free for gangs
+//!   (`domain_fit.rs`).
 //! * **Memory fit** (default 15), shared pods and inference pods with `gpu-memory`: the
 //!   GPU's memory use after placement against the target band (70–80 %):
 //!   1 inside, falling linearly to 0 at an empty or a full GPU.
@@ -68,12 +74,15 @@
 //!
 //! Nodes are compared on the unrounded total, then by name.
 
+mod domain_fit;
+mod node_parts;
 mod node_resources;
 mod preferences;
 
+use node_parts::{fragmentation_part, smallest_memory};
+
 use crate::config::{GenerationPreference, ScoreWeights};
 use crate::filter::{Fit, PodContext};
-use crate::fragmentation;
 use crate::snapshot::Hot;
 use gputopo_api::{GpuShare, LinkClass, PlacementStrategy, WorkloadKind};
 use std::fmt;
@@ -84,6 +93,8 @@ use std::fmt;
 pub struct ScoreParts {
     pub gpu_set: Option<f64>,
     pub allocation: f64,
+    /// Best fit among network domains (`domain_fit.rs`).
+    pub domain_fit: Option<f64>,
     pub memory_fit: Option<f64>,
     pub interference: Option<f64>,
     pub preferred_domain: Option<f64>,
@@ -112,6 +123,7 @@ impl fmt::Display for ScoreParts {
         let parts = [
             ("GPU set", self.gpu_set),
             ("allocation", Some(self.allocation)),
+            ("domain fit", self.domain_fit),
             ("memory fit", self.memory_fit),
             ("interference", self.interference),
             ("preferred domain", self.preferred_domain),
@@ -142,6 +154,7 @@ pub(crate) struct Scorer {
     /// Normalised weights (0 where the part does not apply).
     gpu_set: f64,
     allocation: f64,
+    domain_fit: f64,
     memory_fit: f64,
     interference: f64,
     preferred_domain: f64,
@@ -156,6 +169,8 @@ pub(crate) struct Scorer {
     balanced: Option<node_resources::Balanced>,
     /// The pod's images, when some node holds one.
     images: Option<node_resources::PodImages>,
+    /// Per domain, the domain-fit part, when it applies.
+    fits: Option<domain_fit::DomainFit>,
     /// Per node of the snapshot, the pod-preferences part (`NaN` where the
     /// filter refused); empty when the part does not apply.
     preferences: Vec<f64>,
@@ -239,12 +254,14 @@ impl Scorer {
         let images = alone.then(|| node_resources::PodImages::of(ctx)).flatten();
         let balanced = alone.then(|| node_resources::Balanced::of(ctx)).flatten();
         let milli_share = matches!(request.gpu_share, Some(GpuShare::Milli(_)));
+        let fits = domain_fit::DomainFit::of(ctx, w.domain_fit);
         let mut scorer = Scorer {
             gpu_set: on(ctx.wants_whole_gpus(), w.gpu_set),
             allocation: on(
                 !(target && request.placement_strategy == PlacementStrategy::Balanced),
                 w.allocation,
             ),
+            domain_fit: on(fits.is_some(), w.domain_fit),
             memory_fit: on(
                 (ctx.wants_shared_gpu() && !(target && milli_share)) || inference_memory.is_some(),
                 w.memory_fit,
@@ -265,6 +282,7 @@ impl Scorer {
             pod_preferences: on(preferences.is_some(), w.pod_preferences),
             balanced,
             images,
+            fits,
             preferences: preferences.unwrap_or_default(),
             newest: ctx.config.gpu_generation == GenerationPreference::Newest,
             per_generation_range: if signals.generation_max > signals.generation_min {
@@ -281,19 +299,7 @@ impl Scorer {
             latency_sensitive: request.latency_sensitive,
             spot_averse: training || request.gang.is_some(),
             inference_memory,
-            domain_busy: ctx
-                .snapshot
-                .domains
-                .iter()
-                .map(|d| {
-                    if d.gpu_count() == 0 {
-                        // No GPUs to be busy: the node's own share decides alone.
-                        f64::NAN
-                    } else {
-                        (f64::from(d.gpus_used()) / f64::from(d.gpu_count())).min(1.0)
-                    }
-                })
-                .collect(),
+            domain_busy: domain_fit::domain_busy(ctx),
             per_best_rank: if ctx.cluster_best_rank > 0 {
                 1.0 / f64::from(ctx.cluster_best_rank)
             } else {
@@ -307,6 +313,7 @@ impl Scorer {
         };
         let sum = scorer.gpu_set
             + scorer.allocation
+            + scorer.domain_fit
             + scorer.memory_fit
             + scorer.interference
             + scorer.preferred_domain
@@ -321,6 +328,7 @@ impl Scorer {
             for w in [
                 &mut scorer.gpu_set,
                 &mut scorer.allocation,
+                &mut scorer.domain_fit,
                 &mut scorer.memory_fit,
                 &mut scorer.interference,
                 &mut scorer.preferred_domain,
@@ -356,6 +364,10 @@ impl Scorer {
             _ => 0.0,
         });
         let allocation = 0.5 + self.slope * (self.busy_after(ctx, index, hot, fit) - 0.5);
+        let domain_fit = match &self.fits {
+            Some(fits) if self.domain_fit > 0.0 => Some(fits.value(hot)),
+            _ => None,
+        };
         let memory_fit = (self.memory_fit > 0.0).then(|| match fit {
             Fit::Shared { fill, .. } => ctx.config.memory_target.fit(*fill),
             Fit::Whole(pick) => match self.inference_memory {
@@ -414,6 +426,7 @@ impl Scorer {
         });
         let total = self.gpu_set * gpu_set.unwrap_or(0.0)
             + self.allocation * allocation
+            + self.domain_fit * domain_fit.unwrap_or(0.0)
             + self.memory_fit * memory_fit.unwrap_or(0.0)
             + self.interference * interference.unwrap_or(0.0)
             + self.preferred_domain * preferred_domain.unwrap_or(0.0)
@@ -427,6 +440,7 @@ impl Scorer {
         ScoreParts {
             gpu_set,
             allocation,
+            domain_fit,
             memory_fit,
             interference,
             preferred_domain,
@@ -522,44 +536,6 @@ impl Scorer {
     }
 }
 
-/// The fragmentation part: `1/(1 + e^{Δ/1000})` for the change placement
-/// makes to the node's measure.
-fn fragmentation_part(
-    target: &fragmentation::Compiled,
-    ctx: &PodContext<'_>,
-    index: usize,
-    hot: &Hot,
-    fit: &Fit,
-) -> f64 {
-    let mut state = target.state(&ctx.snapshot.nodes[index], hot);
-    let n = state.len;
-    let before = target.measure(&state, state.cpu_milli, &state.free[..n]);
-    let mut free = state.free;
-    let taken = match fit {
-        Fit::Whole(pick) => pick.gpus,
-        Fit::WholeUnknown { gpus, .. } => *gpus,
-        Fit::Shared { gpu, milli, .. } => {
-            if let Some(slot) = free.get_mut(*gpu as usize) {
-                *slot = slot.saturating_sub(*milli);
-            }
-            0
-        }
-        Fit::NoGpu => 0,
-    };
-    for (g, slot) in free.iter_mut().enumerate().take(n) {
-        if taken & (1 << g) != 0 {
-            *slot = 0;
-        }
-    }
-    let cpu_after = state
-        .cpu_milli
-        .saturating_sub(ctx.pod.requests.cpu_milli.max(0));
-    state.free = free;
-    let after = target.measure(&state, cpu_after, &state.free[..n]);
-    // In whole points, as FGD scores: see the module docs.
-    (fragmentation::part(after - before) * 100.0).floor() / 100.0
-}
-
 /// `1/n` for `n` in 0..=32 (0 for 0): GPU counts, without a division per node.
 const RECIPROCALS: [f64; 33] = {
     let mut table = [0.0; 33];
@@ -570,24 +546,6 @@ const RECIPROCALS: [f64; 33] = {
     }
     table
 };
-
-/// The smallest known memory among `gpus` of the node.
-fn smallest_memory(ctx: &PodContext<'_>, hot: &Hot, gpus: u32) -> Option<u64> {
-    if hot.kind != Hot::SHAPE {
-        return None;
-    }
-    let entry = ctx.snapshot.shapes.get(hot.shape as usize)?;
-    let mut rest = gpus;
-    let mut smallest: Option<u64> = None;
-    while rest != 0 {
-        let g = rest.trailing_zeros();
-        rest &= rest - 1;
-        if let Some(m) = entry.memory_mib.get(g as usize).copied().flatten() {
-            smallest = Some(smallest.map_or(m, |s| s.min(m)));
-        }
-    }
-    smallest
-}
 
 /// The link class shown for a bottleneck: `NV12`, or `unknown` on a node without topology.
 pub(crate) fn bottleneck_text(bottleneck: Option<LinkClass>, known: bool) -> String {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 pub struct DomainId(pub(super) NonZeroU32);
 
 impl DomainId {
-    pub(super) fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self.0.get() as usize - 1
     }
 
@@ -65,6 +65,23 @@ impl Domain {
 }
 
 impl Snapshot {
+    /// Per configured tier (outermost first), how many of its domains have
+    /// GPUs and every one of them free: the whole domains a gang that
+    /// needs one can still have (`gputopo_free_domains{tier}`). A domain
+    /// without GPUs is not counted.
+    pub fn free_domains(&self) -> Vec<u32> {
+        let mut free = vec![0u32; self.tiers.len()];
+        for d in &self.domains {
+            if d.gpus > 0
+                && d.gpus_used == 0
+                && let Some(n) = free.get_mut(d.tier())
+            {
+                *n += 1;
+            }
+        }
+        free
+    }
+
     pub(crate) fn shift_domain_usage(&mut self, node_index: usize, before: u32, after: u32) {
         let path = self.nodes[node_index].domains;
         for d in path.iter().flatten() {

@@ -30,6 +30,7 @@ fn placement(pod: &str, gpus: &[u32], bottleneck: Option<LinkClass>) -> Placemen
         parts: ScoreParts {
             gpu_set: None,
             allocation: 0.9,
+            domain_fit: None,
             memory_fit: None,
             interference: None,
             preferred_domain: None,

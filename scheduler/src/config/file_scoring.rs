@@ -22,6 +22,9 @@ pub(super) struct WeightsFile {
     pub(super) balanced_allocation: Option<u32>,
     pub(super) image_locality: Option<u32>,
     pub(super) pod_preferences: Option<u32>,
+    /// Best fit among network domains: GPU pods to a partly used domain
+    /// before an untouched one, so whole domains stay free for gangs; 0 turns it off.
+    pub(super) domain_fit: Option<u32>,
 }
 
 /// `preferences`: how kube-scheduler's scores blend into the pod-preferences part.
@@ -173,6 +176,7 @@ impl WeightsFile {
             balanced_allocation: self.balanced_allocation.unwrap_or(base.balanced_allocation),
             image_locality: self.image_locality.unwrap_or(base.image_locality),
             pod_preferences: self.pod_preferences.unwrap_or(base.pod_preferences),
+            domain_fit: self.domain_fit.unwrap_or(base.domain_fit),
             ..base
         }
     }

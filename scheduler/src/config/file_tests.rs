@@ -339,3 +339,14 @@ fn reads_the_balanced_allocation_resources_and_the_node_score_weights() {
         .to_string();
     assert!(e.contains("resources[1]") && e.contains("once"), "{e}");
 }
+
+#[test]
+fn reads_the_domain_fit_weight_on_by_default() {
+    assert_eq!(parse("# nothing\n").unwrap().core.weights.domain_fit, 15);
+    let off = parse("weights: {domainFit: 0}\n").unwrap();
+    assert_eq!(off.core.weights.domain_fit, 0);
+    assert_eq!(
+        off.core.weights.allocation, 20,
+        "the others keep their defaults"
+    );
+}

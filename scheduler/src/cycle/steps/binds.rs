@@ -103,7 +103,10 @@ pub enum ClaimBindStep {
     /// with [`ClaimBinds::released`].
     Release { write: ClaimWrite, allocated: bool },
     /// Bind the member; answer with [`ClaimBinds::bound`].
-    Bind { member: usize, placement: Placement },
+    Bind {
+        member: usize,
+        placement: Box<Placement>,
+    },
     /// The member's claims are written and wait for their devices'
     /// binding conditions: hold them, do not bind; answer with
     /// [`ClaimBinds::waiting`].
@@ -202,7 +205,7 @@ impl ClaimBinds {
                 BindingState::Ready => {
                     return ClaimBindStep::Bind {
                         member: i,
-                        placement: self.placed[i].placement.clone(),
+                        placement: Box::new(self.placed[i].placement.clone()),
                     };
                 }
                 BindingState::Waiting(message) => {
@@ -370,7 +373,7 @@ pub enum ExtendedStep {
     /// Record it in the pod's status; answer with [`ExtendedBind::answered`].
     SetStatus(PodExtendedResourceClaimStatus),
     /// Bind the pod; answer with [`ExtendedBind::answered`].
-    Bind(Placement),
+    Bind(Box<Placement>),
     /// After a failure: release the claim (deallocating it), then delete
     /// it when created here; answer each with [`ExtendedBind::answered`].
     Release(ClaimWrite),
@@ -429,7 +432,7 @@ impl ExtendedBind {
             (ExtPhase::Done(outcome), _, _) => ExtendedStep::Done(outcome.clone()),
             (ExtPhase::Reserve, Some(w), _) => ExtendedStep::Reserve(w.clone()),
             (ExtPhase::SetStatus, _, Some(status)) => ExtendedStep::SetStatus(status.clone()),
-            (ExtPhase::Bind, _, _) => ExtendedStep::Bind(self.placed.placement.clone()),
+            (ExtPhase::Bind, _, _) => ExtendedStep::Bind(Box::new(self.placed.placement.clone())),
             (ExtPhase::Release(_), Some(w), _) => ExtendedStep::Release(w.clone()),
             (ExtPhase::Delete(_), Some(w), _) => ExtendedStep::Delete(w.clone()),
             // No claim yet.
