@@ -15,7 +15,8 @@
 //! `GpuTopology`; members that ask for no GPU are placed afterwards like
 //! single pods, on the cluster as the GPU members leave it; members that share
 //! a GPU (`gpu-share`) are refused in a gang. A node is a candidate for the
-//! gang when every GPU member could use it on its own.
+//! gang when some GPU member could use it on its own (members asking
+//! different GPU counts fit different nodes).
 //!
 //! Rules among the members: the search keeps members whose required
 //! anti-affinity over hostnames repels every two of them one per node; the
@@ -312,10 +313,10 @@ impl Gang<'_> {
     }
 }
 
-/// Candidates: nodes with a topology that every GPU member passes alone,
+/// Candidates: nodes with a topology that some GPU member passes alone,
 /// each with the lead member's single-pod score (0–100, strategy and
-/// preferences included), which breaks ties between equally good domain
-/// choices.
+/// preferences included, over the first passing member's GPU set), which
+/// breaks ties between equally good domain choices.
 fn candidate_nodes(
     snapshot: &Snapshot,
     contexts: &[PodContext<'_>],
@@ -327,15 +328,10 @@ fn candidate_nodes(
     for i in 0..snapshot.len() {
         let node = snapshot.node(NodeId(i as u32));
         let Some(shape) = node.shape() else { continue };
-        let mut lead_fit = None;
-        let usable = gpu_members.iter().all(|&m| match contexts[m].filter(i) {
-            Ok(fit) => {
-                lead_fit.get_or_insert(fit);
-                true
-            }
-            Err(_) => false,
-        });
-        let (true, Some(fit)) = (usable, lead_fit) else {
+        // A node some GPU member can use: members asking different GPU
+        // counts use different nodes (the search's pickers keep each member
+        // to nodes with room for its own request; the replay judges each).
+        let Some(fit) = gpu_members.iter().find_map(|&m| contexts[m].filter(i).ok()) else {
             continue;
         };
         let mut gang_node = GangNode::of(&node, shape);

@@ -35,6 +35,7 @@ use rules::{MAX_CANDIDATES, MAX_RULE_NODES, NodeCheck, victims_on_node};
 use std::collections::{BTreeSet, HashSet};
 use std::time::SystemTime;
 
+mod mixed;
 mod rules;
 mod structured;
 mod without_gpus;
@@ -81,6 +82,12 @@ pub enum PreemptionError {
         rules::MAX_RULE_NODES
     )]
     NoRoomWithoutGpus { pod: String, tried: usize },
+    /// A gang of members asking different GPU sets: the evictions found
+    /// group by group would still not let the whole gang be placed.
+    #[error(
+        "evicting the {victims} pod(s) found for the gang's members, group by group, would still not place the whole gang: {why}"
+    )]
+    MixedGangUnmet { victims: usize, why: String },
     /// The gang's structure cannot be read on this cluster's tiers.
     #[error(transparent)]
     Structure(#[from] crate::gang_schedule::structure::StructureError),
@@ -121,6 +128,9 @@ pub fn propose_preemption_sparing(
     spared: &BTreeSet<String>,
 ) -> Result<PreemptionPlan, PreemptionError> {
     let first = members.first().ok_or(PreemptionError::NoMembers)?;
+    if mixed::is_mixed(snapshot, members, config) {
+        return mixed::propose(snapshot, members, config, policy, now, spared);
+    }
     let ctx = PodContext::new(snapshot, first, config);
     let spared = Spared::new(snapshot, spared);
     let Some(request) = ctx.set_request().copied() else {
