@@ -342,7 +342,7 @@ pub struct Shortage {
     /// Nodes that host no member, counted by the `gpuset` reason summary, most first.
     pub node_reasons: Vec<(String, u32)>,
     /// Where slices are required: how many whole slices fit.
-    pub slices: Option<SliceShortage>,
+    pub slices: Option<Box<SliceShortage>>,
 }
 
 /// How far a sliced gang is from fitting.

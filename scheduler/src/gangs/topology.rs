@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn a_member_stating_another_domain_is_a_conflict_naming_both() {
-        let mut members = vec![member(
+        let mut members = [member(
             "a",
             &[(
                 "kueue.x-k8s.io/podset-preferred-topology",

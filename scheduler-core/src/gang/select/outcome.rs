@@ -230,7 +230,7 @@ impl Problem<'_> {
 
     /// Where slices are required: how many whole slices fit in the scopes,
     /// and the domain holding the most.
-    fn slice_shortage(&self, scopes: &[Option<u32>]) -> Option<SliceShortage> {
+    fn slice_shortage(&self, scopes: &[Option<u32>]) -> Option<Box<SliceShortage>> {
         self.layers.first().map(|slice| {
             let size = u64::from(slice.size);
             let in_scopes = |leaf: u32| {
@@ -262,13 +262,13 @@ impl Problem<'_> {
                 .filter(|&(_, n)| n > 0)
                 .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
                 .map(|(l, n)| (self.tree.domain(l).path.clone(), clamp_u32(n)));
-            SliceShortage {
+            Box::new(SliceShortage {
                 size: slice.size,
                 tier: self.tree.tier_name(slice.tier).to_string(),
                 needed: clamp_u32(self.need / size),
                 fit: clamp_u32(fit),
                 best,
-            }
+            })
         })
     }
 }

@@ -167,7 +167,7 @@ fn check(spec: &GangSpec, cluster: &GangCluster) -> Result<(), GangNoFit> {
     let Some(first) = spec.slices.first() else {
         return Ok(());
     };
-    if first.size == 0 || n % first.size as usize != 0 {
+    if first.size == 0 || !n.is_multiple_of(first.size as usize) {
         return Err(GangNoFit::SlicesUneven {
             members: n,
             size: first.size,
