@@ -155,6 +155,7 @@ impl Cycle {
         preemption: &Preemption,
     ) {
         let attempt = self.gang_attempt(work, unit);
+        let attempt = self.gang_minimum_first(work, attempt, core);
         let outcome = match self.gang_step(work, &attempt, core) {
             GangStep::Bind(placements) => {
                 let all = super::steps::gang::members_placed(&attempt.unit, &placements);

@@ -71,6 +71,17 @@ pub enum GangFit {
     },
 }
 
+impl GangAttempt {
+    /// The same attempt for fewer of the gang's members (`elastic.rs`).
+    pub(super) fn narrowed(self, unit: GangUnit, member_keys: Vec<String>) -> GangAttempt {
+        GangAttempt {
+            unit,
+            member_keys,
+            ..self
+        }
+    }
+}
+
 impl Cycle {
     /// Starts `unit`'s attempt: its clocks read, its holds lifted.
     pub(in crate::cycle) fn gang_attempt(

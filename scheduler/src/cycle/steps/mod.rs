@@ -20,6 +20,7 @@
 mod binds;
 mod claims;
 mod due;
+mod elastic;
 pub(super) mod gang;
 mod pod;
 mod preempt;

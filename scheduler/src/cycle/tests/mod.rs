@@ -20,6 +20,7 @@ mod steps_claims;
 mod steps_gang;
 mod steps_pod;
 mod steps_preempt;
+mod elastic_gangs;
 mod structured_gangs;
 mod workload_gangs;
 
