@@ -10,23 +10,8 @@ use gputopo_scheduler_core::pod::PendingPod;
 use gputopo_scheduler_core::snapshot::{BoundPodInput, NodeInput};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// 2 spines × 2 leaves × 4 nodes of 8 NV12 GPUs.
 fn fabric() -> Vec<NodeInput> {
-    let mut nodes = Vec::new();
-    for spine in 0..2 {
-        for leaf in 0..2 {
-            for n in 0..4 {
-                let name = format!("s{spine}-l{leaf}-n{n}");
-                let mut node = gpu_node(&name, a100());
-                node.labels.extend(labels(&[
-                    ("gputopo.dev/spine", &format!("spine-{spine}")),
-                    ("gputopo.dev/leaf", &format!("s{spine}-leaf-{leaf}")),
-                ]));
-                nodes.push(node);
-            }
-        }
-    }
-    nodes
+    common::spine_leaf_fabric()
 }
 
 fn gang(name: &str, size: u32, gpus: u32) -> Vec<PendingPod> {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{a100, gpu_node, labels, snapshot};
+use common::{labels, snapshot};
 use gputopo_api::GpuRequest;
 use gputopo_scheduler_core::config::SchedulerConfig;
 use gputopo_scheduler_core::gang_schedule::{GangDecision, schedule_gang};
@@ -13,23 +13,8 @@ use gputopo_scheduler_core::schedule::Placement;
 use gputopo_scheduler_core::snapshot::NodeInput;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// 2 spines × 2 leaves × 4 nodes of 8 NV12 GPUs.
 fn fabric() -> Vec<NodeInput> {
-    let mut nodes = Vec::new();
-    for spine in 0..2 {
-        for leaf in 0..2 {
-            for n in 0..4 {
-                let name = format!("s{spine}-l{leaf}-n{n}");
-                let mut node = gpu_node(&name, a100());
-                node.labels.extend(labels(&[
-                    ("gputopo.dev/spine", &format!("spine-{spine}")),
-                    ("gputopo.dev/leaf", &format!("s{spine}-leaf-{leaf}")),
-                ]));
-                nodes.push(node);
-            }
-        }
-    }
-    nodes
+    common::spine_leaf_fabric()
 }
 
 /// A JobSet-like gang: `jobs` Jobs of `per_job` pods of `gpus` GPUs, each

@@ -221,3 +221,23 @@ impl Rng {
         self.next() % n.max(1)
     }
 }
+
+/// 2 spines × 2 leaves × 4 nodes of 8 NV12 GPUs, named `s<spine>-l<leaf>-n<n>`,
+/// labelled `gputopo.dev/spine` and `gputopo.dev/leaf`.
+pub fn spine_leaf_fabric() -> Vec<NodeInput> {
+    let mut nodes = Vec::new();
+    for spine in 0..2 {
+        for leaf in 0..2 {
+            for n in 0..4 {
+                let name = format!("s{spine}-l{leaf}-n{n}");
+                let mut node = gpu_node(&name, a100());
+                node.labels.extend(labels(&[
+                    ("gputopo.dev/spine", &format!("spine-{spine}")),
+                    ("gputopo.dev/leaf", &format!("s{spine}-leaf-{leaf}")),
+                ]));
+                nodes.push(node);
+            }
+        }
+    }
+    nodes
+}
