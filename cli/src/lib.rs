@@ -3,8 +3,13 @@
 
 pub mod claims;
 pub mod cluster;
+pub mod gang_report;
 pub mod manual;
 pub mod place;
+/// `gputopo simulate --scenario nvl72` (its files are the simulator's, in
+/// `simulate/racks/`).
+#[path = "simulate/racks/mod.rs"]
+pub mod racks;
 pub mod report;
 pub mod simulate;
 pub mod topology;

@@ -19,6 +19,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[path = "simulate/racks/cmd.rs"]
+mod racks_cmd;
 #[path = "simulate/cmd.rs"]
 mod simulate_cmd;
 
@@ -102,15 +104,31 @@ enum Command {
     /// print GPU allocation and fragmentation against arrived demand.
     Simulate {
         /// An openb node list (`.csv`) or a cluster snapshot file (YAML).
-        #[arg(long)]
-        cluster: PathBuf,
+        #[arg(long, required_unless_present = "scenario")]
+        cluster: Option<PathBuf>,
         /// An openb pod list (`.csv`) or a workload YAML file (docs/cli.md, "Simulation").
-        #[arg(long)]
-        workload: PathBuf,
+        #[arg(long, required_unless_present = "scenario")]
+        workload: Option<PathBuf>,
         /// random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd,
-        /// k8s-default, gpuallocator or gputopo.
-        #[arg(long)]
-        policy: String,
+        /// k8s-default, gpuallocator or gputopo; with --scenario nvl72:
+        /// gputopo, gputopo-flat, kueue-tas, kai or all (the default).
+        #[arg(long, required_unless_present = "scenario")]
+        policy: Option<String>,
+        /// A built-in scenario instead of --cluster and --workload: `nvl72`,
+        /// structured training gangs on GB200/GB300 NVL72 racks, four
+        /// policies side by side (docs/benchmarks/structured-gangs.md).
+        #[arg(long, value_parser = ["nvl72"], conflicts_with_all = ["cluster", "workload", "inflate", "order", "plot"])]
+        scenario: Option<String>,
+        /// --scenario nvl72: racks of 18 four-GPU trays (4 per leaf, 3 leaves per spine).
+        #[arg(long, default_value_t = 36, requires = "scenario")]
+        racks: usize,
+        /// --scenario nvl72: hours of arrivals.
+        #[arg(long, default_value_t = 336.0, requires = "scenario")]
+        hours: f64,
+        /// --scenario nvl72: gputopo-scheduler's gangs.scheduleTimeout, in
+        /// seconds, for the two gputopo policies (default 600).
+        #[arg(long, requires = "scenario")]
+        gang_timeout: Option<u64>,
         #[arg(long, default_value_t = 42)]
         seed: u64,
         /// Resample pods (with replacement) until arrived demand reaches X × capacity.
@@ -169,6 +187,25 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Simulate {
+            scenario: Some(_),
+            policy,
+            racks,
+            hours,
+            gang_timeout,
+            seed,
+            no_runtime,
+            output,
+            ..
+        } => racks_cmd::run(&racks_cmd::Args {
+            policy: policy.unwrap_or_else(|| "all".into()),
+            racks,
+            hours,
+            gang_timeout,
+            seed,
+            no_runtime,
+            json: output == Output::Json,
+        }),
+        Command::Simulate {
             cluster,
             workload,
             policy,
@@ -178,10 +215,11 @@ fn main() -> ExitCode {
             plot,
             no_runtime,
             output,
+            ..
         } => simulate_cmd::run(simulate_cmd::Args {
-            cluster,
-            workload,
-            policy,
+            cluster: cluster.unwrap_or_default(),
+            workload: workload.unwrap_or_default(),
+            policy: policy.unwrap_or_default(),
             seed,
             inflate,
             order,
@@ -351,7 +389,10 @@ fn run_explain(
     {
         return bad_input("explain", format!("{}: {}", pod_path.display(), u.message));
     }
-    let report = ExplainReport::new(&explanation, &cluster.reports);
+    let mut report = ExplainReport::new(&explanation, &cluster.reports);
+    if let Ok(pending) = gputopo_scheduler_core::pod::PendingPod::from_k8s(&pod) {
+        report.gang = gputopo::gang_report::gang_report(&cluster, &pending);
+    }
     match output {
         Output::Json => match serde_json::to_string_pretty(&report) {
             Ok(json) => out(&format!("{json}\n")),

@@ -15,6 +15,9 @@ pub struct ExplainReport {
     /// What nodes report about held GPUs (their kubelet, read by the agent).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reported_by_nodes: Vec<ReportedByNode>,
+    /// A gang member: its gang's decision over the members in the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gang: Option<crate::gang_report::GangReport>,
 }
 
 #[derive(Serialize)]
@@ -101,6 +104,7 @@ impl ExplainReport {
                 })
                 .collect(),
             reported_by_nodes: reported_by_nodes.to_vec(),
+            gang: None,
         }
     }
 
@@ -158,6 +162,10 @@ impl ExplainReport {
                 }
             }
             out.push('\n');
+        }
+        if let Some(gang) = &self.gang {
+            out.push('\n');
+            out.push_str(&gang.text());
         }
         if !self.reported_by_nodes.is_empty() {
             out.push_str("\nWhat nodes report (their kubelet, read by gputopo-agent):\n");

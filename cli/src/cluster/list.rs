@@ -103,11 +103,14 @@ pub(super) fn load_list(
         builder.node(input);
     }
     let reports = node_reports(&topologies, pods.iter().map(|(_, p)| p), trust);
+    let mut pending = Vec::new();
     for (i, pod) in &pods {
-        if let Some(input) =
-            bound_pod_input(pod).map_err(|e| invalid(path, &format!("items[{i}]"), e))?
-        {
-            builder.pod(input);
+        match bound_pod_input(pod).map_err(|e| invalid(path, &format!("items[{i}]"), e))? {
+            Some(input) => {
+                builder.pod(input);
+            }
+            None if unbound(pod) => pending.push(pod.clone()),
+            None => {}
         }
     }
     builder.workload_selectors(workload_selectors(
@@ -136,7 +139,15 @@ pub(super) fn load_list(
         config,
         reports,
         dra,
+        pending,
     })
+}
+
+/// A pod waiting for a node (not finished, no node named).
+fn unbound(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    node.is_none_or(str::is_empty) && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 /// Reads an item of the owners' or the storage kinds into its list;

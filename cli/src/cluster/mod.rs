@@ -95,6 +95,8 @@ pub struct Cluster {
     pub reports: Vec<NodeReport>,
     /// Dynamic Resource Allocation's objects (a `kind: List` only).
     pub dra: ClusterDra,
+    /// Pods without a node (a `kind: List` only): a gang member's fellows.
+    pub pending: Vec<Pod>,
 }
 
 /// The ResourceSlices, ResourceClaims and DeviceClasses of a `kind: List`,
@@ -306,6 +308,7 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Cluster, ClusterFileEr
         config,
         reports: Vec::new(),
         dra: ClusterDra::default(),
+        pending: Vec::new(),
     })
 }
 /// The scheduler configuration the file and the command line give.

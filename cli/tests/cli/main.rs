@@ -7,6 +7,7 @@
 //! running the binary and reading what it printed.
 
 mod explain;
+mod explain_gang;
 mod place;
 
 use serde_json::Value;
