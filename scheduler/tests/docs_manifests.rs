@@ -48,8 +48,9 @@ const OTHER_KINDS: [(&str, &str); 5] = [
 
 /// The gangs the guide describes, by kind and name, with the size it
 /// states. Every gang-forming object in the docs must be listed.
-const GANGS: [(&str, &str, u32); 3] = [
+const GANGS: [(&str, &str, u32); 4] = [
     ("JobSet", "pretrain", 4),
+    ("JobSet", "tp-pretrain", 16),
     ("TrainJob", "finetune", 2),
     ("LeaderWorkerSet", "llama-405b", 2),
 ];

@@ -36,6 +36,7 @@ mod feature_gates;
 pub mod kubelet_node;
 mod kwok_stages;
 pub mod loopback;
+pub mod nvl72;
 mod objects;
 pub mod pki;
 pub mod process;
@@ -54,7 +55,7 @@ use tokio::sync::OnceCell;
 
 pub use audit::{AuditEvent, AuditObjectRef, AuditStatus, AuditUser};
 pub use binaries::kubernetes_version;
-pub use feature_gates::WORKLOAD_FEATURES;
+pub use feature_gates::{API_SERVER_TOPOLOGY_FEATURE, WORKLOAD_FEATURES};
 pub use objects::{ADMISSION_POLICY_FILES, fake_gpu_node, install_admission_policies, install_crd};
 pub use scheduler_process::SchedulerProcess;
 pub use start_error::StartError;

@@ -172,47 +172,55 @@ impl LeafCluster {
     }
 
     /// Each pod's GPUs (`gputopo.dev/assigned-gpus`) are as many as it asks
-    /// for and as good a set as scheduler-core chooses on its node among the
-    /// GPUs the other pods there leave: the same ring bottleneck and NUMA
-    /// span (the order among equals depends on which pod was placed first).
+    /// for and as good a set as scheduler-core chooses on its node: see
+    /// [`assert_optimal_sets`].
     pub fn assert_optimal_sets(&self, what: &str, pods: &[Pod]) {
-        let mut by_node = BTreeMap::<String, Vec<&Pod>>::new();
-        for p in pods {
-            let node = node_of(p).unwrap_or_else(|| panic!("{what}: {} is not bound", pod_name(p)));
-            by_node.entry(node).or_default().push(p);
+        assert_optimal_sets(&self.topology, what, pods);
+    }
+}
+
+/// Each pod's GPUs (`gputopo.dev/assigned-gpus`) are as many as it asks
+/// for and as good a set as scheduler-core chooses on its node (its
+/// `GpuTopology` in `topology`, by node name) among the GPUs the other pods
+/// there leave: the same ring bottleneck and NUMA span (the order among
+/// equals depends on which pod was placed first).
+pub fn assert_optimal_sets(topology: &BTreeMap<String, GpuTopology>, what: &str, pods: &[Pod]) {
+    let mut by_node = BTreeMap::<String, Vec<&Pod>>::new();
+    for p in pods {
+        let node = node_of(p).unwrap_or_else(|| panic!("{what}: {} is not bound", pod_name(p)));
+        by_node.entry(node).or_default().push(p);
+    }
+    for (node, here) in by_node {
+        let topology = topology
+            .get(&node)
+            .unwrap_or_else(|| panic!("{what}: {node} is not a node of this test"));
+        let shape = NodeShape::from_spec(&topology.spec).expect("the node's shape");
+        let mask = |p: &Pod| gpus_of(p).iter().fold(0u32, |m, g| m | (1 << g));
+        let mut used = 0u32;
+        for p in &here {
+            assert_eq!(used & mask(p), 0, "{what}: GPUs given twice on {node}");
+            used |= mask(p);
         }
-        for (node, here) in by_node {
-            let topology = &self.topology[&node];
-            let shape = NodeShape::from_spec(&topology.spec).expect("the node's shape");
-            let mask = |p: &Pod| gpus_of(p).iter().fold(0u32, |m, g| m | (1 << g));
-            let mut used = 0u32;
-            for p in &here {
-                assert_eq!(used & mask(p), 0, "{what}: GPUs given twice on {node}");
-                used |= mask(p);
-            }
-            for p in &here {
-                let wanted = gpu_limit(p);
-                let got = gpus_of(p);
-                assert_eq!(
-                    got.len() as u32,
-                    wanted,
-                    "{what}: {} got {got:?}",
-                    pod_name(p)
-                );
-                let free = shape.gpus_mask() & !(used & !mask(p));
-                let best = choose(&shape, free, &SetRequest::new(wanted, Collective::Ring))
-                    .unwrap_or_else(|e| {
-                        panic!("{what}: scheduler-core fits nothing on {node}: {e}")
-                    });
-                assert_eq!(
-                    (shape.ring_bottleneck(mask(p)), shape.numa_nodes(mask(p))),
-                    (best.bottleneck, best.numa_nodes),
-                    "{what}: {} on {node} got GPUs {got:?}; scheduler-core's best there is {:?} ({})",
-                    pod_name(p),
-                    best.gpus,
-                    best.explanation
-                );
-            }
+        for p in &here {
+            let wanted = gpu_limit(p);
+            let got = gpus_of(p);
+            assert_eq!(
+                got.len() as u32,
+                wanted,
+                "{what}: {} got {got:?}",
+                pod_name(p)
+            );
+            let free = shape.gpus_mask() & !(used & !mask(p));
+            let best = choose(&shape, free, &SetRequest::new(wanted, Collective::Ring))
+                .unwrap_or_else(|e| panic!("{what}: scheduler-core fits nothing on {node}: {e}"));
+            assert_eq!(
+                (shape.ring_bottleneck(mask(p)), shape.numa_nodes(mask(p))),
+                (best.bottleneck, best.numa_nodes),
+                "{what}: {} on {node} got GPUs {got:?}; scheduler-core's best there is {:?} ({})",
+                pod_name(p),
+                best.gpus,
+                best.explanation
+            );
         }
     }
 }

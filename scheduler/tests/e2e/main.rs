@@ -9,7 +9,9 @@
 //! process with a unique scheduler name, so they cannot take each other's pods.
 //!
 //! Grouped by what they exercise: `placement` (which GPUs, which node, and
-//! why not), `gangs`, `preemption`, `leader_election` and `restarts`.
+//! why not), `gangs` (and `structured_gangs`: a GB200 NVL72 cluster,
+//! racks, slices and a PodGroup's topology), `preemption`,
+//! `leader_election` and `restarts`.
 
 // `common/` is shared with the other test binaries, one folder up.
 #[path = "../common/mod.rs"]
@@ -26,6 +28,7 @@ mod preemption;
 mod provisioning;
 mod records;
 mod restarts;
+mod structured_gangs;
 mod volumes;
 
 use common::gpu_pod;
