@@ -37,6 +37,10 @@ pub struct PendingPod {
     /// One per init container, container and image volume, in that order:
     /// the image as ImageLocality looks it up ([`normalized_image`]).
     pub images: Vec<String>,
+    /// The pod names ResourceClaims (`spec.resourceClaims`): devices, GPUs
+    /// perhaps, that its GPU request does not show; the score's
+    /// keep-GPUs-free part leaves such a pod alone.
+    pub resource_claims: bool,
 }
 
 /// A pod's controlling owner, from its `ownerReferences`.
@@ -111,6 +115,7 @@ impl PendingPod {
             priority: 0,
             controller: None,
             images: Vec::new(),
+            resource_claims: false,
         }
     }
 
@@ -191,6 +196,7 @@ impl PendingPod {
             priority: spec.priority.unwrap_or(0),
             controller: Controller::of(pod),
             images: pod_images(spec),
+            resource_claims: spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
         })
     }
 }

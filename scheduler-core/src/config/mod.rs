@@ -292,6 +292,17 @@ pub struct ScoreWeights {
     /// ones on clusters where some tier has two domains with GPUs.
     /// Default 15; 0 turns it off.
     pub domain_fit: u32,
+    /// Pods asking no GPU (a Ray head, an MPI launcher, a JobSet driver)
+    /// to nodes without GPUs when one fits, else to the GPU node with the
+    /// fewest GPUs free, so that GPU nodes keep their cpu, memory and pod
+    /// slots for the pods that need their GPUs. Applies to pods asking no
+    /// GPU, no share, no MIG slice and no ResourceClaim, naming no
+    /// `preferred-domain`, on clusters with nodes both with and without
+    /// GPUs. Default 40: more than the allocation (at most 20 apart
+    /// between two nodes), balanced-allocation (5) and image-locality (10)
+    /// parts together, so a node without GPUs wins when the pod fits
+    /// there; far below the pod's own preferences (1000). 0 turns it off.
+    pub keep_gpus_free: u32,
 }
 
 /// PodTopologySpread's default constraints: what a pod that states none is
@@ -380,6 +391,7 @@ impl Default for ScoreWeights {
             image_locality: 10,
             pod_preferences: 1000,
             domain_fit: 15,
+            keep_gpus_free: 40,
         }
     }
 }

@@ -105,6 +105,8 @@ impl DraPod {
         judged.request.gpus = self.counted_gpus(inventory);
         judged.request.gpu_share = None;
         judged.requests.gpus = 0;
+        // Its devices come through claims, whatever count they show.
+        judged.resource_claims = true;
         judged
     }
 }

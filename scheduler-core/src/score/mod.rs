@@ -27,6 +27,11 @@
 //!   counting most; a domain already in use (the fullest, in GPUs left,
 //!   first) before an untouched one, so whole domains stay free for gangs
 //!   (`domain_fit.rs`).
+//! * **Keep GPUs free** (default 40), pods asking no GPU, share, MIG slice
+//!   or claim and naming no preferred domain, on clusters with nodes both
+//!   with and without GPUs: 1 on a node without GPUs, `0.5·(1 − f/F)` on
+//!   a GPU node (`f` its free GPUs, `F` the most any node has), so a Ray
+//!   head goes to a CPU node when one fits (`keep_gpus_free.rs`).
 //! * **Memory fit** (default 15), shared pods and inference pods with `gpu-memory`: the
 //!   GPU's memory use after placement against the target band (70–80 %):
 //!   1 inside, falling linearly to 0 at an empty or a full GPU.
@@ -75,6 +80,7 @@
 //! Nodes are compared on the unrounded total, then by name.
 
 mod domain_fit;
+mod keep_gpus_free;
 mod node_parts;
 mod node_resources;
 mod preferences;
@@ -95,6 +101,8 @@ pub struct ScoreParts {
     pub allocation: f64,
     /// Best fit among network domains (`domain_fit.rs`).
     pub domain_fit: Option<f64>,
+    /// Pods without GPUs kept off GPU nodes (`keep_gpus_free.rs`).
+    pub keep_gpus_free: Option<f64>,
     pub memory_fit: Option<f64>,
     pub interference: Option<f64>,
     pub preferred_domain: Option<f64>,
@@ -124,6 +132,7 @@ impl fmt::Display for ScoreParts {
             ("GPU set", self.gpu_set),
             ("allocation", Some(self.allocation)),
             ("domain fit", self.domain_fit),
+            ("keep GPUs free", self.keep_gpus_free),
             ("memory fit", self.memory_fit),
             ("interference", self.interference),
             ("preferred domain", self.preferred_domain),
@@ -155,6 +164,7 @@ pub(crate) struct Scorer {
     gpu_set: f64,
     allocation: f64,
     domain_fit: f64,
+    keep_gpus_free: f64,
     memory_fit: f64,
     interference: f64,
     preferred_domain: f64,
@@ -171,6 +181,8 @@ pub(crate) struct Scorer {
     images: Option<node_resources::PodImages>,
     /// Per domain, the domain-fit part, when it applies.
     fits: Option<domain_fit::DomainFit>,
+    /// The keep-GPUs-free part, when it applies.
+    keep_free: Option<keep_gpus_free::KeepGpusFree>,
     /// Per node of the snapshot, the pod-preferences part (`NaN` where the
     /// filter refused); empty when the part does not apply.
     preferences: Vec<f64>,
@@ -255,6 +267,7 @@ impl Scorer {
         let balanced = alone.then(|| node_resources::Balanced::of(ctx)).flatten();
         let milli_share = matches!(request.gpu_share, Some(GpuShare::Milli(_)));
         let fits = domain_fit::DomainFit::of(ctx, w.domain_fit);
+        let keep_free = keep_gpus_free::KeepGpusFree::of(ctx, w.keep_gpus_free);
         let mut scorer = Scorer {
             gpu_set: on(ctx.wants_whole_gpus(), w.gpu_set),
             allocation: on(
@@ -262,6 +275,7 @@ impl Scorer {
                 w.allocation,
             ),
             domain_fit: on(fits.is_some(), w.domain_fit),
+            keep_gpus_free: on(keep_free.is_some(), w.keep_gpus_free),
             memory_fit: on(
                 (ctx.wants_shared_gpu() && !(target && milli_share)) || inference_memory.is_some(),
                 w.memory_fit,
@@ -283,6 +297,7 @@ impl Scorer {
             balanced,
             images,
             fits,
+            keep_free,
             preferences: preferences.unwrap_or_default(),
             newest: ctx.config.gpu_generation == GenerationPreference::Newest,
             per_generation_range: if signals.generation_max > signals.generation_min {
@@ -314,6 +329,7 @@ impl Scorer {
         let sum = scorer.gpu_set
             + scorer.allocation
             + scorer.domain_fit
+            + scorer.keep_gpus_free
             + scorer.memory_fit
             + scorer.interference
             + scorer.preferred_domain
@@ -329,6 +345,7 @@ impl Scorer {
                 &mut scorer.gpu_set,
                 &mut scorer.allocation,
                 &mut scorer.domain_fit,
+                &mut scorer.keep_gpus_free,
                 &mut scorer.memory_fit,
                 &mut scorer.interference,
                 &mut scorer.preferred_domain,
@@ -366,6 +383,10 @@ impl Scorer {
         let allocation = 0.5 + self.slope * (self.busy_after(ctx, index, hot, fit) - 0.5);
         let domain_fit = match &self.fits {
             Some(fits) if self.domain_fit > 0.0 => Some(fits.value(hot)),
+            _ => None,
+        };
+        let keep_gpus_free = match &self.keep_free {
+            Some(k) if self.keep_gpus_free > 0.0 => Some(k.value(hot)),
             _ => None,
         };
         let memory_fit = (self.memory_fit > 0.0).then(|| match fit {
@@ -427,6 +448,7 @@ impl Scorer {
         let total = self.gpu_set * gpu_set.unwrap_or(0.0)
             + self.allocation * allocation
             + self.domain_fit * domain_fit.unwrap_or(0.0)
+            + self.keep_gpus_free * keep_gpus_free.unwrap_or(0.0)
             + self.memory_fit * memory_fit.unwrap_or(0.0)
             + self.interference * interference.unwrap_or(0.0)
             + self.preferred_domain * preferred_domain.unwrap_or(0.0)
@@ -441,6 +463,7 @@ impl Scorer {
             gpu_set,
             allocation,
             domain_fit,
+            keep_gpus_free,
             memory_fit,
             interference,
             preferred_domain,

@@ -1,7 +1,8 @@
 //! Cluster-wide facts that switch score parts on or off, gathered once the
 //! nodes are in.
 
-use super::Snapshot;
+use super::{GpuKind, Snapshot};
+use crate::gpuset::MAX_GPUS;
 use crate::selector::TaintEffect;
 
 /// Cluster-wide facts that decide whether a score part applies at all.
@@ -18,6 +19,12 @@ pub(crate) struct Signals {
     /// The oldest and newest known GPU generation (0 when none is known).
     pub(crate) generation_min: u8,
     pub(crate) generation_max: u8,
+    /// Some node has GPUs, and some node has none (the keep-GPUs-free part).
+    pub(crate) gpu_nodes: bool,
+    pub(crate) gpuless_nodes: bool,
+    /// The most GPUs any node lists (or counts, where its `GpuTopology`
+    /// cannot be read).
+    pub(crate) most_gpus: u32,
 }
 
 impl Snapshot {
@@ -34,6 +41,14 @@ impl Snapshot {
                 s.cost_max = s.cost_max.max(c);
             }
             s.spot |= n.spot;
+            if matches!(n.gpus.kind, GpuKind::None) {
+                s.gpuless_nodes = true;
+            } else {
+                s.gpu_nodes = true;
+                let listed = n.gpus.present.count_ones();
+                let counted = n.allocatable.gpus.clamp(0, i64::from(MAX_GPUS)) as u32;
+                s.most_gpus = s.most_gpus.max(listed.max(counted));
+            }
             if let Some(g) = n.generation {
                 s.generation_min = if s.generation_min == 0 {
                     g

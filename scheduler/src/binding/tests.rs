@@ -31,6 +31,7 @@ fn placement(pod: &str, gpus: &[u32], bottleneck: Option<LinkClass>) -> Placemen
             gpu_set: None,
             allocation: 0.9,
             domain_fit: None,
+            keep_gpus_free: None,
             memory_fit: None,
             interference: None,
             preferred_domain: None,

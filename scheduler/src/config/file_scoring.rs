@@ -25,6 +25,9 @@ pub(super) struct WeightsFile {
     /// Best fit among network domains: GPU pods to a partly used domain
     /// before an untouched one, so whole domains stay free for gangs; 0 turns it off.
     pub(super) domain_fit: Option<u32>,
+    /// Pods asking no GPU (Ray heads, launchers, drivers) to nodes without
+    /// GPUs when one fits, so GPU nodes keep their room for GPU pods; 0 turns it off.
+    pub(super) keep_gpus_free: Option<u32>,
 }
 
 /// `preferences`: how kube-scheduler's scores blend into the pod-preferences part.
@@ -177,6 +180,7 @@ impl WeightsFile {
             image_locality: self.image_locality.unwrap_or(base.image_locality),
             pod_preferences: self.pod_preferences.unwrap_or(base.pod_preferences),
             domain_fit: self.domain_fit.unwrap_or(base.domain_fit),
+            keep_gpus_free: self.keep_gpus_free.unwrap_or(base.keep_gpus_free),
             ..base
         }
     }

@@ -350,3 +350,17 @@ fn reads_the_domain_fit_weight_on_by_default() {
         "the others keep their defaults"
     );
 }
+
+#[test]
+fn reads_the_keep_gpus_free_weight_on_by_default() {
+    assert_eq!(
+        parse("# nothing\n").unwrap().core.weights.keep_gpus_free,
+        40
+    );
+    let off = parse("weights: {keepGpusFree: 0}\n").unwrap();
+    assert_eq!(off.core.weights.keep_gpus_free, 0);
+    assert_eq!(
+        off.core.weights.domain_fit, 15,
+        "the others keep their defaults"
+    );
+}
