@@ -17,7 +17,7 @@
 //!
 //!   gputopo-demo --agent target/release/gputopo-agent --scheduler target/release/gputopo-scheduler [--fixtures fixtures] [--once]
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use gputopo_api::GpuTopology;
 use gputopo_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Pod;

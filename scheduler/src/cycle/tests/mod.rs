@@ -6,6 +6,7 @@ mod accounting;
 mod binds;
 mod claims;
 mod cluster_objects;
+mod elastic_gangs;
 mod extended;
 pub mod fake;
 pub mod fixtures;
@@ -20,7 +21,6 @@ mod steps_claims;
 mod steps_gang;
 mod steps_pod;
 mod steps_preempt;
-mod elastic_gangs;
 mod structured_gangs;
 mod workload_gangs;
 

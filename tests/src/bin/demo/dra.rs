@@ -7,7 +7,7 @@
 use anyhow::{Context, Result};
 use gputopo_api::GpuTopology;
 use gputopo_testenv::TestEnv;
-use gputopo_topology::dra_slice::{nvidia_resource_slice, DriverFacts};
+use gputopo_topology::dra_slice::{DriverFacts, nvidia_resource_slice};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,

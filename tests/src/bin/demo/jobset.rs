@@ -5,9 +5,9 @@
 //! gang, sized from the JobSet's replicated jobs (docs/contract/pod-requests.md, "Gangs").
 
 use anyhow::{Context, Result};
-use gputopo_testenv::controllers::jobset::JOBSET_NAME_LABEL;
-use gputopo_testenv::controllers::Controller;
 use gputopo_testenv::TestEnv;
+use gputopo_testenv::controllers::Controller;
+use gputopo_testenv::controllers::jobset::JOBSET_NAME_LABEL;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
