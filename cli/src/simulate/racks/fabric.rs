@@ -64,7 +64,7 @@ impl Fabric {
         let node_rack = (0..nodes).map(|n| n / size.nodes_per_rack).collect();
         let rack_leaf = (0..size.racks).map(|r| r / size.racks_per_leaf).collect();
         let leaf_spine = (0..leaves).map(|l| l / size.leaves_per_spine).collect();
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0F_4057_0A3E);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x005E_ED0F_4057_0A3E);
         let mut order: Vec<u32> = (0..nodes as u32).collect();
         for i in (1..order.len()).rev() {
             order.swap(i, crate::simulate::below(&mut rng, i + 1));

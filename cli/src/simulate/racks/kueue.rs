@@ -243,7 +243,7 @@ fn assign(
     }
     // The assignment lists hosts by `levelValues`; ranks follow it.
     chosen.retain(|(_, pods)| *pods > 0);
-    chosen.sort_by(|a, b| fabric.path(a.0.index).cmp(&fabric.path(b.0.index)));
+    chosen.sort_by_key(|a| fabric.path(a.0.index));
     let mut members = Vec::with_capacity(count as usize);
     for (host, pods) in chosen {
         let mut left = free[host.index];
