@@ -3,6 +3,7 @@
 
 pub mod claims;
 pub mod cluster;
+pub mod draw;
 pub mod gang_report;
 pub mod manual;
 pub mod place;

@@ -7,6 +7,7 @@
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use gputopo::claims;
 use gputopo::cluster::{self, Overrides};
+use gputopo::draw;
 use gputopo::manual::{self, Shell};
 use gputopo::place::{self, PlaceRequest, parse_free, parse_level};
 use gputopo::report::ExplainReport;
@@ -150,7 +151,8 @@ enum Command {
     /// Summarise a folder of `simulate -o json` results: summary.csv,
     /// summary.md and mean-curve charts per workload.
     SimulateReport {
-        /// The folder of JSON results.
+        /// The folder of JSON results; or a summary.csv it wrote, to redraw
+        /// that summary's charts (into plots/ beside it) without the runs.
         #[arg(long)]
         results: PathBuf,
         /// Published figures to put beside ours (fgd_expected_summary.csv).
@@ -164,6 +166,33 @@ enum Command {
         pods: u32,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+    },
+    /// Draw a node's wiring and who holds its GPUs, as SVG or PNG.
+    ///
+    /// GPUs by NUMA node, NVLink and XGMI links (width by link count; an
+    /// NVSwitch as one hub), PCIe switches, host bridges and NICs, and each
+    /// GPU's holder (docs/cli.md, "gputopo draw").
+    Draw {
+        /// A GpuTopology object (its status's allocations drawn too) or
+        /// spec (JSON or YAML), an agent recording, or `nvidia-smi topo -m`,
+        /// `rocm-smi --showtopo` or `amd-smi topology` text.
+        #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
+        topology: Option<PathBuf>,
+        /// A `kind: List` of Nodes, Pods and GpuTopologies (`kubectl get
+        /// nodes,pods,gputopologies -A -o yaml`): draws --node, with the
+        /// pods bound to it.
+        #[arg(long, requires = "node")]
+        cluster: Option<PathBuf>,
+        /// The node to draw from --cluster.
+        #[arg(long, requires = "cluster")]
+        node: Option<String>,
+        /// With --cluster: the moment nodes' kubelet readings are judged at
+        /// (RFC 3339); default: now.
+        #[arg(long, requires = "cluster")]
+        now: Option<Timestamp>,
+        /// The picture: FILE.svg or FILE.png (the format is the extension's).
+        #[arg(long, value_name = "FILE")]
+        output: PathBuf,
     },
     /// Print the GpuTopology CustomResourceDefinition, generated from the Rust types.
     Crd,
@@ -233,6 +262,24 @@ fn main() -> ExitCode {
         Command::SimulateGen { pods, seed } => {
             out(&gputopo::simulate::generate::workload_yaml(pods, seed));
             ExitCode::SUCCESS
+        }
+        Command::Draw {
+            topology,
+            cluster,
+            node,
+            now,
+            output,
+        } => {
+            let input = match (topology, cluster, node) {
+                (_, Some(path), Some(node)) => draw::Input::Cluster { path, node, now },
+                (Some(path), _, _) => draw::Input::File(path),
+                // clap requires a topology or --cluster with --node.
+                _ => return bad_input("draw", "give a topology file, or --cluster and --node"),
+            };
+            match draw::run(&input, &output) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => bad_input("draw", e),
+            }
         }
         Command::Crd => {
             out(&gputopo_api::crd_yaml());

@@ -1,7 +1,7 @@
 //! The `simulate`, `simulate-report` commands of the binary (anyhow lives here only).
 
 use anyhow::{Context, Result};
-use gputopo::simulate::plot::{charts, read_results};
+use gputopo::simulate::plot::{charts, read_results, summary_charts};
 use gputopo::simulate::policy::PolicyKind;
 use gputopo::simulate::{self, Order, SimOptions, SimResult};
 use std::collections::BTreeMap;
@@ -311,6 +311,18 @@ pub fn report(dir: &Path, published: Option<&Path>) -> ExitCode {
 }
 
 fn report_inner(dir: &Path, published: Option<&Path>) -> Result<()> {
+    // A summary.csv: its charts redrawn from its means, the runs not needed.
+    if dir.is_file() {
+        if published.is_some() {
+            anyhow::bail!(
+                "--published: only with a folder of results (a summary.csv already holds the published figures)"
+            );
+        }
+        for path in summary_charts(dir)? {
+            eprintln!("wrote {}", path.display());
+        }
+        return Ok(());
+    }
     let results = read_results(dir)?;
     let published = published
         .map(read_published)
