@@ -191,7 +191,6 @@ impl PcieTree {
         let mut node_of: BTreeMap<(bool, usize), usize> = BTreeMap::new();
         for (root, m) in &bridges {
             let mut tree_roots: Vec<usize> = m.iter().map(|&d| parts.tree.find(d)).collect();
-            tree_roots.dedup();
             tree_roots.sort_unstable();
             tree_roots.dedup();
             if m.len() >= 2 && first_gpu(m).is_some() && tree_roots.len() >= 2 {
