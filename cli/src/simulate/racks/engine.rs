@@ -277,29 +277,10 @@ pub fn run(
             acc_racks += (hi - lo) as f64 * f64::from(e.whole_racks());
         }
         last = now;
-        while let Some(&Reverse((t, u))) = ends.peek() {
-            if t > now {
-                break;
-            }
-            ends.pop();
-            if let Some((_, members)) = &out.started[u] {
-                let members = members.clone();
-                e.give_back(&members);
-            }
-            out.makespan = out.makespan.max(t);
-        }
+        end_due(&mut e, &mut ends, &mut out, now);
         while next_arrival < units.len() && units[next_arrival].arrival <= now {
             pending.push(next_arrival);
             next_arrival += 1;
-        }
-        // Lapsed reservations end before the pass.
-        let mut i = 0;
-        while i < e.held.len() {
-            if e.held[i].expires <= now {
-                e.unreserve(i);
-            } else {
-                i += 1;
-            }
         }
         let mut still = Vec::with_capacity(pending.len());
         for &u in &pending {
@@ -353,6 +334,35 @@ pub fn run(
     out.gpu_allocation_mean = acc_alloc / span * 100.0;
     out.whole_racks_free_mean = acc_racks / span;
     Ok(out)
+}
+
+/// Ends the units due by `now` (their GPUs given back), then lapses the
+/// reservations past their time, before the pass over the pending units.
+fn end_due(
+    e: &mut Engine<'_>,
+    ends: &mut BinaryHeap<Reverse<(u64, usize)>>,
+    out: &mut Outcome,
+    now: u64,
+) {
+    while let Some(&Reverse((t, u))) = ends.peek() {
+        if t > now {
+            break;
+        }
+        ends.pop();
+        if let Some((_, members)) = &out.started[u] {
+            let members = members.clone();
+            e.give_back(&members);
+        }
+        out.makespan = out.makespan.max(t);
+    }
+    let mut i = 0;
+    while i < e.held.len() {
+        if e.held[i].expires <= now {
+            e.unreserve(i);
+        } else {
+            i += 1;
+        }
+    }
 }
 
 /// Proposes where `unit` would go once every running pod ended (other
