@@ -1,14 +1,16 @@
 //! Gang placement at cluster scale: a gang of 64 × 8-GPU pods on 5,000 nodes of
 //! 8 GPUs across 4 spines and 40 leaves (125 nodes per leaf), target ≤ 20 ms;
-//! plus a 256-member gang that needs several leaves, and a preemption search.
+//! plus a 256-member gang that needs several leaves, a preemption search,
+//! and a structured gang on an NVL72 fabric: 256 trays in slices of 16, each
+//! required in one rack, the gang preferring one spine, on 5,000 4-GPU nodes
+//! in racks of 18, 4 racks per leaf, 8 leaves per spine, partly occupied.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gputopo_api::{
     Collective, GpuInfo, GpuLink, GpuTopologySpec, Interconnect, LinkClass, TopologySource,
     TopologySummary, WorkloadKind,
 };
-use gputopo_scheduler_core::gang::Within;
-use gputopo_scheduler_core::gang::{GangCluster, GangNode, GangSpec, place_gang};
+use gputopo_scheduler_core::gang::{GangCluster, GangNode, GangSpec, Slice, Within, place_gang};
 use gputopo_scheduler_core::gpuset::{NodeShape, SetRequest};
 use gputopo_scheduler_core::preempt::{
     PreemptCluster, PreemptNode, PreemptionPolicy, Preemptor, Victim, propose,
@@ -106,6 +108,99 @@ fn cluster() -> GangCluster {
     }
 }
 
+/// A GB200 compute tray: 4 GPUs, NV18 between all, one NUMA node.
+fn tray() -> Arc<NodeShape> {
+    let gpus = (0..4)
+        .map(|i| GpuInfo {
+            index: i,
+            uuid: None,
+            product: Some("NVIDIA GB200".into()),
+            memory_mib: Some(189_471),
+            pci_bus_id: None,
+            numa_node: Some(0),
+            cpu_affinity: None,
+            mig_enabled: Some(false),
+            fabric: None,
+        })
+        .collect();
+    let mut links = Vec::new();
+    for a in 0..4 {
+        for b in a + 1..4 {
+            links.push(GpuLink {
+                a,
+                b,
+                link_type: LinkClass::Nv(18).link_type(),
+                nvlinks: 18,
+                hops: None,
+                weight: None,
+                bandwidth: None,
+            });
+        }
+    }
+    let spec = GpuTopologySpec {
+        node_name: "tray".into(),
+        source: TopologySource::Fixture,
+        vendor: None,
+        driver_version: None,
+        cuda_version: None,
+        gpus,
+        links,
+        nics: vec![],
+        islands: vec![],
+        summary: TopologySummary {
+            gpu_count: 4,
+            product: None,
+            p2p_level: None,
+            p2p_bottleneck: None,
+            all_to_all_nvlink: true,
+            largest_island: 4,
+            numa_nodes: None,
+            interconnect: Interconnect::Nvswitch,
+        },
+    };
+    Arc::new(NodeShape::from_spec(&spec).expect("valid shape"))
+}
+
+/// 5,000 trays, 18 per rack (the last rack holds 14), 4 racks per leaf, 8
+/// leaves per spine (9 spines, the last partial), tiers spine, leaf, rack
+/// (`nvidia.com/gpu.clique`). Three racks in five are nearly empty (0–2
+/// trays busy), the others busy (6–17 trays); a busy tray has 2 or 4 GPUs
+/// taken.
+fn nvl72_cluster() -> GangCluster {
+    let shape = tray();
+    let mut nodes = Vec::with_capacity(5_000);
+    for id in 0..5_000usize {
+        let rack = id / 18;
+        let (leaf, spine) = (rack / 4, rack / 32);
+        let h = (rack as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        let busy = if h % 5 < 3 { h % 3 } else { 6 + h % 12 } as usize;
+        let slot = id % 18;
+        let free = if slot < busy {
+            if slot % 2 == 0 { 0 } else { 0xc }
+        } else {
+            0xf
+        };
+        nodes.push(GangNode::new(
+            id,
+            vec![
+                Some(format!("spine-{spine}")),
+                Some(format!("leaf-{spine}-{leaf}")),
+                Some(format!("rack-{spine}-{leaf}-{rack}")),
+            ],
+            Arc::clone(&shape),
+            free,
+        ));
+    }
+    GangCluster {
+        tier_names: vec![
+            "gputopo.dev/spine".into(),
+            "gputopo.dev/leaf".into(),
+            "nvidia.com/gpu.clique".into(),
+        ],
+        nodes,
+    }
+}
+
 fn bench_gang(c: &mut Criterion) {
     let cluster = cluster();
     let request = SetRequest::new(8, Collective::Ring);
@@ -125,6 +220,27 @@ fn bench_gang(c: &mut Criterion) {
             b.iter(|| place_gang(black_box(&spec), black_box(&cluster)))
         });
     }
+
+    // Structured: 256 trays in 16 slices of 16, each slice required in one
+    // rack, the gang preferring one spine.
+    let nvl72 = nvl72_cluster();
+    let structured = GangSpec::uniform(256, SetRequest::new(4, Collective::Ring))
+        .preferring(0)
+        .sliced(vec![Slice {
+            size: 16,
+            tier: 2,
+            required: true,
+        }]);
+    let p = place_gang(&structured, &nvl72).expect("the structured bench gang fits");
+    println!(
+        "structured gang of 256: {} rack(s); {}",
+        p.leaf_domains(),
+        p.explanation
+    );
+    group.bench_function(
+        "256x4gpu_16_slices_per_rack_prefer_spine_on_5000_nodes",
+        |b| b.iter(|| place_gang(black_box(&structured), black_box(&nvl72))),
+    );
 
     // Preemption: every node full of low-priority training; a 4 × 8-GPU gang
     // needs evictions in one leaf.
