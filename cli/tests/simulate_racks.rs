@@ -3,7 +3,7 @@
 //! bytes for the same seed.
 
 use gputopo::racks::workload::UnitKind;
-use gputopo::racks::{self, POLICIES, RacksOptions};
+use gputopo::racks::{self, INVESTIGATIONS, POLICIES, RacksOptions};
 
 fn small() -> RacksOptions {
     RacksOptions {
@@ -20,7 +20,7 @@ fn every_policy_keeps_its_promises_on_six_racks() {
     let options = small();
     let (fabric, workload) = racks::setup(&options);
     assert!(workload.units.len() > 200, "{} units", workload.units.len());
-    for policy in POLICIES {
+    for policy in POLICIES.into_iter().chain(INVESTIGATIONS) {
         let outcome = racks::outcome(policy, &options, &fabric, &workload).unwrap();
         // Every placed unit whole, with the GPUs it asked for.
         for u in &workload.units {

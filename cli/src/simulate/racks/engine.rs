@@ -16,18 +16,15 @@ pub type Members = Vec<(usize, u32)>;
 pub struct View<'a> {
     pub fabric: &'a Fabric,
     pub free: &'a [u32],
+    /// Per node, GPUs held by single pods (not gang members): what the
+    /// snapshot knows of each pod.
+    pub singles: &'a [u32],
 }
 
 /// A placement policy: where a whole unit goes, or `None` (it waits).
 pub trait Policy {
     fn name(&self) -> &'static str;
     fn place(&mut self, unit: &Unit, view: &View<'_>) -> Option<Members>;
-    /// Where `unit` would go once every running pod ended (`view`: all
-    /// GPUs but other gangs' reservations); `now` the GPUs free now.
-    fn propose(&mut self, unit: &Unit, view: &View<'_>, now: &[u32]) -> Option<Members> {
-        let _ = now;
-        self.place(unit, view)
-    }
 }
 
 /// gputopo-scheduler's gang reservations (`gangs.reservations` and
@@ -72,6 +69,8 @@ pub struct Outcome {
     /// Time-weighted means over the window.
     pub gpu_allocation_mean: f64,
     pub whole_racks_free_mean: f64,
+    /// Racks with at least 16 whole trays available (a 16-tray slice fits).
+    pub slice16_racks_mean: f64,
     pub window: (u64, u64),
     /// When the last unit ended.
     pub makespan: u64,
@@ -92,13 +91,37 @@ struct Engine<'a> {
     /// Nodes by available GPU count.
     hist: Vec<u32>,
     allocated: u32,
+    singles: Vec<u32>,
     held: Vec<Held>,
     /// Bumped whenever GPUs become available to someone: a unit that
     /// failed at the current epoch still fails.
     epoch: u64,
 }
 
-impl Engine<'_> {
+impl<'a> Engine<'a> {
+    /// Every GPU free.
+    fn new(fabric: &'a Fabric) -> Engine<'a> {
+        let full = fabric.full();
+        let n = fabric.nodes();
+        let gpus_per_node = fabric.size.gpus_per_node as usize;
+        let mut hist = vec![0u32; gpus_per_node + 1];
+        hist[gpus_per_node] = n as u32;
+        Engine {
+            fabric,
+            full,
+            free: vec![full; n],
+            reserved: vec![0; n],
+            avail: vec![full; n],
+            rack_taken: vec![0; fabric.size.racks],
+            rack_whole: vec![fabric.size.nodes_per_rack as u32; fabric.size.racks],
+            hist,
+            allocated: 0,
+            singles: vec![0; n],
+            held: Vec::new(),
+            epoch: 0,
+        }
+    }
+
     fn refresh(&mut self, node: usize) {
         let old = self.avail[node];
         let new = self.free[node] & !self.reserved[node];
@@ -112,16 +135,22 @@ impl Engine<'_> {
         self.avail[node] = new;
     }
 
-    fn take(&mut self, members: &Members) {
+    fn take(&mut self, members: &Members, single: bool) {
         for &(node, mask) in members {
+            if single {
+                self.singles[node] += mask.count_ones();
+            }
             self.free[node] &= !mask;
             self.allocated += mask.count_ones();
             self.refresh(node);
         }
     }
 
-    fn give_back(&mut self, members: &Members) {
+    fn give_back(&mut self, members: &Members, single: bool) {
         for &(node, mask) in members {
+            if single {
+                self.singles[node] -= mask.count_ones();
+            }
             self.free[node] |= mask;
             self.allocated -= mask.count_ones();
             self.refresh(node);
@@ -136,6 +165,10 @@ impl Engine<'_> {
             self.refresh(node);
         }
         self.epoch += 1;
+    }
+
+    fn slice16_racks(&self) -> u32 {
+        self.rack_whole.iter().filter(|&&n| n >= 16).count() as u32
     }
 
     fn whole_racks(&self) -> u32 {
@@ -222,24 +255,7 @@ pub fn run(
     reservations: Option<Reservations>,
     slices_required: bool,
 ) -> Result<Outcome, SimError> {
-    let full = fabric.full();
-    let n = fabric.nodes();
-    let gpus_per_node = fabric.size.gpus_per_node as usize;
-    let mut hist = vec![0u32; gpus_per_node + 1];
-    hist[gpus_per_node] = n as u32;
-    let mut e = Engine {
-        fabric,
-        full,
-        free: vec![full; n],
-        reserved: vec![0; n],
-        avail: vec![full; n],
-        rack_taken: vec![0; fabric.size.racks],
-        rack_whole: vec![fabric.size.nodes_per_rack as u32; fabric.size.racks],
-        hist,
-        allocated: 0,
-        held: Vec::new(),
-        epoch: 0,
-    };
+    let mut e = Engine::new(fabric);
     let units = &workload.units;
     let window = (workload.horizon / 10, workload.horizon);
     let mut out = Outcome {
@@ -251,7 +267,7 @@ pub fn run(
     let mut pending: Vec<usize> = Vec::new();
     let mut failed_at: Vec<Option<u64>> = vec![None; units.len()];
     let mut next_arrival = 0;
-    let (mut last, mut acc_alloc, mut acc_racks) = (0u64, 0.0f64, 0.0f64);
+    let (mut last, mut acc_alloc, mut acc_racks, mut acc_slices) = (0u64, 0.0f64, 0.0f64, 0.0f64);
     let total_gpus = f64::from(fabric.gpus());
     loop {
         let t_end = ends.peek().map(|Reverse((t, _))| *t);
@@ -275,6 +291,7 @@ pub fn run(
         if hi > lo {
             acc_alloc += (hi - lo) as f64 * f64::from(e.allocated) / total_gpus;
             acc_racks += (hi - lo) as f64 * f64::from(e.whole_racks());
+            acc_slices += (hi - lo) as f64 * f64::from(e.slice16_racks());
         }
         last = now;
         end_due(&mut e, &mut ends, &mut out, now);
@@ -296,7 +313,11 @@ pub fn run(
                 None
             } else {
                 let free = own.as_deref().unwrap_or(&e.avail);
-                let view = View { fabric, free };
+                let view = View {
+                    fabric,
+                    free,
+                    singles: &e.singles,
+                };
                 match policy.place(unit, &view) {
                     Some(members) => {
                         check(policy.name(), unit, &members, free)?;
@@ -310,7 +331,7 @@ pub fn run(
                     if let Some(i) = e.held.iter().position(|h| h.gang == u) {
                         e.unreserve(i);
                     }
-                    e.take(&members);
+                    e.take(&members, !unit.is_gang());
                     ends.push(Reverse((now + unit.duration, u)));
                     out.started[u] = Some((now, members));
                 }
@@ -333,6 +354,7 @@ pub fn run(
     let span = (window.1 - window.0).max(1) as f64;
     out.gpu_allocation_mean = acc_alloc / span * 100.0;
     out.whole_racks_free_mean = acc_racks / span;
+    out.slice16_racks_mean = acc_slices / span;
     Ok(out)
 }
 
@@ -351,7 +373,8 @@ fn end_due(
         ends.pop();
         if let Some((_, members)) = &out.started[u] {
             let members = members.clone();
-            e.give_back(&members);
+            // Only pods have one member (every gang has two or more).
+            e.give_back(&members, members.len() == 1);
         }
         out.makespan = out.makespan.max(t);
     }
@@ -378,18 +401,14 @@ fn reserve(
     if e.held.len() >= r.max_reservations {
         return false;
     }
-    if let Ok(min) = std::env::var("RACKS_RES_MIN_MEMBERS")
-        && unit.members < min.parse::<u32>().unwrap_or(0)
-    {
-        return false;
-    }
     let what_if: Vec<u32> = e.reserved.iter().map(|&m| e.full & !m).collect();
+    let none = vec![0; what_if.len()];
     let view = View {
         fabric,
         free: &what_if,
+        singles: &none,
     };
-    let now_free = e.avail.clone();
-    let Some(nodes) = policy.propose(unit, &view, &now_free) else {
+    let Some(nodes) = policy.place(unit, &view) else {
         return false;
     };
     let gpus: u32 = nodes.iter().map(|(_, m)| m.count_ones()).sum();
@@ -401,20 +420,6 @@ fn reserve(
     for &(node, mask) in &nodes {
         e.reserved[node] |= mask;
         e.refresh(node);
-    }
-    if std::env::var("RACKS_DEBUG").is_ok() {
-        let busy: u32 = nodes
-            .iter()
-            .map(|&(n, m)| (m & !e.avail[n]).count_ones())
-            .sum();
-        eprintln!(
-            "reserve t={:.1}h unit {} members {} waited {:.2}h gpus {gpus} busy-now {busy} held {}",
-            now as f64 / 3600.0,
-            unit.id,
-            unit.members,
-            (now - unit.arrival) as f64 / 3600.0,
-            e.held.len()
-        );
     }
     e.held.push(Held {
         gang: unit.id,

@@ -81,7 +81,9 @@ impl Fabric {
             rack_leaf,
             leaf_spine,
             host_rank,
-            shape: tray(size.gpus_per_node),
+            shape: Arc::new(
+                NodeShape::from_spec(&tray(size.gpus_per_node)).expect("a tray's shape is valid"),
+            ),
         }
     }
 
@@ -151,10 +153,10 @@ impl Fabric {
     }
 }
 
-/// A GB200/GB300 compute tray as the scheduler sees it: `gpus` GPUs, NV18
+/// A GB200/GB300 compute tray's `GpuTopology` spec: `gpus` GPUs, NV18
 /// between all (NVLink 5 through the rack's NVLink switch trays), one NUMA
 /// node.
-fn tray(gpus: u32) -> Arc<NodeShape> {
+pub fn tray(gpus: u32) -> GpuTopologySpec {
     let gpu_list = (0..gpus)
         .map(|i| GpuInfo {
             index: i,
@@ -182,7 +184,7 @@ fn tray(gpus: u32) -> Arc<NodeShape> {
             });
         }
     }
-    let spec = GpuTopologySpec {
+    GpuTopologySpec {
         node_name: "tray".into(),
         source: TopologySource::Fixture,
         vendor: None,
@@ -202,8 +204,7 @@ fn tray(gpus: u32) -> Arc<NodeShape> {
             numa_nodes: None,
             interconnect: Interconnect::Nvswitch,
         },
-    };
-    Arc::new(NodeShape::from_spec(&spec).expect("a tray's shape is valid"))
+    }
 }
 
 /// Lowest `k` set bits of `free`.

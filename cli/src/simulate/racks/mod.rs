@@ -56,16 +56,26 @@
 //! - **`gputopo`**: gangs by scheduler-core's `gang::place_gang` with the
 //!   structure: `GangSpec::uniform(n, 4 GPUs).preferring(tier)
 //!   .sliced([Slice { size, tier: rack, required: true }])`; multi-node
-//!   jobs with no structure. Single pods: the rule of the domain-fit score
-//!   in review for scheduler-core's `score/` (not yet in the tree, so
-//!   emulated here): the GPU set from scheduler-core's picker
-//!   (`NodeShape::picker`), the node with the fewest GPUs left free after
-//!   it (best fit), then the best domain fit (a partly used rack, leaf,
-//!   spine before an untouched one, the fullest first; rack weighted 4,
-//!   leaf 2, spine 1), then host name (`gputopo.rs`).
-//! - **`gputopo-flat`**: the same without structure: every gang
-//!   `GangSpec::uniform(n, 4 GPUs)` (fewest leaves, best fit, no slices, no
-//!   preference), single pods by best fit then host name.
+//!   jobs `GangSpec::uniform(n, 4 GPUs)` (no structure: the contract's
+//!   fewest domains, best fit). Single pods: scheduler-core's own per-pod
+//!   decision, `schedule::schedule` with the default weights, on a
+//!   snapshot of the fabric (tiers `gputopo.dev/spine`, `gputopo.dev/leaf`,
+//!   `nvidia.com/gpu.clique`) kept equal to what the policy is shown (one
+//!   stand-in pod per node holding its taken GPUs; `pods.rs`), so the
+//!   domain-fit part of its score (`score/domain_fit.rs`: a partly used
+//!   domain before an untouched one, the fullest in GPUs left first, every
+//!   tier, the innermost counting most) is the one the scheduler runs.
+//! - **`gputopo-flat`**: the same scheduler without structure: every gang
+//!   `GangSpec::uniform(n, 4 GPUs)` (no slices, no preference), single pods
+//!   by `schedule` with the domain-fit part off (`weights.domainFit: 0`).
+//! - Investigations (`--policy NAME`, not in `all`):
+//!   `gputopo-no-domain-fit` is `gputopo` with the domain-fit part off;
+//!   `gputopo-stable` is `gputopo` with single pods by a rule emulated on
+//!   scheduler-core's GPU-set picker (`NodeShape::picker`): best fit on the
+//!   node, then a partly used rack before an untouched one, a partly used
+//!   leaf before an untouched one, then the rack's name (one stable order
+//!   of racks, as Kueue's `levelValues` tie-break gives, instead of the
+//!   fullest first).
 //! - **`kueue-tas`** (`kueue.rs`; read in kubernetes-sigs/kueue at
 //!   `ff69552`, 2026-08-22, `pkg/cache/scheduler/tas_flavor_snapshot.go`,
 //!   `findTopologyAssignment` and what it calls, and
@@ -110,8 +120,9 @@
 //! held), the share whose ranks are laid out slice by slice, the share
 //! inside one domain of their preferred tier, queue time p50 / p99 of the
 //! largest gangs (and of every class), whole racks free (no GPU allocated
-//! or reserved) and GPU allocation, both time-weighted over the last 90 %
-//! of the arrival period.
+//! or reserved), racks that can take a 16-tray slice (16 whole trays
+//! available) and GPU allocation, the last three time-weighted over the
+//! last 90 % of the arrival period.
 //!
 //! # Determinism
 //!
@@ -123,18 +134,23 @@ pub mod fabric;
 mod gputopo;
 mod kai;
 mod kueue;
+mod pods;
 pub mod result;
 pub mod workload;
 
 use crate::simulate::SimError;
 pub use engine::Reservations;
 pub use fabric::{Fabric, FabricSize};
+pub use gputopo::PodRule;
 pub use result::{RacksResult, class_table, table};
 use std::time::Instant;
 pub use workload::Workload;
 
 /// The policies, in report order.
 pub const POLICIES: [&str; 4] = ["gputopo", "gputopo-flat", "kueue-tas", "kai"];
+
+/// Variants run to find out why (docs/benchmarks/structured-gangs.md).
+pub const INVESTIGATIONS: [&str; 2] = ["gputopo-no-domain-fit", "gputopo-stable"];
 
 /// The offered load.
 pub const LOAD: f64 = 0.85;
@@ -204,23 +220,32 @@ pub fn outcome(
     if let Some(t) = options.gang_timeout {
         reservations.schedule_timeout = t;
     }
+    let gputopo = |structured, rule| -> Result<Box<dyn engine::Policy>, SimError> {
+        let name = POLICIES
+            .iter()
+            .chain(&INVESTIGATIONS)
+            .find(|p| **p == policy)
+            .copied()
+            .unwrap_or("gputopo");
+        Ok(Box::new(gputopo::Gputopo::new(
+            name, fabric, structured, rule,
+        )?))
+    };
     let (mut chosen, reservations, slices): (Box<dyn engine::Policy>, _, _) = match policy {
-        "gputopo" => (
-            Box::new(gputopo::Gputopo::new(fabric, true)),
-            (std::env::var("RACKS_NO_RESERVE").is_err()).then_some(reservations),
-            true,
-        ),
-        "gputopo-flat" => (
-            Box::new(gputopo::Gputopo::new(fabric, false)),
-            Some(reservations),
-            false,
-        ),
+        "gputopo" => (gputopo(true, PodRule::DomainFit)?, Some(reservations), true),
+        "gputopo-stable" => (gputopo(true, PodRule::Stable)?, Some(reservations), true),
+        "gputopo-no-domain-fit" => (gputopo(true, PodRule::Plain)?, Some(reservations), true),
+        "gputopo-flat" => (gputopo(false, PodRule::Plain)?, Some(reservations), false),
         "kueue-tas" => (Box::new(kueue::KueueTas), None, true),
         "kai" => (Box::new(kai::Kai), None, true),
         other => {
             return Err(SimError::Policy {
                 policy: other.to_string(),
-                message: format!("unknown; accepted: {}", POLICIES.join(", ")),
+                message: format!(
+                    "unknown; accepted: {}, {}",
+                    POLICIES.join(", "),
+                    INVESTIGATIONS.join(", ")
+                ),
             });
         }
     };

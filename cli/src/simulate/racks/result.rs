@@ -56,6 +56,8 @@ pub struct RacksResult {
     pub largest: ClassStats,
     /// Racks with no GPU allocated or reserved, time-weighted mean.
     pub whole_racks_free_mean: f64,
+    /// Racks with at least 16 whole trays available, time-weighted mean.
+    pub slice16_racks_mean: f64,
     /// Allocated GPUs over all GPUs, time-weighted mean, %.
     pub gpu_allocation_pct_mean: f64,
     pub classes: Vec<ClassStats>,
@@ -177,6 +179,7 @@ pub fn summarize(
         preferred_held_pct: pct(preferred, gangs),
         largest,
         whole_racks_free_mean: round(outcome.whole_racks_free_mean),
+        slice16_racks_mean: round(outcome.slice16_racks_mean),
         gpu_allocation_pct_mean: round(outcome.gpu_allocation_mean),
         classes,
         reservations_made: outcome.reservations_made,
@@ -192,12 +195,12 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 /// The side-by-side table (markdown), one row per result.
 pub fn table(results: &[RacksResult]) -> String {
     let mut md = String::from(
-        "| policy | required held % | ranks in slices % | preferred tier held % | largest gangs queue p50 / p99 h | whole racks free (mean) | GPU allocation % (mean) | placed / units |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| policy | required held % | ranks in slices % | preferred tier held % | largest gangs queue p50 / p99 h | whole racks free (mean) | racks taking a 16-tray slice (mean) | GPU allocation % (mean) | placed / units |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in results {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} / {} | {:.2} | {:.2} | {} / {} |",
+            "| {} | {} | {} | {} | {} / {} | {:.2} | {:.2} | {:.2} | {} / {} |",
             r.policy,
             opt(r.required_held_pct, 1),
             opt(r.ranks_in_slices_pct, 1),
@@ -205,6 +208,7 @@ pub fn table(results: &[RacksResult]) -> String {
             opt(r.largest.queue_p50_h, 2),
             opt(r.largest.queue_p99_h, 2),
             r.whole_racks_free_mean,
+            r.slice16_racks_mean,
             r.gpu_allocation_pct_mean,
             r.placed,
             r.units,
